@@ -1,0 +1,34 @@
+"""Errors raised by hudilite. Every error names the problem; none leaves a table half-written."""
+
+
+class HudiliteError(Exception):
+    """Base class of every hudilite error."""
+
+
+class TableNotFoundError(HudiliteError):
+    """The path holds no hudilite/Hudi table."""
+
+
+class CorruptTableError(HudiliteError):
+    """Table metadata (hoodie.properties, timeline files) cannot be parsed."""
+
+
+class UnsupportedTableError(HudiliteError):
+    """A table feature this implementation does not read or write (e.g. Lance base files)."""
+
+
+class InvalidWriteError(HudiliteError, ValueError):
+    """The data or the options of a write are invalid; nothing was written."""
+
+
+class CommitConflictError(HudiliteError):
+    """Another writer committed first (put-if-absent lost, or overlapping file groups).
+
+    Retryable: the attempt was rolled back.
+    """
+
+    retryable = True
+
+
+class LockTimeoutError(HudiliteError):
+    """The table lock could not be acquired in time."""

@@ -1,0 +1,72 @@
+"""Record keys and partition paths (simple, complex and non-partitioned key generators).
+
+Computed as Spark column expressions so they run inside the executors' JVM with no Python round trip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+NULL_KEY = "__null__"
+EMPTY_KEY = "__empty__"
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    record_key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...]
+    hive_style: bool
+
+    @property
+    def complex_key(self) -> bool:
+        return len(self.record_key_fields) > 1
+
+
+def _as_string(F, c):
+    return F.col(f"`{c}`").cast("string")
+
+
+def record_key_expr(spec: KeySpec):
+    """Simple: str(value) (null stays null and is rejected). Complex: `f1:v1,f2:v2` with __null__/__empty__,
+    null only when every part is null."""
+    from pyspark.sql import functions as F
+
+    if not spec.complex_key:
+        return _as_string(F, spec.record_key_fields[0])
+    parts = []
+    for f in spec.record_key_fields:
+        v = _as_string(F, f)
+        v = F.when(v.isNull(), F.lit(NULL_KEY)).when(v == "", F.lit(EMPTY_KEY)).otherwise(v)
+        parts.append(F.concat(F.lit(f"{f}:"), v))
+    all_null = None
+    for f in spec.record_key_fields:
+        cond = F.col(f"`{f}`").isNull()
+        all_null = cond if all_null is None else (all_null & cond)
+    return F.when(all_null, F.lit(None).cast("string")).otherwise(F.concat_ws(",", *parts))
+
+
+def partition_path_expr(spec: KeySpec):
+    from pyspark.sql import functions as F
+
+    if not spec.partition_fields:
+        return F.lit("")
+    parts = []
+    for f in spec.partition_fields:
+        v = _as_string(F, f)
+        v = F.when(v.isNull() | (v == ""), F.lit(DEFAULT_PARTITION)).otherwise(v)
+        parts.append(F.concat(F.lit(f"{f}="), v) if spec.hive_style else v)
+    return F.concat_ws("/", *parts)
+
+
+def partition_values(spec: KeySpec, partition: str) -> dict[str, str]:
+    """Partition column values (as strings) parsed back from a partition path."""
+    if not spec.partition_fields or not partition:
+        return {}
+    segs = partition.split("/")
+    out = {}
+    for f, seg in zip(spec.partition_fields, segs):
+        if spec.hive_style and "=" in seg:
+            seg = seg.split("=", 1)[1]
+        out[f] = seg
+    return out

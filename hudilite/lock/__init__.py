@@ -1,0 +1,8 @@
+"""Pluggable table locks. `lock_for(base_path, options)` picks the provider named by
+`hoodie.write.lock.provider` (default: the file-based lock, which works across processes and machines
+sharing a file system)."""
+
+from hudilite.lock.base import LockProvider, lock_for, register_lock_provider
+from hudilite.lock.file_lock import FileLock
+
+__all__ = ["LockProvider", "FileLock", "lock_for", "register_lock_provider"]

@@ -1,0 +1,83 @@
+"""Direct markers: one empty file per data file at `.hoodie/.temp/<instant>/<partition>/<file>.marker.<TYPE>`.
+
+Executors create them with plain file creation before opening the data file, so a write killed at any
+point leaves markers for every file it may have started. Rollback and commit reconciliation list them.
+"""
+
+from __future__ import annotations
+
+import os
+
+CREATE = "CREATE"
+MERGE = "MERGE"
+APPEND = "APPEND"
+_SUFFIX = ".marker."
+MARKER_TYPE_FILE = "MARKERS.type"
+
+
+def marker_dir(base_path: str, instant: str) -> str:
+    return os.path.join(base_path, ".hoodie", ".temp", instant)
+
+
+class DirectMarkers:
+    """Creates markers for one instant. Picklable: executors construct it from the base path and instant."""
+
+    def __init__(self, base_path: str, instant: str):
+        self.base_path = base_path
+        self.instant = instant
+        self.root = marker_dir(base_path, instant)
+
+    def init(self) -> None:
+        os.makedirs(self.root, exist_ok=True)
+        p = os.path.join(self.root, MARKER_TYPE_FILE)
+        if not os.path.exists(p):
+            with open(p, "w") as f:
+                f.write("DIRECT")
+
+    def create(self, partition: str, file_name: str, kind: str) -> str:
+        d = os.path.join(self.root, partition) if partition else self.root
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, f"{file_name}{_SUFFIX}{kind}")
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+        os.fsync(fd)
+        os.close(fd)
+        return path
+
+
+def list_markers(base_path: str, instant: str) -> list[tuple[str, str, str]]:
+    """(partition, data file name, marker type) for every marker of `instant`, from direct marker files
+    and from the batched marker service's files (`MARKERS<n>`, one `<partition>/<file>.marker.<TYPE>` per
+    line)."""
+    root = marker_dir(base_path, instant)
+    out: list[tuple[str, str, str]] = []
+    if not os.path.isdir(root):
+        return out
+    for dirpath, _dirs, files in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        rel = "" if rel == "." else rel
+        for f in files:
+            if _SUFFIX in f:
+                name, kind = f.rsplit(_SUFFIX, 1)
+                out.append((rel, name, kind))
+            elif f.startswith("MARKERS") and f != MARKER_TYPE_FILE and not rel:
+                with open(os.path.join(dirpath, f), "r", encoding="utf-8", errors="replace") as fh:
+                    for line in fh:
+                        line = line.strip()
+                        if _SUFFIX not in line:
+                            continue  # a torn last line of a crashed service
+                        path, kind = line.rsplit(_SUFFIX, 1)
+                        part, _, name = path.rpartition("/")
+                        out.append((part, name, kind))
+    return out
+
+
+def delete_markers(base_path: str, instant: str) -> None:
+    root = marker_dir(base_path, instant)
+    if not os.path.isdir(root):
+        return
+    for dirpath, dirs, files in os.walk(root, topdown=False):
+        for f in files:
+            os.unlink(os.path.join(dirpath, f))
+        for d in dirs:
+            os.rmdir(os.path.join(dirpath, d))
+    os.rmdir(root)

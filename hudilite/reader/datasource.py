@@ -1,0 +1,76 @@
+"""`spark.read.format("hudilite")`: a Python data source over the same read plans.
+
+Options: `path` (or `.load(path)`), `as_of`, `begin`, `end`. One input partition per file slice, read with
+pyarrow in the Python workers. `hudilite.read()` is the fast path (Spark's native parquet scan); this source
+exists so SQL (`CREATE TABLE t USING hudilite OPTIONS (path ...)`) and `format("hudilite")` work.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+try:
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+except ImportError:  # pragma: no cover - pyspark < 4
+    DataSource = object
+    DataSourceReader = object
+    InputPartition = object
+
+from hudilite.schema import arrow_to_spark, cast_table_to_schema
+
+
+class _SlicePartition(InputPartition):
+    def __init__(self, files: list[str]):
+        super().__init__(files)
+        self.files = files
+
+
+class HudiliteDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "hudilite"
+
+    def _plan(self):
+        from hudilite.reader.planner import plan_read
+
+        path = self.options.get("path")
+        if not path:
+            raise ValueError("hudilite data source: no path given (use .load(path) or OPTIONS (path '...'))")
+        return plan_read(path, as_of=self.options.get("as_of"), begin=self.options.get("begin"),
+                         end=self.options.get("end"))
+
+    def schema(self):
+        return arrow_to_spark(self._plan().schema)
+
+    def reader(self, schema):
+        return _Reader(self._plan())
+
+
+class _Reader(DataSourceReader):
+    def __init__(self, plan):
+        self.schema = plan.schema
+        self.files = plan.base_files
+        self.commit_times = plan.commit_times if plan.query == "incremental" else None
+
+    def partitions(self):
+        return [_SlicePartition([f]) for f in self.files] or [_SlicePartition([])]
+
+    def read(self, partition):
+        for f in partition.files:
+            t = cast_table_to_schema(pq.read_table(f), self.schema)
+            if self.commit_times is not None:
+                t = t.filter(pc.is_in(t.column("_hoodie_commit_time"), value_set=pa.array(self.commit_times)))
+            for b in t.to_batches():
+                yield b
+
+
+def register(spark) -> None:
+    if getattr(spark, "_hudilite_registered", False):
+        return
+    spark.dataSource.register(HudiliteDataSource)
+    try:
+        spark._hudilite_registered = True
+    except Exception:  # noqa: BLE001
+        pass

@@ -1,0 +1,130 @@
+"""Local / shared POSIX file system storage.
+
+Everything the table format needs from storage is here, so another backend (object stores) only has to
+implement this class. Paths handed in are absolute; `file://` URIs are accepted.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Iterator
+
+
+def normalize_path(path: str) -> str:
+    """Absolute local path for a table location (accepts file:// URIs)."""
+    path = os.fspath(path)
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    elif "://" in path:
+        raise ValueError(f"unsupported storage scheme in {path!r}: only local/shared file systems are supported")
+    return os.path.abspath(path)
+
+
+class LocalStorage:
+    """POSIX file operations. `put_if_absent` is atomic: content is written to a temp file and hard-linked
+    into place, which fails if the target exists (no reader ever sees a half-written file)."""
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def read_bytes(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def size(self, path: str) -> int:
+        return os.path.getsize(path)
+
+    def mtime(self, path: str) -> float:
+        return os.path.getmtime(path)
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return os.listdir(path)
+        except FileNotFoundError:
+            return []
+
+    def scandir_files(self, path: str) -> Iterator[os.DirEntry]:
+        try:
+            with os.scandir(path) as it:
+                for entry in it:
+                    if entry.is_file():
+                        yield entry
+        except FileNotFoundError:
+            return
+
+    def _tmp_name(self, path: str) -> str:
+        d, name = os.path.split(path)
+        return os.path.join(d, f".{name}.{uuid.uuid4().hex}.tmp")
+
+    def write_bytes(self, path: str, data: bytes, *, fsync: bool = True) -> None:
+        """Atomically replace `path` with `data` (temp file + rename)."""
+        tmp = self._tmp_name(path)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        """Create `path` with `data` only if it does not exist. Returns False if it already existed."""
+        tmp = self._tmp_name(path)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
+    def create_empty_if_absent(self, path: str) -> bool:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        os.close(fd)
+        return True
+
+    def delete(self, path: str) -> bool:
+        try:
+            os.unlink(path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def delete_tree(self, path: str) -> None:
+        if not os.path.exists(path):
+            return
+        for root, dirs, files in os.walk(path, topdown=False):
+            for f in files:
+                os.unlink(os.path.join(root, f))
+            for d in dirs:
+                os.rmdir(os.path.join(root, d))
+        os.rmdir(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def walk_files(self, path: str) -> Iterator[str]:
+        for root, _dirs, files in os.walk(path):
+            for f in files:
+                yield os.path.join(root, f)
+
+
+_LOCAL = LocalStorage()
+
+
+def storage_for(path: str) -> LocalStorage:
+    normalize_path(path)  # validates the scheme
+    return _LOCAL

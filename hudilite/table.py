@@ -1,0 +1,100 @@
+"""A Hudi table on storage: its config, timeline, file system view, and table-level files."""
+
+from __future__ import annotations
+
+import os
+
+from hudilite.config import TableConfig
+from hudilite.errors import CorruptTableError, TableNotFoundError
+from hudilite.fs_view import PARTITION_METAFILE, FileSystemView, list_partitions
+from hudilite.storage import storage_for
+from hudilite.storage.local import normalize_path
+from hudilite.timeline import Timeline
+
+META_DIR = ".hoodie"
+PROPS_FILE = "hoodie.properties"
+
+
+class HoodieTable:
+    def __init__(self, base_path: str, config: TableConfig):
+        self.base_path = base_path
+        self.config = config
+        self.fs = storage_for(base_path)
+        self._timeline: Timeline | None = None
+
+    # ---- opening / creating --------------------------------------------------------------
+    @staticmethod
+    def exists(path: str) -> bool:
+        base = normalize_path(path)
+        return os.path.isfile(os.path.join(base, META_DIR, PROPS_FILE))
+
+    @classmethod
+    def open(cls, path: str) -> "HoodieTable":
+        base = normalize_path(path)
+        props_path = os.path.join(base, META_DIR, PROPS_FILE)
+        if not os.path.isfile(props_path):
+            if not os.path.exists(base):
+                raise TableNotFoundError(f"no table at {base}: the path does not exist")
+            raise TableNotFoundError(f"no Hudi table at {base}: {META_DIR}/{PROPS_FILE} is missing")
+        try:
+            text = storage_for(base).read_bytes(props_path).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CorruptTableError(f"{base}: hoodie.properties is damaged (not UTF-8: {e})") from None
+        config = TableConfig.parse(text, base)
+        config.validate_readable(base)
+        return cls(base, config)
+
+    @classmethod
+    def create(cls, path: str, config: TableConfig) -> "HoodieTable":
+        base = normalize_path(path)
+        fs = storage_for(base)
+        meta = os.path.join(base, META_DIR)
+        for d in (meta, os.path.join(meta, "archived"), os.path.join(meta, ".temp"), os.path.join(meta, ".aux")):
+            fs.makedirs(d)
+        props = os.path.join(meta, PROPS_FILE)
+        if not fs.put_if_absent(props, config.serialize().encode("utf-8")):
+            return cls.open(base)  # another writer created it first
+        return cls(base, config)
+
+    # ---- paths ---------------------------------------------------------------------------
+    @property
+    def meta_path(self) -> str:
+        return os.path.join(self.base_path, META_DIR)
+
+    @property
+    def temp_path(self) -> str:
+        return os.path.join(self.meta_path, ".temp")
+
+    def partition_dir(self, partition: str) -> str:
+        return os.path.join(self.base_path, partition) if partition else self.base_path
+
+    # ---- timeline & view -----------------------------------------------------------------
+    @property
+    def timeline(self) -> Timeline:
+        if self._timeline is None:
+            self._timeline = Timeline.load(self.base_path, self.config.layout_version, self.config.timeline_path)
+        return self._timeline
+
+    def reload(self) -> Timeline:
+        self._timeline = None
+        return self.timeline
+
+    def view(self) -> FileSystemView:
+        return FileSystemView(self.base_path, self.timeline)
+
+    def partitions(self) -> list[str]:
+        return list_partitions(self.base_path, self.config.is_partitioned)
+
+    # ---- partition metadata ----------------------------------------------------------------
+    def ensure_partition_metadata(self, partition: str, instant: str) -> None:
+        d = self.partition_dir(partition)
+        self.fs.makedirs(d)
+        path = os.path.join(d, PARTITION_METAFILE)
+        if self.fs.exists(path):
+            return
+        depth = len(partition.split("/")) if partition else 0
+        body = f"#partition metadata\ncommitTime={instant}\npartitionDepth={depth}\n"
+        self.fs.put_if_absent(path, body.encode("utf-8"))
+
+    def write_properties(self) -> None:
+        self.fs.write_bytes(os.path.join(self.meta_path, PROPS_FILE), self.config.serialize().encode("utf-8"))

@@ -1,0 +1,173 @@
+"""Loading the active timeline and reading instant metadata (layout 1 JSON, layout 2 Avro)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from functools import cached_property
+
+from hudilite.errors import CorruptTableError
+from hudilite.storage import storage_for
+from hudilite.timeline.instant import (
+    COMPLETED, COMPACTION, CLUSTERING, COMMIT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, parse_instant_file,
+)
+
+COMPLETION_KEY = "hudilite.completion.time"
+
+
+class Timeline:
+    """A snapshot of the active timeline of one table, loaded once. Build a new one to see new instants."""
+
+    def __init__(self, meta_dir: str, layout: int, instants: list[Instant]):
+        self.meta_dir = meta_dir
+        self.layout = layout
+        self.instants = sorted(instants, key=Instant.sort_key)
+        self._meta_cache: dict[tuple[str, str], dict] = {}
+
+    # ---- loading -------------------------------------------------------------------------
+    @classmethod
+    def load(cls, base_path: str, layout: int, timeline_path: str = "") -> "Timeline":
+        meta = os.path.join(base_path, ".hoodie")
+        tdir = os.path.join(meta, timeline_path) if layout >= 2 else meta
+        fs = storage_for(base_path)
+        by_ts: dict[str, Instant] = {}
+        for entry in fs.scandir_files(tdir):
+            inst = parse_instant_file(entry.name, layout)
+            if inst is None:
+                continue
+            cur = by_ts.get(inst.timestamp)
+            by_ts[inst.timestamp] = _merge_states(cur, inst)
+        return cls(tdir, layout, list(by_ts.values()))
+
+    # ---- views ---------------------------------------------------------------------------
+    def completed(self, actions=WRITE_ACTIONS) -> list[Instant]:
+        return [i for i in self.instants if i.is_completed and (actions is None or i.action in actions)]
+
+    def pending(self, actions=None) -> list[Instant]:
+        return [i for i in self.instants if not i.is_completed and (actions is None or i.action in actions)]
+
+    @cached_property
+    def completed_write_times(self) -> set[str]:
+        return {i.timestamp for i in self.completed()}
+
+    @cached_property
+    def all_times(self) -> set[str]:
+        return {i.timestamp for i in self.instants}
+
+    def latest_completed(self) -> Instant | None:
+        c = self.completed()
+        return c[-1] if c else None
+
+    def last_instant_time(self) -> str | None:
+        return self.instants[-1].timestamp if self.instants else None
+
+    @cached_property
+    def first_write_time(self) -> str | None:
+        c = self.completed()
+        return c[0].timestamp if c else None
+
+    def is_visible_file_instant(self, t: str) -> bool:
+        """The format's visibility rule for data files: the file's instant is a completed write instant,
+        or is older than the first instant of the active timeline (archived, therefore committed)."""
+        if t in self.completed_write_times:
+            return True
+        first = self.first_write_time
+        return first is not None and t < first and t not in self.all_times
+
+    def get(self, ts: str) -> Instant | None:
+        for i in self.instants:
+            if i.timestamp == ts:
+                return i
+        return None
+
+    # ---- metadata ------------------------------------------------------------------------
+    def instant_path(self, instant: Instant) -> str:
+        return os.path.join(self.meta_dir, instant.file_name(self.layout))
+
+    def read_metadata(self, instant: Instant) -> dict:
+        """Commit metadata of a completed write instant as a dict (HoodieCommitMetadata shape)."""
+        key = (instant.timestamp, instant.state)
+        if key in self._meta_cache:
+            return self._meta_cache[key]
+        path = self.instant_path(instant)
+        data = storage_for(path).read_bytes(path)
+        md = parse_commit_metadata(data, path)
+        self._meta_cache[key] = md
+        return md
+
+    def completion_time(self, instant: Instant) -> str:
+        """Completion time: from the file name (layout 2), else from hudilite's commit metadata, else the
+        instant time itself (foreign v6 tables record no completion order)."""
+        if instant.completion:
+            return instant.completion
+        if instant.is_completed and instant.action in WRITE_ACTIONS:
+            extra = self.read_metadata(instant).get("extraMetadata") or {}
+            c = extra.get(COMPLETION_KEY)
+            if c:
+                return c
+        return instant.timestamp
+
+    def replaced_file_ids(self, as_of: str | None = None) -> set[tuple[str, str]]:
+        """(partition, fileId) pairs replaced by completed replacecommits at or before `as_of`."""
+        out: set[tuple[str, str]] = set()
+        for inst in self.completed((REPLACE_COMMIT,)):
+            if as_of is not None and inst.timestamp > as_of:
+                continue
+            md = self.read_metadata(inst)
+            for part, fids in (md.get("partitionToReplaceFileIds") or {}).items():
+                for fid in fids or []:
+                    out.add((part or "", fid))
+        return out
+
+    def schema_json(self) -> str | None:
+        """Avro schema (without meta fields) of the latest completed write that records one."""
+        for inst in reversed(self.completed()):
+            md = self.read_metadata(inst)
+            s = (md.get("extraMetadata") or {}).get("schema")
+            if s:
+                return s
+        return None
+
+
+def _merge_states(cur: Instant | None, new: Instant) -> Instant:
+    if cur is None:
+        return new
+    hi, lo = (new, cur) if new.sort_key() >= cur.sort_key() else (cur, new)
+    if hi.state == COMPLETED:
+        action = hi.action
+        if lo.action in (COMPACTION,) and action == COMMIT:
+            action = COMMIT
+        elif lo.action == CLUSTERING and action == REPLACE_COMMIT:
+            action = REPLACE_COMMIT
+        return Instant(hi.timestamp, action, COMPLETED, hi.completion or lo.completion)
+    return hi
+
+
+def parse_commit_metadata(data: bytes, path: str = "") -> dict:
+    """JSON (layout 1) or an Avro object container with one record (layout 2)."""
+    if not data:
+        return {}
+    if data[:4] == b"Obj\x01":
+        import fastavro
+
+        try:
+            records = list(fastavro.reader(io.BytesIO(data)))
+        except Exception as e:  # noqa: BLE001 - name the file in the error
+            raise CorruptTableError(f"cannot parse Avro commit metadata {path}: {e}") from e
+        rec = records[0] if records else {}
+        return _normalize_avro_metadata(rec)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CorruptTableError(f"cannot parse commit metadata {path}: {e}") from e
+
+
+def _normalize_avro_metadata(rec: dict) -> dict:
+    out = dict(rec)
+    pts = out.get("partitionToWriteStats") or {}
+    out["partitionToWriteStats"] = {k: list(v or []) for k, v in pts.items()}
+    ptr = out.get("partitionToReplaceFileIds") or {}
+    out["partitionToReplaceFileIds"] = {k: list(v or []) for k, v in ptr.items()}
+    out["extraMetadata"] = dict(out.get("extraMetadata") or {})
+    return out

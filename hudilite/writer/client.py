@@ -1,0 +1,474 @@
+"""The write client: one Spark job per write, data files written by executors with Arrow + pyarrow.
+
+    validate (columns, keys, schema)   -> nothing written on bad input
+    tag with the index + profile       -> counts per partition, null keys / ordering values rejected
+    start instant (lock, requested)    -> inflight
+    route: updates to the file group holding the key, inserts to small groups then new ones
+    one task per file group merges with Arrow and writes the new base file (marker first)
+    reconcile markers, complete instant (put-if-absent)  -> visible
+Any failure rolls the instant back from its markers before the error is raised.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import zlib
+
+import numpy as np
+import pyarrow as pa
+
+from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ, TableConfig
+from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableError
+from hudilite.index import RangeIndex
+from hudilite.keygen import KeySpec, partition_path_expr, record_key_expr
+from hudilite.markers import DirectMarkers, delete_markers, list_markers
+from hudilite.schema import META_FIELDS, SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve, \
+    spark_to_arrow
+from hudilite.services.rollback import rollback_failed_writes, rollback_instant
+from hudilite.table import HoodieTable
+from hudilite.timeline import COMMIT, REPLACE_COMMIT, Instant
+from hudilite.timeline.heartbeat import Heartbeat
+from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, PART_COL, SEQ_COL, \
+    WriteContext
+from hudilite.writer.handle import STAT_SCHEMA, StreamingBaseFileWriter, merge_file_group, stats_table
+from hudilite.writer.options import WriteOptions, resolve
+from hudilite.writer.transaction import Transaction
+
+log = logging.getLogger(__name__)
+AMB_COL = "_hl_amb"
+_INVALID_PREFIX = "HUDILITE_INVALID_INPUT: "
+OPERATION_TYPES = {
+    "bulk_insert": "BULK_INSERT", "insert": "INSERT", "upsert": "UPSERT", "delete": "DELETE",
+    "insert_overwrite": "INSERT_OVERWRITE", "insert_overwrite_table": "INSERT_OVERWRITE_TABLE",
+}
+
+
+class WriteResult(str):
+    """The committed instant time (a str), with the write's statistics attached."""
+
+    stats: dict
+
+    def __new__(cls, instant: str, stats: dict):
+        obj = super().__new__(cls, instant)
+        obj.stats = stats
+        return obj
+
+
+def write(df, path, *, record_key, precombine_field=None, partition_by=(), operation="upsert",
+          table_type=COPY_ON_WRITE, options=None, extra_metadata=None) -> WriteResult:
+    wo = resolve(path, record_key, precombine_field, partition_by, operation, table_type, options)
+    return WriteClient(df.sparkSession, wo).run(df, extra_metadata or {})
+
+
+class WriteClient:
+    def __init__(self, spark, wo: WriteOptions):
+        self.spark = spark
+        self.wo = wo
+
+    # ------------------------------------------------------------------------------------------
+    def run(self, df, extra_metadata: dict) -> WriteResult:
+        wo = self.wo
+        df = df.drop(*[c for c in META_FIELDS if c in df.columns])
+        table, data_schema, new_config = self._prepare_table(df)
+        if wo.table_type == MERGE_ON_READ or (table and table.config.table_type == MERGE_ON_READ):
+            raise UnsupportedTableError("merge-on-read writes are not available yet; use COPY_ON_WRITE")
+        spec = KeySpec(tuple(wo.record_key), tuple(wo.partition_by), wo.hive_style)
+        event_time = bool(wo.precombine_field)
+        prepared = self._prepare_rows(df, spec)
+
+        # Profile before anything is written: bad input fails with the table untouched.
+        plan = None
+        if wo.operation in ("insert", "upsert", "delete", "insert_overwrite", "insert_overwrite_table"):
+            plan = _Planner(self, table, data_schema, prepared)
+            plan.profile()
+
+        if table is None:
+            from hudilite.storage.local import normalize_path
+
+            table = HoodieTable.create(normalize_path(wo.path), new_config)
+        txn = Transaction(table, wo.options)
+        rollback_failed_writes(table, lazy=wo.multi_writer,
+                               heartbeat_tolerance_ms=wo.get_int("hoodie.client.heartbeat.tolerable.misses", 2)
+                               * wo.get_int("hoodie.client.heartbeat.interval_in_ms", 60_000))
+        action = REPLACE_COMMIT if wo.operation.startswith("insert_overwrite") else COMMIT
+        inst = txn.start(action)
+        hb = Heartbeat(table.base_path, inst.timestamp,
+                       wo.get_int("hoodie.client.heartbeat.interval_in_ms", 60_000))
+        hb.start()
+        ctx = WriteContext(
+            base_path=table.base_path, instant=inst.timestamp, table_name=table.config.name,
+            data_schema=data_schema, precombine_field=wo.precombine_field, event_time=event_time,
+            target_file_bytes=wo.target_file_bytes, row_group_rows=wo.row_group_rows,
+            compression=wo.compression, partial_update=wo.get_bool("hoodie.write.partial.update", False),
+            incoming_columns=tuple(df.columns),
+        )
+        try:
+            DirectMarkers(table.base_path, inst.timestamp).init()
+            txn.mark_inflight(inst, _metadata({}, OPERATION_TYPES[wo.operation], None))
+            if wo.operation == "bulk_insert":
+                stats = self._bulk_insert(prepared, ctx)
+                replaced = {}
+            else:
+                stats, replaced = plan.execute(ctx)
+            stats = self._reconcile(table, inst, stats)
+            for part in {s["partitionPath"] for s in stats}:
+                table.ensure_partition_metadata(part, inst.timestamp)
+            schema_json = avro_to_json(arrow_to_avro(data_schema, table.config.name))
+            extra = {"schema": schema_json, **{k: str(v) for k, v in extra_metadata.items()}}
+            md = _metadata(stats, OPERATION_TYPES[wo.operation], extra, replaced)
+            txn.complete(inst, md)
+        except BaseException as e:
+            hb.stop()
+            try:
+                rollback_instant(table, table.reload().get(inst.timestamp) or inst)
+            except Exception:  # noqa: BLE001 - keep the original error; the next writer rolls back
+                log.exception("rollback of %s failed", inst.timestamp)
+            raise _translate(e) from e
+        finally:
+            if plan is not None:
+                plan.release()
+        hb.stop()
+        delete_markers(table.base_path, inst.timestamp)
+        return WriteResult(inst.timestamp, _summary(stats, replaced))
+
+    # ------------------------------------------------------------------------------------------
+    def _prepare_table(self, df):
+        """Open or plan the table; validate keys, partition fields and the schema against the data."""
+        wo = self.wo
+        cols = df.columns
+        for role, names in (("record key", wo.record_key), ("partition", wo.partition_by)):
+            for n in names:
+                if n not in cols:
+                    raise InvalidWriteError(
+                        f"{role} field {n!r} is not a column of the data (columns: {', '.join(cols)})")
+        table = HoodieTable.open(wo.path) if HoodieTable.exists(wo.path) else None
+        if table is not None:
+            cfg = table.config
+            cfg.validate_writable(table.base_path)
+            stored_rk = cfg.record_key_fields
+            if stored_rk and stored_rk != wo.record_key:
+                raise InvalidWriteError(
+                    f"record key {wo.record_key} does not match the table's record key {stored_rk}")
+            stored_parts = cfg.partition_fields if cfg.is_partitioned else []
+            if wo.partition_by and stored_parts != wo.partition_by:
+                raise InvalidWriteError(
+                    f"partition fields {wo.partition_by} do not match the table's {stored_parts}")
+            wo.partition_by = stored_parts
+            for n in wo.partition_by:
+                if n not in cols:
+                    raise InvalidWriteError(
+                        f"partition field {n!r} of the table is not a column of the data (columns: {', '.join(cols)})")
+            if wo.precombine_field and cfg.precombine_field and wo.precombine_field != cfg.precombine_field:
+                raise InvalidWriteError(
+                    f"precombine field {wo.precombine_field!r} does not match the table's {cfg.precombine_field!r}")
+            wo.precombine_field = wo.precombine_field or cfg.precombine_field
+            wo.hive_style = cfg.hive_style
+            wo.table_name = cfg.name
+        if wo.precombine_field and wo.precombine_field not in cols and wo.operation != "delete":
+            raise InvalidWriteError(
+                f"precombine field {wo.precombine_field!r} is not a column of the data (columns: {', '.join(cols)})")
+        try:
+            incoming = spark_to_arrow(df.schema)
+            if table is not None:
+                stored = table.timeline.schema_json() or table.config.create_schema
+                if wo.operation == "delete":
+                    data_schema = avro_to_arrow(stored) if stored else incoming
+                elif stored:
+                    data_schema = evolve(avro_to_arrow(stored), incoming)
+                else:
+                    data_schema = incoming
+            else:
+                data_schema = evolve(incoming, incoming)
+            create_schema = avro_to_json(arrow_to_avro(data_schema, wo.table_name))
+        except SchemaError as e:
+            raise InvalidWriteError(str(e)) from None
+        new_config = None
+        if table is None:
+            new_config = TableConfig.new(
+                name=wo.table_name, table_type=wo.table_type, record_key_fields=wo.record_key,
+                precombine_field=wo.precombine_field, partition_fields=wo.partition_by,
+                hive_style=wo.hive_style, create_schema=create_schema,
+            )
+        return table, data_schema, new_config
+
+    def _prepare_rows(self, df, spec: KeySpec):
+        from pyspark.sql import functions as F
+
+        wo = self.wo
+        if wo.operation == "delete":
+            delete = F.lit(True)
+        elif IS_DELETED_FIELD in df.columns:
+            delete = F.coalesce(F.col(IS_DELETED_FIELD).cast("boolean"), F.lit(False))
+        else:
+            delete = F.lit(False)
+        return df.select(
+            *[F.col(f"`{c}`") for c in df.columns],
+            record_key_expr(spec).alias(KEY_COL),
+            partition_path_expr(spec).alias(PART_COL),
+            delete.alias(DELETE_COL),
+            F.monotonically_increasing_id().alias(SEQ_COL),
+        )
+
+    # ------------------------------------------------------------------------------------------
+    def _bulk_insert(self, prepared, ctx: WriteContext) -> list[dict]:
+        from pyspark.sql import functions as F
+
+        mode = str(self.wo.get("hoodie.bulkinsert.sort.mode", "NONE")).upper()
+        rows = prepared.filter(~F.col(DELETE_COL))
+        if mode == "GLOBAL_SORT":
+            rows = rows.orderBy(PART_COL, KEY_COL)
+        elif mode == "PARTITION_SORT":
+            rows = rows.sortWithinPartitions(PART_COL, KEY_COL)
+        elif mode != "NONE":
+            raise InvalidWriteError(f"hoodie.bulkinsert.sort.mode={mode!r}: expected NONE, PARTITION_SORT or GLOBAL_SORT")
+        key_fields = list(self.wo.record_key)
+
+        def write_task(batches):
+            w = StreamingBaseFileWriter(ctx)
+            for b in batches:
+                _check_keys(b, key_fields)
+                w.write(pa.Table.from_batches([b]))
+            for rb in stats_table(w.close()).to_batches():
+                yield rb
+
+        return _collect_stats(rows.mapInArrow(write_task, _stat_struct()))
+
+    def _reconcile(self, table: HoodieTable, inst: Instant, stats: list[dict]) -> list[dict]:
+        """Delete files that markers name but no write stat claims (failed or speculative task attempts)."""
+        claimed = {s["path"] for s in stats}
+        for part, name, _kind in list_markers(table.base_path, inst.timestamp):
+            rel = f"{part}/{name}" if part else name
+            if rel not in claimed:
+                table.fs.delete(f"{table.partition_dir(part)}/{name}")
+        return stats
+
+
+class _Planner:
+    """Index tagging, profiling, routing and the per-file-group merge job for insert/upsert/delete/overwrite."""
+
+    def __init__(self, client: WriteClient, table: HoodieTable | None, data_schema: pa.Schema, prepared):
+        self.client = client
+        self.wo = client.wo
+        self.table = table
+        self.data_schema = data_schema
+        self.prepared = prepared
+        self.tagged = None
+        self.counts: dict[str, dict] = {}
+        self.index = RangeIndex(None)
+        self.slices = []
+
+    def profile(self) -> None:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import BooleanType, StringType, StructField, StructType
+
+        wo = self.wo
+        use_index = wo.operation in ("upsert", "delete", "insert")
+        if self.table is not None and self.table.timeline.completed():
+            view = self.table.view()
+            self.slices = view.latest_slices(self.table.partitions())
+            if use_index:
+                self.index = RangeIndex.build(self.slices, wo.record_key, self.data_schema)
+        index = self.index if use_index else RangeIndex(None)
+        schema = StructType(self.prepared.schema.fields + [
+            StructField(FID_COL, StringType()), StructField(AMB_COL, BooleanType())])
+
+        def tag(batches):
+            for b in batches:
+                fid, amb = index.tag(b)
+                yield pa.RecordBatch.from_arrays(list(b.columns) + [fid, amb],
+                                                 names=list(b.schema.names) + [FID_COL, AMB_COL])
+
+        self.tagged = self.prepared.mapInArrow(tag, schema).persist(StorageLevel.MEMORY_AND_DISK)
+        pcf = wo.precombine_field
+        null_pc = (F.col(f"`{pcf}`").isNull() & ~F.col(DELETE_COL)) if (pcf and pcf in self.prepared.columns) \
+            else F.lit(False)
+        rows = self.tagged.groupBy(PART_COL).agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.col(KEY_COL).isNull().cast("long")).alias("null_keys"),
+            F.sum(null_pc.cast("long")).alias("null_pc"),
+            F.sum((F.col(FID_COL).isNull() & ~F.col(DELETE_COL) & ~F.col(AMB_COL)).cast("long")).alias("inserts"),
+            F.sum(F.col(AMB_COL).cast("long")).alias("amb"),
+        ).collect()
+        self.counts = {r[PART_COL]: r.asDict() for r in rows}
+        null_keys = sum(r["null_keys"] for r in rows)
+        if null_keys:
+            self.release()
+            raise InvalidWriteError(
+                f"{null_keys} row(s) have a null record key (record key field(s): {', '.join(wo.record_key)})")
+        null_pcs = sum(r["null_pc"] for r in rows)
+        if null_pcs:
+            self.release()
+            raise InvalidWriteError(f"{null_pcs} row(s) have a null precombine field {pcf!r}")
+        depth = len(wo.partition_by)
+        for p in self.counts:
+            if depth and p is not None and len(p.split("/")) != depth:
+                self.release()
+                raise InvalidWriteError(f"partition value produces the path {p!r}: partition values may not contain '/'")
+
+    def release(self) -> None:
+        if self.tagged is not None:
+            self.tagged.unpersist()
+            self.tagged = None
+
+    # ------------------------------------------------------------------------------------------
+    def _resolve_ambiguous(self, tagged):
+        from pyspark.sql import functions as F
+
+        amb_parts = [p for p, c in self.counts.items() if c["amb"]]
+        if not amb_parts:
+            return tagged
+        files = [r.path for r in self.index.files(set(amb_parts)) if r.path]
+        spark = self.client.spark
+        keys = (spark.read.parquet(*files)
+                .select(F.col(KEY_COL).alias("_k"), F.col(PART_COL).alias("_p"),
+                        F.substring_index(F.col("_metadata.file_name"), "_", 1).alias("_f")))
+        amb = tagged.filter(F.col(AMB_COL)).drop(FID_COL)
+        resolved = (amb.join(keys, (amb[KEY_COL] == keys["_k"]) & (amb[PART_COL] == keys["_p"]), "left")
+                    .withColumn(FID_COL, F.col("_f")).drop("_k", "_p", "_f")
+                    .withColumn(AMB_COL, F.lit(False)))
+        return tagged.filter(~F.col(AMB_COL)).unionByName(resolved)
+
+    def _insert_buckets(self, overwrite: bool):
+        """Per partition: [(file id, weight)] for inserts: small existing groups first, then new groups."""
+        wo = self.wo
+        ranges = [] if overwrite else self.index.files()
+        sized = [r for r in ranges if r.rows > 0 and r.size > 0]
+        avg = (sum(r.size for r in sized) / sum(r.rows for r in sized)) if sized else wo.record_size_estimate
+        avg = max(avg, 1.0)
+        target_rows = max(int(wo.target_file_bytes / avg), 1)
+        by_part: dict[str, list[tuple[str, int]]] = {}
+        new_groups: dict[str, str] = {}
+        from hudilite.file_group import new_file_id
+
+        for part, c in self.counts.items():
+            n = int(c["inserts"] or 0) + int(c["amb"] or 0)
+            if n <= 0:
+                continue
+            buckets: list[tuple[str, int]] = []
+            if not overwrite:
+                for r in self.index.by_partition.get(part, []):
+                    if r.path and 0 < r.size < wo.small_file_bytes and n > 0:
+                        cap = max(int((wo.target_file_bytes - r.size) / avg), 0)
+                        if cap:
+                            take = min(cap, n)
+                            buckets.append((r.file_id, take))
+                            n -= take
+            while n > 0:
+                take = min(target_rows, n)
+                fid = new_file_id()
+                new_groups[fid] = part
+                buckets.append((fid, take))
+                n -= take
+            by_part[part] = buckets
+        return by_part, new_groups
+
+    def execute(self, ctx: WriteContext):
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        wo = self.wo
+        overwrite = wo.operation.startswith("insert_overwrite")
+        tagged = self.tagged if overwrite else self._resolve_ambiguous(self.tagged)
+        buckets, new_groups = self._insert_buckets(overwrite)
+        lookup: dict[str, tuple[str, str | None, str | None]] = {
+            fid: (part, None, None) for fid, part in new_groups.items()}
+        for sl in self.slices:
+            if not overwrite and sl.base_file is not None:
+                lookup[sl.file_id] = (sl.partition, sl.base_file.path, sl.base_instant)
+        cum = {p: (np.cumsum([w for _, w in b]), np.array([f for f, _ in b], dtype=object))
+               for p, b in buckets.items()}
+
+        def assign(batches):
+            for b in batches:
+                t = pa.Table.from_batches([b])
+                fid = t.column(FID_COL).to_numpy(zero_copy_only=False).astype(object)
+                dele = t.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
+                if overwrite:
+                    fid[:] = None
+                need = np.nonzero(np.equal(fid, None) & ~dele)[0]
+                if len(need):
+                    keys = t.column(KEY_COL).to_numpy(zero_copy_only=False)
+                    parts = t.column(PART_COL).to_numpy(zero_copy_only=False)
+                    for i in need:
+                        weights, fids = cum[parts[i]]
+                        h = zlib.crc32(keys[i].encode("utf-8")) % int(weights[-1])
+                        fid[i] = fids[int(np.searchsorted(weights, h, side="right"))]
+                keep = ~np.equal(fid, None)
+                t = t.set_column(t.schema.get_field_index(FID_COL), FID_COL, pa.array(fid, pa.string()))
+                if not keep.all():
+                    t = t.filter(pa.array(keep))
+                for rb in t.drop_columns([AMB_COL]).to_batches():
+                    yield rb
+
+        routed_schema = StructType([f for f in tagged.schema.fields if f.name != AMB_COL])
+        routed = tagged.mapInArrow(assign, routed_schema)
+
+        def merge(key, table):  # no type hints: Spark picks the (key, pyarrow.Table) form
+            fid = key[0].as_py()
+            part, old_path, old_instant = lookup[fid]
+            stat = merge_file_group(ctx, part, fid, old_path, old_instant, table)
+            return stats_table([stat] if stat else [])
+
+        stats = _collect_stats(routed.groupBy(FID_COL).applyInArrow(merge, _stat_struct()))
+        replaced: dict[str, list[str]] = {}
+        if overwrite:
+            parts = set(self.counts) if wo.operation == "insert_overwrite" else None
+            for sl in self.slices:
+                if parts is None or sl.partition in parts:
+                    replaced.setdefault(sl.partition, []).append(sl.file_id)
+        return stats, replaced
+
+
+# ---------------------------------------------------------------------------------------------
+def _stat_struct():
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    return StructType([StructField("stat", StringType())])
+
+
+def _collect_stats(df) -> list[dict]:
+    return [json.loads(r["stat"]) for r in df.collect()]
+
+
+def _check_keys(batch: pa.RecordBatch, key_fields) -> None:
+    keys = batch.column(batch.schema.get_field_index(KEY_COL))
+    if keys.null_count:
+        raise InvalidWriteError(
+            f"{_INVALID_PREFIX}{keys.null_count} row(s) have a null record key (record key field(s): "
+            f"{', '.join(key_fields)})")
+
+
+def _translate(e: BaseException) -> BaseException:
+    if isinstance(e, HudiliteError):
+        return e
+    msg = str(e)
+    m = re.search(re.escape(_INVALID_PREFIX) + r"(.*)", msg)
+    if m:
+        return InvalidWriteError(m.group(1).strip())
+    return e
+
+
+def _metadata(stats: list[dict], op_type: str, extra: dict | None, replaced: dict | None = None) -> dict:
+    pts: dict[str, list[dict]] = {}
+    for s in stats:
+        pts.setdefault(s["partitionPath"], []).append(s)
+    md = {"partitionToWriteStats": pts, "compacted": False, "extraMetadata": extra or {},
+          "operationType": op_type}
+    if replaced is not None and (replaced or op_type.startswith("INSERT_OVERWRITE")):
+        md["partitionToReplaceFileIds"] = replaced
+    return md
+
+
+def _summary(stats: list[dict], replaced: dict) -> dict:
+    return {
+        "files": len(stats),
+        "inserted": sum(s.get("numInserts", 0) for s in stats),
+        "updated": sum(s.get("numUpdateWrites", 0) for s in stats),
+        "deleted": sum(s.get("numDeletes", 0) for s in stats),
+        "ignored": sum(s.get("numIgnored", 0) for s in stats),
+        "rows_written": sum(s.get("numWrites", 0) for s in stats),
+        "bytes_written": sum(s.get("totalWriteBytes", 0) for s in stats),
+        "replaced_file_groups": sum(len(v) for v in replaced.values()),
+    }

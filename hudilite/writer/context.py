@@ -1,0 +1,38 @@
+"""What an executor needs to write files of one instant (picklable, shipped with each task)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from hudilite.schema import META_FIELDS
+
+# Internal columns added by the write pipeline; never stored.
+KEY_COL = "_hoodie_record_key"
+PART_COL = "_hoodie_partition_path"
+DELETE_COL = "_hl_delete"
+SEQ_COL = "_hl_seq"
+FID_COL = "_hl_fid"
+INTERNAL_COLS = (DELETE_COL, SEQ_COL, FID_COL)
+IS_DELETED_FIELD = "_hoodie_is_deleted"
+
+
+@dataclass
+class WriteContext:
+    base_path: str
+    instant: str
+    table_name: str
+    data_schema: pa.Schema  # table schema without meta columns
+    precombine_field: str | None
+    event_time: bool  # event-time ordering (precombine decides) vs commit-time (latest write wins)
+    target_file_bytes: int = 120 * 1024 * 1024
+    row_group_rows: int = 131072
+    compression: str = "snappy"
+    partial_update: bool = False  # columns missing from the batch keep stored values on update
+    incoming_columns: tuple[str, ...] = ()
+
+    @property
+    def file_schema(self) -> pa.Schema:
+        fields = [pa.field(m, pa.string()) for m in META_FIELDS] + list(self.data_schema)
+        return pa.schema(fields)

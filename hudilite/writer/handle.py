@@ -1,0 +1,286 @@
+"""Executor-side file writing with Arrow: merge one file group, or stream new base files.
+
+Runs inside Spark tasks (Python workers); no Spark calls here. Every data file gets its marker before it
+is opened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from hudilite.file_group import base_file_name
+from hudilite.markers import CREATE, MERGE, DirectMarkers
+from hudilite.schema import META_FIELDS, cast_table_to_schema
+from hudilite.writer.context import DELETE_COL, KEY_COL, PART_COL, SEQ_COL, WriteContext
+
+STAT_SCHEMA = pa.schema([pa.field("stat", pa.string())])
+
+
+def task_info() -> tuple[int, int, int]:
+    """(partition id, stage id, task attempt id) of the running Spark task, (0, 0, 0) outside Spark."""
+    try:
+        from pyspark import TaskContext
+
+        tc = TaskContext.get()
+        if tc is not None:
+            return tc.partitionId(), tc.stageId(), tc.taskAttemptId()
+    except Exception:  # noqa: BLE001 - not in a Spark worker
+        pass
+    return 0, 0, 0
+
+
+def dedup_latest(tbl: pa.Table, ctx: WriteContext) -> pa.Table:
+    """Collapse rows with the same record key to one: the highest precombine value (event time), ties and
+    commit-time mode to the latest arrival (`_hl_seq`)."""
+    if tbl.num_rows <= 1:
+        return tbl
+    keys = [(KEY_COL, "ascending")]
+    if ctx.event_time and ctx.precombine_field and ctx.precombine_field in tbl.column_names:
+        keys.append((ctx.precombine_field, "ascending"))
+    keys.append((SEQ_COL, "ascending"))
+    t = tbl.take(pc.sort_indices(tbl, sort_keys=keys, null_placement="at_start"))
+    k = t.column(KEY_COL).combine_chunks()
+    last = np.ones(t.num_rows, dtype=bool)
+    if t.num_rows > 1:
+        last[:-1] = pc.not_equal(k.slice(0, len(k) - 1), k.slice(1)).to_numpy(zero_copy_only=False)
+    if last.all():
+        return t
+    return t.filter(pa.array(last))
+
+
+def const_string(value: str, n: int) -> pa.Array:
+    return pa.array([value], pa.string()).take(pa.array(np.zeros(n, dtype=np.int32)))
+
+
+def _meta_for_new_rows(n: int, ctx: WriteContext, file_name: str, pid: int, start: int) -> dict:
+    counters = pc.cast(pa.array(np.arange(start, start + n, dtype=np.int64)), pa.string())
+    seq = pc.binary_join_element_wise(const_string(f"{ctx.instant}_{pid}_", n), counters, "")
+    return {
+        "_hoodie_commit_time": const_string(ctx.instant, n),
+        "_hoodie_commit_seqno": seq,
+        "_hoodie_file_name": const_string(file_name, n),
+    }
+
+
+def _with_meta(rows: pa.Table, ctx: WriteContext, file_name: str, pid: int, start: int) -> pa.Table:
+    """Incoming rows (data + key + partition columns) -> rows in file schema with fresh meta values."""
+    meta = _meta_for_new_rows(rows.num_rows, ctx, file_name, pid, start)
+    data = cast_table_to_schema(rows.select([c for c in ctx.data_schema.names if c in rows.column_names]),
+                                ctx.data_schema)
+    cols = {
+        "_hoodie_commit_time": meta["_hoodie_commit_time"],
+        "_hoodie_commit_seqno": meta["_hoodie_commit_seqno"],
+        "_hoodie_record_key": rows.column(KEY_COL),
+        "_hoodie_partition_path": rows.column(PART_COL),
+        "_hoodie_file_name": meta["_hoodie_file_name"],
+    }
+    arrays = [cols[m] for m in META_FIELDS] + [data.column(i) for i in range(data.num_columns)]
+    return pa.Table.from_arrays(arrays, schema=ctx.file_schema)
+
+
+def _footer_metadata(keys: pa.ChunkedArray) -> dict[bytes, bytes]:
+    if len(keys) == 0:
+        return {}
+    mm = pc.min_max(keys)
+    return {
+        b"hoodie_min_record_key": str(mm["min"].as_py()).encode(),
+        b"hoodie_max_record_key": str(mm["max"].as_py()).encode(),
+    }
+
+
+def _write_parquet(path: str, table: pa.Table, ctx: WriteContext) -> int:
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **_footer_metadata(
+        table.column("_hoodie_record_key"))})
+    pq.write_table(table, path, row_group_size=ctx.row_group_rows, compression=ctx.compression,
+                   write_statistics=True)
+    return os.path.getsize(path)
+
+
+def _stat(ctx: WriteContext, partition: str, fid: str, name: str, size: int, *, prev: str, writes: int,
+          inserts: int, updates: int, deletes: int, ignored: int = 0) -> dict:
+    rel = f"{partition}/{name}" if partition else name
+    return {
+        "fileId": fid, "path": rel, "prevCommit": prev, "partitionPath": partition,
+        "numWrites": writes, "numDeletes": deletes, "numUpdateWrites": updates, "numInserts": inserts,
+        "totalWriteBytes": size, "totalWriteErrors": 0, "fileSizeInBytes": size, "tempPath": None,
+        "minEventTime": None, "maxEventTime": None, "totalLogRecords": 0, "totalLogFilesCompacted": 0,
+        "totalLogSizeCompacted": 0, "totalUpdatedRecordsCompacted": 0, "totalLogBlocks": 0,
+        "totalCorruptLogBlock": 0, "totalRollbackBlocks": 0, "numIgnored": ignored,
+    }
+
+
+def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str | None, old_instant: str | None,
+                     incoming: pa.Table) -> dict | None:
+    """Copy-on-write merge of one file group: stored rows + this batch's rows for it -> one new base file.
+
+    Unchanged rows keep their meta values (commit time, seqno) and come first; changed and inserted rows
+    follow, so row groups holding only old rows can be skipped by incremental reads. Returns the write stat,
+    or None when nothing changes (no file written).
+    """
+    pid, stage, attempt = task_info()
+    incoming = dedup_latest(incoming, ctx)
+    is_del = incoming.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
+    name = base_file_name(fid, f"{pid}-{stage}-{attempt}", ctx.instant)
+
+    if old_path is None:
+        ins = incoming.filter(pa.array(~is_del))
+        if ins.num_rows == 0:
+            return None
+        DirectMarkers(ctx.base_path, ctx.instant).create(partition, name, CREATE)
+        out = _with_meta(ins, ctx, name, pid, 0)
+        size = _write_parquet(_data_path(ctx, partition, name), out, ctx)
+        return _stat(ctx, partition, fid, name, size, prev="null", writes=out.num_rows, inserts=out.num_rows,
+                     updates=0, deletes=0)
+
+    old = pq.read_table(old_path)
+    old = cast_table_to_schema(old, ctx.file_schema)
+    inc_keys = incoming.column(KEY_COL)
+    pos = pc.index_in(old.column("_hoodie_record_key"), value_set=inc_keys.combine_chunks())
+    matched = pos.is_valid().to_numpy(zero_copy_only=False)
+    m_old = np.nonzero(matched)[0]
+    m_inc = pos.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
+    if ctx.event_time and ctx.precombine_field and ctx.precombine_field in incoming.column_names and len(m_old):
+        inc_pc = incoming.column(ctx.precombine_field).take(pa.array(m_inc))
+        old_pc = old.column(ctx.precombine_field).take(pa.array(m_old))
+        if inc_pc.type != old_pc.type:
+            inc_pc = inc_pc.cast(old_pc.type)
+        wins = pc.fill_null(pc.greater_equal(inc_pc, old_pc), True).to_numpy(zero_copy_only=False)
+        # deletes from the delete operation carry no ordering value: they always win
+        wins |= is_del[m_inc] & pc.is_null(inc_pc).to_numpy(zero_copy_only=False)
+    else:
+        wins = np.ones(len(m_old), dtype=bool)
+    win_inc = m_inc[wins]
+    upd_inc = win_inc[~is_del[win_inc]]
+    del_inc = win_inc[is_del[win_inc]]
+    seen = np.zeros(incoming.num_rows, dtype=bool)
+    seen[m_inc] = True
+    ins_inc = np.nonzero(~seen & ~is_del)[0]
+    ignored = int(len(m_inc) - len(win_inc))
+    if len(upd_inc) == 0 and len(del_inc) == 0 and len(ins_inc) == 0:
+        return None
+
+    keep_old = np.ones(old.num_rows, dtype=bool)
+    keep_old[m_old[wins]] = False
+    kept = old.filter(pa.array(keep_old))
+    kept = kept.set_column(kept.schema.get_field_index("_hoodie_file_name"), "_hoodie_file_name",
+                           const_string(name, kept.num_rows))
+    changed_idx = np.concatenate([upd_inc, ins_inc])
+    changed_src = incoming.take(pa.array(changed_idx, pa.int64()))
+    changed = _with_meta(changed_src, ctx, name, pid, 0)
+    if ctx.partial_update and len(upd_inc):
+        changed = _carry_missing_columns(ctx, changed, old, m_old[wins][~is_del[win_inc]], len(upd_inc))
+    out = pa.concat_tables([kept, changed])
+    DirectMarkers(ctx.base_path, ctx.instant).create(partition, name, MERGE)
+    size = _write_parquet(_data_path(ctx, partition, name), out, ctx)
+    return _stat(ctx, partition, fid, name, size, prev=old_instant or "null", writes=out.num_rows,
+                 inserts=len(ins_inc), updates=len(upd_inc), deletes=len(del_inc), ignored=ignored)
+
+
+def _carry_missing_columns(ctx: WriteContext, changed: pa.Table, old: pa.Table, old_pos: np.ndarray,
+                           n_upd: int) -> pa.Table:
+    """Partial update: for updated rows (the first n_upd of `changed`), columns absent from the batch keep
+    the stored values."""
+    missing = [c for c in ctx.data_schema.names if c not in ctx.incoming_columns]
+    if not missing:
+        return changed
+    for c in missing:
+        i = changed.schema.get_field_index(c)
+        stored = old.column(c).take(pa.array(old_pos))
+        rest = changed.column(c).slice(n_upd)
+        col = pa.chunked_array(stored.chunks + rest.chunks, type=changed.schema.field(c).type)
+        changed = changed.set_column(i, changed.schema.field(c), col)
+    return changed
+
+
+def _data_path(ctx: WriteContext, partition: str, name: str) -> str:
+    d = os.path.join(ctx.base_path, partition) if partition else ctx.base_path
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, name)
+
+
+def stats_table(stats: list[dict]) -> pa.Table:
+    return pa.table({"stat": pa.array([json.dumps(s) for s in stats], pa.string())}, schema=STAT_SCHEMA)
+
+
+class StreamingBaseFileWriter:
+    """Bulk insert on one task: rows of any partitions stream into one open file per partition, rolled over
+    at the target file size (measured on the bytes actually written)."""
+
+    def __init__(self, ctx: WriteContext, file_ids=None):
+        from hudilite.file_group import new_file_id
+
+        self.ctx = ctx
+        self.pid, self.stage, self.attempt = task_info()
+        self.markers = DirectMarkers(ctx.base_path, ctx.instant)
+        self._new_fid = file_ids or new_file_id
+        self.open: dict[str, dict] = {}
+        self.stats: list[dict] = []
+        self.counter = 0
+
+    def _open(self, partition: str) -> dict:
+        fid = self._new_fid()
+        name = base_file_name(fid, f"{self.pid}-{self.stage}-{self.attempt}", self.ctx.instant)
+        self.markers.create(partition, name, CREATE)
+        path = _data_path(self.ctx, partition, name)
+        sink = pa.OSFile(path, "wb")
+        w = pq.ParquetWriter(sink, self.ctx.file_schema, compression=self.ctx.compression)
+        st = {"fid": fid, "name": name, "path": path, "sink": sink, "writer": w, "rows": 0, "pending": [],
+              "pending_rows": 0, "min": None, "max": None}
+        self.open[partition] = st
+        return st
+
+    def write(self, rows: pa.Table) -> None:
+        """`rows`: data columns + _hoodie_record_key + _hoodie_partition_path."""
+        if rows.num_rows == 0:
+            return
+        parts = rows.column(PART_COL)
+        uniq = pc.unique(parts)
+        for p in uniq.to_pylist():
+            sub = rows if len(uniq) == 1 else rows.filter(pc.equal(parts, p))
+            st = self.open.get(p) or self._open(p)
+            st["pending"].append(sub)
+            st["pending_rows"] += sub.num_rows
+            if st["pending_rows"] >= self.ctx.row_group_rows:
+                self._flush(p, st)
+
+    def _flush(self, partition: str, st: dict) -> None:
+        if not st["pending"]:
+            return
+        rows = pa.concat_tables(st["pending"])
+        st["pending"], st["pending_rows"] = [], 0
+        out = _with_meta(rows, self.ctx, st["name"], self.pid, self.counter)
+        self.counter += out.num_rows
+        keys = out.column("_hoodie_record_key")
+        if len(keys):
+            mm = pc.min_max(keys)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            st["min"] = lo if st["min"] is None else min(st["min"], lo)
+            st["max"] = hi if st["max"] is None else max(st["max"], hi)
+        st["writer"].write_table(out, row_group_size=self.ctx.row_group_rows)
+        st["rows"] += out.num_rows
+        if st["sink"].tell() >= self.ctx.target_file_bytes:
+            self._close(partition)
+
+    def _close(self, partition: str) -> None:
+        st = self.open.pop(partition)
+        if st["min"] is not None:
+            st["writer"].add_key_value_metadata(
+                {"hoodie_min_record_key": str(st["min"]), "hoodie_max_record_key": str(st["max"])})
+        st["writer"].close()
+        st["sink"].close()
+        size = os.path.getsize(st["path"])
+        self.stats.append(_stat(self.ctx, partition, st["fid"], st["name"], size, prev="null", writes=st["rows"],
+                                inserts=st["rows"], updates=0, deletes=0))
+
+    def close(self) -> list[dict]:
+        for p in list(self.open):
+            self._flush(p, self.open[p])
+            if p in self.open:
+                self._close(p)
+        return self.stats

@@ -1,0 +1,92 @@
+"""Write options: the API arguments plus `hoodie.*` keys with Apache Hudi's meanings."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ
+from hudilite.errors import InvalidWriteError
+
+OPERATIONS = ("bulk_insert", "insert", "upsert", "delete", "insert_overwrite", "insert_overwrite_table")
+_BOOL_TRUE = ("true", "1", "yes")
+
+
+def _as_list(v) -> list[str]:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [s.strip() for s in v.split(",") if s.strip()]
+    return [str(s) for s in v]
+
+
+@dataclass
+class WriteOptions:
+    path: str
+    record_key: list[str]
+    precombine_field: str | None
+    partition_by: list[str]
+    operation: str
+    table_type: str
+    table_name: str
+    hive_style: bool
+    options: dict[str, str] = field(default_factory=dict)
+
+    def get(self, key: str, default=None):
+        return self.options.get(key, default)
+
+    def get_int(self, key: str, default: int) -> int:
+        v = self.options.get(key)
+        try:
+            return int(v) if v is not None else default
+        except ValueError:
+            raise InvalidWriteError(f"option {key}={v!r} is not an integer") from None
+
+    def get_bool(self, key: str, default: bool) -> bool:
+        v = self.options.get(key)
+        return default if v is None else str(v).lower() in _BOOL_TRUE
+
+    @property
+    def target_file_bytes(self) -> int:
+        return self.get_int("hoodie.parquet.max.file.size", 120 * 1024 * 1024)
+
+    @property
+    def small_file_bytes(self) -> int:
+        return self.get_int("hoodie.parquet.small.file.limit", 100 * 1024 * 1024)
+
+    @property
+    def record_size_estimate(self) -> int:
+        return self.get_int("hoodie.copyonwrite.record.size.estimate", 1024)
+
+    @property
+    def row_group_rows(self) -> int:
+        return self.get_int("hoodie.parquet.block.rows", 131072)
+
+    @property
+    def compression(self) -> str:
+        return str(self.get("hoodie.parquet.compression.codec", "snappy")).lower()
+
+    @property
+    def multi_writer(self) -> bool:
+        return str(self.get("hoodie.write.concurrency.mode", "single_writer")).lower() in (
+            "optimistic_concurrency_control", "occ")
+
+
+def resolve(path, record_key, precombine_field, partition_by, operation, table_type, options) -> WriteOptions:
+    opts = {str(k): str(v) for k, v in (options or {}).items()}
+    rk = _as_list(record_key) or _as_list(opts.get("hoodie.datasource.write.recordkey.field"))
+    pcf = precombine_field or opts.get("hoodie.datasource.write.precombine.field") or opts.get(
+        "hoodie.table.precombine.field") or None
+    parts = _as_list(partition_by) or _as_list(opts.get("hoodie.datasource.write.partitionpath.field"))
+    op = (operation or opts.get("hoodie.datasource.write.operation") or "upsert").lower()
+    if op not in OPERATIONS:
+        raise InvalidWriteError(f"unknown operation {operation!r}; expected one of {', '.join(OPERATIONS)}")
+    tt = (table_type or opts.get("hoodie.datasource.write.table.type") or COPY_ON_WRITE).upper()
+    tt = {"COW": COPY_ON_WRITE, "MOR": MERGE_ON_READ}.get(tt, tt)
+    if tt not in (COPY_ON_WRITE, MERGE_ON_READ):
+        raise InvalidWriteError(f"unknown table_type {table_type!r}; expected COPY_ON_WRITE or MERGE_ON_READ")
+    if not rk:
+        raise InvalidWriteError("record_key is required (one column name or a list of them)")
+    name = opts.get("hoodie.table.name") or os.path.basename(os.path.normpath(path)) or "table"
+    hive = str(opts.get("hoodie.datasource.write.hive_style_partitioning", "true")).lower() in _BOOL_TRUE
+    return WriteOptions(path, rk, pcf, parts, op, tt, name, hive, opts)

@@ -1,0 +1,29 @@
+import os
+import sys
+
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+SHARED = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
+if not os.path.isdir(SHARED):
+    SHARED = os.environ.get("HUDILITE_SHARED", "/work/shared")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One SparkSession for the whole test session."""
+    from hudilite.session import local_session
+
+    s = local_session("local[2]", app_name="hudilite-tests")
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def table_path(tmp_path):
+    return str(tmp_path / "tbl")
+
+
+@pytest.fixture(scope="session")
+def shared_dir():
+    return SHARED
