@@ -103,7 +103,7 @@ def prune_partitions(table: HoodieTable, schema: pa.Schema, partitions: list[str
                 continue
             t = schema.field(c).type if c in schema.names else pa.string()
             pv = _typed(vals[c], t)
-            target = v
+            target = _typed(v, t) if isinstance(v, str) else v
             if isinstance(v, (list, tuple, set)):
                 target = {_typed(str(x), t) if isinstance(x, str) else x for x in v}
             if not _matches(pv, op, target):

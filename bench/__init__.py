@@ -1,0 +1,1 @@
+"""Benchmark harness for hudilite (see bench/README.md and shared/docs/bench-workload.md)."""
