@@ -1,0 +1,115 @@
+"""Appending blocks to log files, with version roll-over by size."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, NamedTuple
+
+from hudilite.log.blocks import LogBlock, encode_block
+from hudilite.log.format import DEFAULT_LOG_FILE_MAX_SIZE, format_log_file_name, list_log_files
+
+
+class BlockLocation(NamedTuple):
+    """Where an appended block landed."""
+
+    path: str
+    offset: int
+    size: int
+
+
+def _append_encoded(path: str, encoded: list[bytes], fsync: bool) -> list[BlockLocation]:
+    if not encoded:
+        return []
+    created = not os.path.exists(path)
+    locations = []
+    with open(path, "ab") as f:
+        offset = os.fstat(f.fileno()).st_size
+        for data in encoded:
+            f.write(data)
+            locations.append(BlockLocation(path, offset, len(data)))
+            offset += len(data)
+        f.flush()
+        if fsync:
+            os.fsync(f.fileno())
+    if created and fsync:
+        _fsync_directory(os.path.dirname(os.path.abspath(path)))
+    return locations
+
+
+def _fsync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def append_blocks(path: str | os.PathLike, blocks: Iterable[LogBlock], *, fsync: bool = True) -> list[BlockLocation]:
+    """Append blocks to a log file (created if missing); flush and fsync once at the end."""
+    return _append_encoded(os.fspath(path), [encode_block(b) for b in blocks], fsync)
+
+
+def next_log_version(directory: str | os.PathLike, file_id: str, base_instant: str) -> int:
+    """1 + the highest log version of (file_id, base_instant) in `directory`; 1 if none."""
+    if not os.path.isdir(directory):
+        return 1
+    versions = [f.version for f in list_log_files(directory, file_id, base_instant)]
+    return max(versions, default=0) + 1
+
+
+class LogWriter:
+    """Writes blocks to `.<file_id>_<base_instant>.log.<version>_<write_token>` in `directory`.
+
+    Without `version` the writer starts a new file at the next free version. Before each
+    block, a file already larger than `max_file_size` (hoodie.logfile.max.size) rolls
+    over to the next version.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike,
+        file_id: str,
+        base_instant: str,
+        write_token: str,
+        *,
+        version: int | None = None,
+        max_file_size: int = DEFAULT_LOG_FILE_MAX_SIZE,
+        fsync: bool = True,
+    ) -> None:
+        self.directory = os.fspath(directory)
+        self.file_id = file_id
+        self.base_instant = base_instant
+        self.write_token = write_token
+        self.max_file_size = max_file_size
+        self.fsync = fsync
+        self.version = next_log_version(self.directory, file_id, base_instant) if version is None else version
+        format_log_file_name(file_id, base_instant, self.version, write_token)  # validate early
+
+    @property
+    def file_name(self) -> str:
+        return format_log_file_name(self.file_id, self.base_instant, self.version, self.write_token)
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.directory, self.file_name)
+
+    def append(self, blocks: Iterable[LogBlock]) -> list[BlockLocation]:
+        """Append blocks, rolling to a new version when the current file is over the limit."""
+        os.makedirs(self.directory, exist_ok=True)
+        locations: list[BlockLocation] = []
+        pending: list[bytes] = []
+        size = os.path.getsize(self.path) if os.path.exists(self.path) else 0
+        for block in blocks:
+            if size > self.max_file_size:
+                locations += _append_encoded(self.path, pending, self.fsync)
+                pending = []
+                self._roll_over()
+                size = 0
+            data = encode_block(block)
+            pending.append(data)
+            size += len(data)
+        locations += _append_encoded(self.path, pending, self.fsync)
+        return locations
+
+    def _roll_over(self) -> None:
+        self.version = max(self.version + 1, next_log_version(self.directory, self.file_id, self.base_instant))
