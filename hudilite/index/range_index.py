@@ -1,10 +1,11 @@
 """Key-range index: per latest base file, the [min, max] of its record keys, from parquet footers.
 
 Lookups are scoped to the record's partition (a record key is unique within a partition, as in Hudi's
-non-global indexes). A key covered by exactly one file's range goes to that file group (the merge task
-finds out whether it is an update or an insert); a key covered by several ranges is *ambiguous* and is
-resolved by an exact key lookup; a key covered by none is a new insert. Auto-increment and time-ordered keys
-give disjoint ranges, so the exact lookup is rarely needed.
+non-global indexes). In a partition whose files have pairwise disjoint key ranges, a key covered by one
+file's range goes to that file group (the merge task finds out whether it is an update or an insert) and a
+key covered by none is a new insert; this is a broadcast range join in the JVM. Partitions with overlapping
+or unknown ranges get an exact key lookup (a join against the keys stored in their files). Auto-increment
+and time-ordered keys give disjoint ranges, so the exact lookup is rarely needed.
 
 Numeric single-column keys use the key column's own parquet statistics (numeric order); other keys use
 `_hoodie_record_key` (string order).
@@ -15,12 +16,11 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hudilite.file_group import FileSlice
-from hudilite.writer.context import KEY_COL, PART_COL
+from hudilite.writer.context import KEY_COL
 
 
 @dataclass
@@ -85,45 +85,22 @@ class RangeIndex:
             idx.by_partition.setdefault(r.partition, []).append(r)
         return idx
 
-    def tag(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array]:
-        """(file id or null, ambiguous flag) for every row of `batch`."""
-        n = batch.num_rows
-        fids = np.full(n, None, dtype=object)
-        amb = np.zeros(n, dtype=bool)
-        parts = batch.column(batch.schema.get_field_index(PART_COL)).to_numpy(zero_copy_only=False)
-        if self.numeric_key:
-            keys = batch.column(batch.schema.get_field_index(self.numeric_key)).to_numpy(zero_copy_only=False)
-        else:
-            keys = batch.column(batch.schema.get_field_index(KEY_COL)).to_numpy(zero_copy_only=False)
-        for p in np.unique(parts.astype(str)) if n else []:
-            ranges = self.by_partition.get(p)
-            if not ranges:
+    def split_partitions(self) -> tuple[list[FileRange], set[str]]:
+        """(ranges of partitions whose files have known, pairwise disjoint key ranges; partitions needing
+        an exact key lookup because ranges overlap or are unknown)."""
+        disjoint: list[FileRange] = []
+        exact: set[str] = set()
+        for part, rs in self.by_partition.items():
+            rs = [r for r in rs if r.path]
+            if any(r.lo is None for r in rs):
+                exact.add(part)
                 continue
-            rows = np.nonzero(parts == p)[0]
-            k = keys[rows]
-            known = [r for r in ranges if r.lo is not None]
-            unknown = [r for r in ranges if r.lo is None]
-            if known:
-                lo = np.array([r.lo for r in known], dtype=object if not self.numeric_key else np.int64)
-                hi = np.array([r.hi for r in known], dtype=object if not self.numeric_key else np.int64)
-                kk = k if self.numeric_key else k.astype(object)
-                cover = (lo[None, :] <= kk[:, None]) & (kk[:, None] <= hi[None, :])
-                count = cover.sum(axis=1) + len(unknown)
-                first = cover.argmax(axis=1)
+            rs.sort(key=lambda r: r.lo)
+            if any(rs[i].lo <= rs[i - 1].hi for i in range(1, len(rs))):
+                exact.add(part)
             else:
-                count = np.full(len(rows), len(unknown))
-                first = np.zeros(len(rows), dtype=np.int64)
-            single = count == 1
-            if known:
-                single_known = single & (cover.sum(axis=1) == 1)
-                names = np.array([r.file_id for r in known], dtype=object)
-                fids[rows[single_known]] = names[first[single_known]]
-                if unknown:
-                    fids[rows[single & ~single_known]] = unknown[0].file_id
-            elif unknown:
-                fids[rows[single]] = unknown[0].file_id
-            amb[rows[count > 1]] = True
-        return pa.array(fids, pa.string()), pa.array(amb, pa.bool_())
+                disjoint.extend(rs)
+        return disjoint, exact
 
     def files(self, partitions=None) -> list[FileRange]:
         out = []

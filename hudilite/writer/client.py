@@ -14,9 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-import zlib
 
-import numpy as np
 import pyarrow as pa
 
 from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ, TableConfig
@@ -37,7 +35,6 @@ from hudilite.writer.options import WriteOptions, resolve
 from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
-AMB_COL = "_hl_amb"
 _INVALID_PREFIX = "HUDILITE_INVALID_INPUT: "
 OPERATION_TYPES = {
     "bulk_insert": "BULK_INSERT", "insert": "INSERT", "upsert": "UPSERT", "delete": "DELETE",
@@ -246,10 +243,15 @@ class WriteClient:
 
 
 class _Planner:
-    """Index tagging, profiling, routing and the per-file-group merge job for insert/upsert/delete/overwrite."""
+    """Index tagging, profiling, routing and the per-file-group merge job for insert/upsert/delete/overwrite.
+
+    Tagging and insert assignment are JVM-only (broadcast range joins, hash bucketing); the only Python step
+    is the merge, one call per file group.
+    """
 
     def __init__(self, client: WriteClient, table: HoodieTable | None, data_schema: pa.Schema, prepared):
         self.client = client
+        self.spark = client.spark
         self.wo = client.wo
         self.table = table
         self.data_schema = data_schema
@@ -259,29 +261,21 @@ class _Planner:
         self.index = RangeIndex(None)
         self.slices = []
 
+    @property
+    def overwrite(self) -> bool:
+        return self.wo.operation.startswith("insert_overwrite")
+
     def profile(self) -> None:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
-        from pyspark.sql.types import BooleanType, StringType, StructField, StructType
 
         wo = self.wo
-        use_index = wo.operation in ("upsert", "delete", "insert")
         if self.table is not None and self.table.timeline.completed():
-            view = self.table.view()
-            self.slices = view.latest_slices(self.table.partitions())
-            if use_index:
-                self.index = RangeIndex.build(self.slices, wo.record_key, self.data_schema)
-        index = self.index if use_index else RangeIndex(None)
-        schema = StructType(self.prepared.schema.fields + [
-            StructField(FID_COL, StringType()), StructField(AMB_COL, BooleanType())])
-
-        def tag(batches):
-            for b in batches:
-                fid, amb = index.tag(b)
-                yield pa.RecordBatch.from_arrays(list(b.columns) + [fid, amb],
-                                                 names=list(b.schema.names) + [FID_COL, AMB_COL])
-
-        self.tagged = self.prepared.mapInArrow(tag, schema).persist(StorageLevel.MEMORY_AND_DISK)
+            self.slices = self.table.view().latest_slices(self.table.partitions())
+            self.index = RangeIndex.build(self.slices, wo.record_key, self.data_schema)
+        tagged = self.prepared.withColumn(FID_COL, F.lit(None).cast("string")) if self.overwrite \
+            else self._tag(self.prepared)
+        self.tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
         pcf = wo.precombine_field
         null_pc = (F.col(f"`{pcf}`").isNull() & ~F.col(DELETE_COL)) if (pcf and pcf in self.prepared.columns) \
             else F.lit(False)
@@ -289,8 +283,7 @@ class _Planner:
             F.count(F.lit(1)).alias("n"),
             F.sum(F.col(KEY_COL).isNull().cast("long")).alias("null_keys"),
             F.sum(null_pc.cast("long")).alias("null_pc"),
-            F.sum((F.col(FID_COL).isNull() & ~F.col(DELETE_COL) & ~F.col(AMB_COL)).cast("long")).alias("inserts"),
-            F.sum(F.col(AMB_COL).cast("long")).alias("amb"),
+            F.sum((F.col(FID_COL).isNull() & ~F.col(DELETE_COL)).cast("long")).alias("inserts"),
         ).collect()
         self.counts = {r[PART_COL]: r.asDict() for r in rows}
         null_keys = sum(r["null_keys"] for r in rows)
@@ -314,41 +307,64 @@ class _Planner:
             self.tagged = None
 
     # ------------------------------------------------------------------------------------------
-    def _resolve_ambiguous(self, tagged):
+    def _tag(self, rows):
+        """Add FID_COL: the file group holding (or whose key range covers) each row's key, else null."""
         from pyspark.sql import functions as F
+        from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-        amb_parts = [p for p, c in self.counts.items() if c["amb"]]
-        if not amb_parts:
-            return tagged
-        files = [r.path for r in self.index.files(set(amb_parts)) if r.path]
-        spark = self.client.spark
-        keys = (spark.read.parquet(*files)
-                .select(F.col(KEY_COL).alias("_k"), F.col(PART_COL).alias("_p"),
-                        F.substring_index(F.col("_metadata.file_name"), "_", 1).alias("_f")))
-        amb = tagged.filter(F.col(AMB_COL)).drop(FID_COL)
-        resolved = (amb.join(keys, (amb[KEY_COL] == keys["_k"]) & (amb[PART_COL] == keys["_p"]), "left")
-                    .withColumn(FID_COL, F.col("_f")).drop("_k", "_p", "_f")
-                    .withColumn(AMB_COL, F.lit(False)))
-        return tagged.filter(~F.col(AMB_COL)).unionByName(resolved)
+        disjoint, exact = self.index.split_partitions()
+        parts: list = []
+        if disjoint:
+            numeric = self.index.numeric_key
+            kt = LongType() if numeric else StringType()
+            rdf = self.spark.createDataFrame(
+                [(r.partition, r.file_id, r.lo, r.hi) for r in disjoint],
+                StructType([StructField("_r_part", StringType()), StructField("_r_fid", StringType()),
+                            StructField("_r_lo", kt), StructField("_r_hi", kt)]))
+            key = F.col(f"`{numeric}`").cast("long") if numeric else F.col(KEY_COL)
+            a = rows.filter(~F.col(PART_COL).isin(list(exact))) if exact else rows
+            a = (a.join(F.broadcast(rdf), (F.col(PART_COL) == F.col("_r_part"))
+                        & (key >= F.col("_r_lo")) & (key <= F.col("_r_hi")), "left")
+                 .withColumnRenamed("_r_fid", FID_COL).drop("_r_part", "_r_lo", "_r_hi"))
+            parts.append(a)
+        elif not exact:
+            parts.append(rows.withColumn(FID_COL, F.lit(None).cast("string")))
+        if exact:
+            files = [r.path for r in self.index.files(exact) if r.path]
+            keys = (self.spark.read.parquet(*files)
+                    .select(F.col(KEY_COL).alias("_k"), F.col(PART_COL).alias("_p"),
+                            F.substring_index(F.col("_metadata.file_name"), "_", 1).alias(FID_COL)))
+            b = (rows.filter(F.col(PART_COL).isin(list(exact)))
+                 .join(keys, (F.col(KEY_COL) == F.col("_k")) & (F.col(PART_COL) == F.col("_p")), "left")
+                 .drop("_k", "_p"))
+            parts.append(b)
+            if not disjoint:  # rows of partitions without files
+                parts.append(rows.filter(~F.col(PART_COL).isin(list(exact)))
+                             .withColumn(FID_COL, F.lit(None).cast("string")))
+        out = parts[0]
+        for p in parts[1:]:
+            out = out.unionByName(p)
+        return out
 
-    def _insert_buckets(self, overwrite: bool):
-        """Per partition: [(file id, weight)] for inserts: small existing groups first, then new groups."""
+    def _insert_buckets(self):
+        """Per partition: [(file id, rows)] for inserts: small existing groups first, then new groups sized to
+        the target file size (from the table's average record size, or the configured estimate)."""
+        from hudilite.file_group import new_file_id
+
         wo = self.wo
-        ranges = [] if overwrite else self.index.files()
+        ranges = [] if self.overwrite else self.index.files()
         sized = [r for r in ranges if r.rows > 0 and r.size > 0]
         avg = (sum(r.size for r in sized) / sum(r.rows for r in sized)) if sized else wo.record_size_estimate
         avg = max(avg, 1.0)
         target_rows = max(int(wo.target_file_bytes / avg), 1)
         by_part: dict[str, list[tuple[str, int]]] = {}
         new_groups: dict[str, str] = {}
-        from hudilite.file_group import new_file_id
-
         for part, c in self.counts.items():
-            n = int(c["inserts"] or 0) + int(c["amb"] or 0)
+            n = int(c["inserts"] or 0)
             if n <= 0:
                 continue
             buckets: list[tuple[str, int]] = []
-            if not overwrite:
+            if not self.overwrite:
                 for r in self.index.by_partition.get(part, []):
                     if r.path and 0 < r.size < wo.small_file_bytes and n > 0:
                         cap = max(int((wo.target_file_bytes - r.size) / avg), 0)
@@ -365,45 +381,43 @@ class _Planner:
             by_part[part] = buckets
         return by_part, new_groups
 
-    def execute(self, ctx: WriteContext):
-        from pyspark.sql.types import StringType, StructField, StructType
+    def _route(self, buckets):
+        """Rows with a file group keep it; inserts are spread over their partition's buckets by a hash of the
+        key (so duplicates of one key meet in one task); deletes of unknown keys are dropped."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+        known = self.tagged.filter(F.col(FID_COL).isNotNull())
+        brows = []
+        for part, bs in buckets.items():
+            total = sum(w for _, w in bs)
+            start = 0
+            for fid, w in bs:
+                brows.append((part, fid, start, start + w, total))
+                start += w
+        if not brows:
+            return known
+        bdf = self.spark.createDataFrame(brows, StructType([
+            StructField("_b_part", StringType()), StructField("_b_fid", StringType()),
+            StructField("_b_lo", LongType()), StructField("_b_hi", LongType()), StructField("_b_total", LongType())]))
+        w = F.pmod(F.xxhash64(F.col(KEY_COL)), F.col("_b_total"))
+        ins = (self.tagged.filter(F.col(FID_COL).isNull() & ~F.col(DELETE_COL)).drop(FID_COL)
+               .join(F.broadcast(bdf), (F.col(PART_COL) == F.col("_b_part")) & (w >= F.col("_b_lo"))
+                     & (w < F.col("_b_hi")), "inner")
+               .withColumnRenamed("_b_fid", FID_COL).drop("_b_part", "_b_lo", "_b_hi", "_b_total"))
+        return known.unionByName(ins)
+
+    def execute(self, ctx: WriteContext):
         wo = self.wo
-        overwrite = wo.operation.startswith("insert_overwrite")
-        tagged = self.tagged if overwrite else self._resolve_ambiguous(self.tagged)
-        buckets, new_groups = self._insert_buckets(overwrite)
+        buckets, new_groups = self._insert_buckets()
         lookup: dict[str, tuple[str, str | None, str | None]] = {
             fid: (part, None, None) for fid, part in new_groups.items()}
-        for sl in self.slices:
-            if not overwrite and sl.base_file is not None:
-                lookup[sl.file_id] = (sl.partition, sl.base_file.path, sl.base_instant)
-        cum = {p: (np.cumsum([w for _, w in b]), np.array([f for f, _ in b], dtype=object))
-               for p, b in buckets.items()}
-
-        def assign(batches):
-            for b in batches:
-                t = pa.Table.from_batches([b])
-                fid = t.column(FID_COL).to_numpy(zero_copy_only=False).astype(object)
-                dele = t.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
-                if overwrite:
-                    fid[:] = None
-                need = np.nonzero(np.equal(fid, None) & ~dele)[0]
-                if len(need):
-                    keys = t.column(KEY_COL).to_numpy(zero_copy_only=False)
-                    parts = t.column(PART_COL).to_numpy(zero_copy_only=False)
-                    for i in need:
-                        weights, fids = cum[parts[i]]
-                        h = zlib.crc32(keys[i].encode("utf-8")) % int(weights[-1])
-                        fid[i] = fids[int(np.searchsorted(weights, h, side="right"))]
-                keep = ~np.equal(fid, None)
-                t = t.set_column(t.schema.get_field_index(FID_COL), FID_COL, pa.array(fid, pa.string()))
-                if not keep.all():
-                    t = t.filter(pa.array(keep))
-                for rb in t.drop_columns([AMB_COL]).to_batches():
-                    yield rb
-
-        routed_schema = StructType([f for f in tagged.schema.fields if f.name != AMB_COL])
-        routed = tagged.mapInArrow(assign, routed_schema)
+        if not self.overwrite:
+            for sl in self.slices:
+                if sl.base_file is not None:
+                    lookup[sl.file_id] = (sl.partition, sl.base_file.path, sl.base_instant)
+        routed = self._route(buckets)
+        n_tasks = max(1, min(len(lookup), 4 * self.spark.sparkContext.defaultParallelism))
 
         def merge(key, table):  # no type hints: Spark picks the (key, pyarrow.Table) form
             fid = key[0].as_py()
@@ -411,9 +425,10 @@ class _Planner:
             stat = merge_file_group(ctx, part, fid, old_path, old_instant, table)
             return stats_table([stat] if stat else [])
 
-        stats = _collect_stats(routed.groupBy(FID_COL).applyInArrow(merge, _stat_struct()))
+        stats = _collect_stats(routed.repartition(n_tasks, FID_COL).groupBy(FID_COL)
+                               .applyInArrow(merge, _stat_struct())) if lookup else []
         replaced: dict[str, list[str]] = {}
-        if overwrite:
+        if self.overwrite:
             parts = set(self.counts) if wo.operation == "insert_overwrite" else None
             for sl in self.slices:
                 if parts is None or sl.partition in parts:
