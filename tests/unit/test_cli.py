@@ -1,0 +1,26 @@
+import json
+
+from hudilite.cli import main
+from hudilite.config import TableConfig
+from hudilite.table import HoodieTable
+from hudilite.writer.transaction import Transaction
+
+
+def test_timeline_and_rollback(tmp_path, capsys):
+    cfg = TableConfig.new(name="t", table_type="COPY_ON_WRITE", record_key_fields=["id"], precombine_field=None,
+                          partition_fields=[], hive_style=True, create_schema=None)
+    t = HoodieTable.create(str(tmp_path / "t"), cfg)
+    txn = Transaction(t)
+    done = txn.start()
+    txn.complete(done, {"partitionToWriteStats": {}, "operationType": "UPSERT"})
+    pending = txn.start()
+    assert main(["timeline", t.base_path, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["instant"], r["state"], r["operation"]) for r in rows] == [
+        (done.timestamp, "COMPLETED", "UPSERT"), (pending.timestamp, "REQUESTED", "")]
+    assert main(["rollback", t.base_path, done.timestamp]) == 2
+    assert main(["rollback", t.base_path]) == 0
+    assert [i.timestamp for i in t.reload().instants] == [done.timestamp]
+    assert main(["info", t.base_path]) == 0
+    assert json.loads(capsys.readouterr().out.split("\n", 1)[1])["completed_instants"] == 1
+    assert main(["timeline", str(tmp_path / "missing")]) == 2
