@@ -260,6 +260,7 @@ class _Planner:
         self.counts: dict[str, dict] = {}
         self.index = RangeIndex(None)
         self.slices = []
+        self.persisted = False
 
     @property
     def overwrite(self) -> bool:
@@ -275,7 +276,10 @@ class _Planner:
             self.index = RangeIndex.build(self.slices, wo.record_key, self.data_schema)
         tagged = self.prepared.withColumn(FID_COL, F.lit(None).cast("string")) if self.overwrite \
             else self._tag(self.prepared)
-        self.tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
+        # The profile reads only the key columns (column pruning); the write pass recomputes the input. Persisting
+        # instead costs more for cheap inputs; `hoodie.write.input.persist=true` opts in for expensive ones.
+        self.persisted = wo.get_bool("hoodie.write.input.persist", False)
+        self.tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK) if self.persisted else tagged
         pcf = wo.precombine_field
         null_pc = (F.col(f"`{pcf}`").isNull() & ~F.col(DELETE_COL)) if (pcf and pcf in self.prepared.columns) \
             else F.lit(False)
@@ -302,9 +306,9 @@ class _Planner:
                 raise InvalidWriteError(f"partition value produces the path {p!r}: partition values may not contain '/'")
 
     def release(self) -> None:
-        if self.tagged is not None:
+        if self.tagged is not None and self.persisted:
             self.tagged.unpersist()
-            self.tagged = None
+        self.tagged = None
 
     # ------------------------------------------------------------------------------------------
     def _tag(self, rows):
