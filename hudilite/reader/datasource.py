@@ -59,11 +59,21 @@ class _Reader(DataSourceReader):
 
     def read(self, partition):
         for f in partition.files:
-            t = cast_table_to_schema(pq.read_table(f), self.schema)
+            t = cast_table_to_schema(_retype_to_string(pq.read_table(f), self.schema), self.schema)
             if self.commit_times is not None:
                 t = t.filter(pc.is_in(t.column("_hoodie_commit_time"), value_set=pa.array(self.commit_times)))
             for b in t.to_batches():
                 yield b
+
+
+def _retype_to_string(t: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Columns stored as numbers where the table schema says string (Java's timestamp key generators) are read
+    as their string form, as hudi-rs does."""
+    for i, f in enumerate(t.schema):
+        if f.name in schema.names and pa.types.is_string(schema.field(f.name).type) and (
+                pa.types.is_integer(f.type) or pa.types.is_floating(f.type)):
+            t = t.set_column(i, pa.field(f.name, pa.string()), pc.cast(t.column(i), pa.string()))
+    return t
 
 
 def register(spark) -> None:

@@ -26,7 +26,7 @@ class ReadPlan:
     slices: list[FileSlice]
     query: str  # snapshot | incremental
     as_of: str | None = None
-    commit_times: list[str] | None = None  # incremental: keep rows whose _hoodie_commit_time is one of these
+    commit_times: list[str] | None = None  # incremental: keep rows whose _hoodie_commit_time is one of these (None: no filter)
     begin: str | None = None
     end: str | None = None
     filters: list[tuple] = field(default_factory=list)
@@ -177,8 +177,11 @@ def _plan_incremental(table: HoodieTable, schema: pa.Schema, begin, end, filters
                 if sl is not None:
                     slices.append(sl)
     _check_readable(table, slices)
+    # Without populated meta fields _hoodie_commit_time is null: no commit-time row filter (as hudi-rs), the
+    # planned slices of the in-range commits are read whole.
+    commit_times = [i.timestamp for i in in_range] if table.config.populate_meta_fields else None
     return ReadPlan(table, schema, slices, "incremental", as_of=as_of,
-                    commit_times=[i.timestamp for i in in_range], begin=begin, end=end, filters=filters)
+                    commit_times=commit_times, begin=begin, end=end, filters=filters)
 
 
 def _check_readable(table: HoodieTable, slices: list[FileSlice]) -> None:

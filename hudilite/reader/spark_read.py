@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from hudilite.reader.planner import ReadPlan, plan_read
 from hudilite.schema import arrow_to_spark
 
@@ -13,9 +15,9 @@ def plan_to_dataframe(spark, plan: ReadPlan):
     files = plan.base_files
     if not files:
         return spark.createDataFrame([], schema)
-    df = spark.read.schema(schema).parquet(*files)
-    if plan.query == "incremental":
-        times = plan.commit_times or []
+    df = _scan(spark, schema, files, check_file_types=_keygen_may_retype(plan.table.config))
+    if plan.query == "incremental" and plan.commit_times is not None:
+        times = plan.commit_times
         df = df.filter(F.col("_hoodie_commit_time").isin(times)) if times else df.limit(0)
         if times:  # a range too, so parquet row-group statistics prune old row groups
             ct = F.col("_hoodie_commit_time")
@@ -39,6 +41,68 @@ def plan_to_dataframe(spark, plan: ReadPlan):
             df = df.filter(col.isin(list(v)))
         elif op == "not in":
             df = df.filter(~col.isin(list(v)))
+    return df
+
+
+def _file_type_overrides(schema, path: str) -> tuple:
+    """Top-level atomic columns whose type in this parquet file differs from the table schema, as
+    ((name, spark type of the file), ...). Java writes e.g. a timestamp-keygen source column as int64 while the
+    commit schema declares it string; Spark's parquet scan cannot convert that itself, so such columns are
+    read with the file's type and cast afterwards (hudi-rs casts the same way)."""
+    import pyarrow.parquet as pq
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    from hudilite.schema import SchemaError
+
+    nested = (ArrayType, MapType, StructType)
+    target = {f.name: f.dataType for f in schema.fields}
+    out = []
+    try:
+        file_schema = pq.read_schema(path)
+    except Exception:  # noqa: BLE001 - let Spark report unreadable files
+        return ()
+    for f in file_schema:
+        want = target.get(f.name)
+        if want is None or isinstance(want, nested):
+            continue
+        try:
+            got = arrow_to_spark(pa.schema([f])).fields[0].dataType
+        except SchemaError:
+            continue
+        if not isinstance(got, nested) and got != want:
+            out.append((f.name, got))
+    return tuple(out)
+
+
+def _keygen_may_retype(config) -> bool:
+    """Only Java's timestamp-based (and custom) key generators leave files whose column types differ from the
+    commit schema; other tables skip the per-file footer check."""
+    kg = config.keygen.upper()
+    return "TIMESTAMP" in kg or "CUSTOM" in kg
+
+
+def _scan(spark, schema, files, *, check_file_types: bool = True):
+    """Spark's native parquet scan of `files` in the table schema (columns missing from a file read as null)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructField, StructType
+
+    if not check_file_types:
+        return spark.read.schema(schema).parquet(*files)
+    by_overrides: dict[tuple, list[str]] = {}
+    for f in files:
+        by_overrides.setdefault(_file_type_overrides(schema, f), []).append(f)
+    df = None
+    for overrides, group in by_overrides.items():
+        if not overrides:
+            part = spark.read.schema(schema).parquet(*group)
+        else:
+            o = dict(overrides)
+            read_schema = StructType([StructField(fl.name, o.get(fl.name, fl.dataType), fl.nullable)
+                                      for fl in schema.fields])
+            part = spark.read.schema(read_schema).parquet(*group)
+            part = part.select(*[F.col(f"`{fl.name}`").cast(fl.dataType).alias(fl.name) if fl.name in o
+                                 else F.col(f"`{fl.name}`") for fl in schema.fields])
+        df = part if df is None else df.unionByName(part)
     return df
 
 
