@@ -1,0 +1,669 @@
+"""Timeline-server-based (batched) markers: a marker service in the driver, and its executor-side client.
+
+Executors (Spark Python workers, other processes) send one HTTP request per marker instead of creating one
+file each. The service queues the requests; every `batch_interval_ms` a dispatcher hands everything pending
+to an idle worker thread (`num_threads` of them). Worker `i` appends the batch's new markers to its own file
+`.hoodie/.temp/<instant>/MARKERS<i>` - one `<partition>/<file>.marker.<TYPE>` line each - with ONE write and
+ONE fsync per batch, and only then answers every request of the batch: a `created` answer means the marker
+is durable. A marker already in the instant's in-memory set is rejected (`created: false`). The set of an
+instant is loaded lazily, on the first request naming it, from its `MARKERS*` files and any direct marker
+files (so a restarted service knows what its predecessor acknowledged). `MARKERS.type` holds
+`TIMELINE_SERVER_BASED`.
+
+This is the on-disk layout `hudilite.markers.direct.list_markers` (and rollback) already reads.
+
+HTTP API (JSON bodies and answers, HTTP/1.1 keep-alive):
+
+    GET  /v1/ping                                    -> {"ok": true, "basePath": ...}
+    POST /v1/markers/create  {instant, partition, file, type, token?, basePath?}
+                                                     -> {"created": bool, "marker": "<partition>/<file>.marker.<TYPE>"}
+    POST /v1/markers/init    {instant}               -> {"ok": true}
+    GET  /v1/markers/list?instant=<instant>          -> {"markers": [[partition, file, type], ...]}
+    POST /v1/markers/delete  {instant}               -> {"deleted": true}
+    GET  /v1/stats                                   -> counters (requests, batches, fsyncs, files created...)
+
+`token` makes a create idempotent: a client retrying after a lost answer sends the same token and gets
+`created: true` for the marker its first attempt made.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import queue
+import re
+import socket
+import threading
+import time
+import uuid
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, quote, urlsplit
+
+from hudilite.errors import HudiliteError
+from hudilite.markers.direct import MARKER_TYPE_FILE, _SUFFIX, delete_markers, list_markers, marker_dir
+
+TIMELINE_SERVER_BASED = "TIMELINE_SERVER_BASED"
+DIRECT = "DIRECT"
+OPT_MARKERS_TYPE = "hoodie.write.markers.type"
+OPT_SERVICE_URL = "hoodie.write.markers.service.url"
+OPT_BATCH_INTERVAL_MS = "hoodie.markers.timeline_server_based.batch.interval_ms"
+OPT_NUM_THREADS = "hoodie.markers.timeline_server_based.batch.num_threads"
+DEFAULT_BATCH_INTERVAL_MS = 20
+DEFAULT_NUM_THREADS = 4
+
+_MARKERS_FILE = re.compile(r"^MARKERS\d+$")
+_VALID_KINDS = {"CREATE", "MERGE", "APPEND"}
+
+
+class MarkerServiceError(HudiliteError):
+    """The marker service could not be reached, or refused or failed a request."""
+
+
+class MarkerExistsError(MarkerServiceError):
+    """The marker already exists for this instant (another attempt writes the same data file)."""
+
+
+def marker_line(partition: str, file_name: str, kind: str) -> str:
+    return f"{partition}/{file_name}{_SUFFIX}{kind}" if partition else f"{file_name}{_SUFFIX}{kind}"
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Req:
+    __slots__ = ("instant", "line", "token", "event", "created", "error", "followers", "t0")
+
+    def __init__(self, instant: str, line: str, token: str | None):
+        self.instant = instant
+        self.line = line
+        self.token = token
+        self.event = threading.Event()
+        self.created: bool | None = None
+        self.error: str | None = None
+        self.followers: list[_Req] = []  # retries (same token) of this request while it is in flight
+        self.t0 = time.monotonic()
+
+    def finish(self, created: bool | None, error: str | None = None) -> None:
+        if self.event.is_set():
+            return
+        self.created, self.error = created, error
+        self.event.set()
+        for f in self.followers:
+            f.finish(created, error)
+
+
+class _InstantState:
+    """In-memory marker set of one instant, plus the worker-owned append file descriptors."""
+
+    def __init__(self, instant: str, num_files: int):
+        self.instant = instant
+        self.lock = threading.Lock()
+        self.loaded = False
+        self.deleted = False
+        self.markers: set[str] = set()
+        self.tokens: dict[str, str] = {}  # marker -> token of the request that created it (this service life)
+        self.inflight: dict[str, _Req] = {}  # marker -> accepted request not yet durable
+        self.fds: dict[int, int] = {}
+        self.file_locks = [threading.Lock() for _ in range(num_files)]
+
+
+class _Stats:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.c = defaultdict(int)
+
+    def add(self, **kw: int) -> None:
+        with self.lock:
+            for k, v in kw.items():
+                self.c[k] += v
+
+    def snapshot(self) -> dict:
+        with self.lock:
+            return dict(self.c)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 1024
+
+    def __init__(self, addr, handler, service: "MarkerService"):
+        self.service = service
+        self.open_sockets: set[socket.socket] = set()
+        self.sock_lock = threading.Lock()
+        super().__init__(addr, handler)
+
+    def process_request(self, request, client_address):
+        with self.sock_lock:
+            self.open_sockets.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self.sock_lock:
+            self.open_sockets.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self.sock_lock:
+            socks = list(self.open_sockets)
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # small answers: no Nagle/delayed-ACK stalls
+    server: _Server
+
+    def log_message(self, format, *args):  # noqa: A002 - quiet
+        pass
+
+    def _send(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> dict:
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        return json.loads(raw) if raw else {}
+
+    def do_GET(self):  # noqa: N802
+        self._dispatch("GET")
+
+    def do_POST(self):  # noqa: N802
+        self._dispatch("POST")
+
+    def _dispatch(self, method: str) -> None:
+        svc = self.server.service
+        u = urlsplit(self.path)
+        q = {k: v[-1] for k, v in parse_qs(u.query).items()}
+        try:
+            body = self._body() if method == "POST" else {}
+            code, ans = svc._handle(method, u.path, {**q, **body})
+        except (ValueError, KeyError) as e:
+            code, ans = 400, {"error": f"bad request: {e!r}"}
+        except Exception as e:  # noqa: BLE001 - answer, never kill the connection thread silently
+            code, ans = 500, {"error": f"{type(e).__name__}: {e}"}
+        self._send(code, ans)
+
+
+class MarkerService:
+    """Batched marker service for one table, running in the driver process.
+
+    `start()` returns the base URL (`http://127.0.0.1:<port>`); pass it to executors through
+    `hoodie.write.markers.service.url`. Usable as a context manager.
+    """
+
+    def __init__(self, base_path: str, *, batch_interval_ms: float = DEFAULT_BATCH_INTERVAL_MS,
+                 num_threads: int = DEFAULT_NUM_THREADS, host: str = "127.0.0.1", port: int = 0,
+                 request_timeout_s: float = 120.0):
+        if num_threads < 1:
+            raise ValueError("num_threads must be >= 1")
+        if batch_interval_ms < 0:
+            raise ValueError("batch_interval_ms must be >= 0")
+        self.base_path = os.path.abspath(base_path)
+        self.batch_interval = batch_interval_ms / 1000.0
+        self.num_threads = num_threads
+        self.host, self.port = host, port
+        self.request_timeout_s = request_timeout_s
+        self.url: str | None = None
+        self._server: _Server | None = None
+        self._threads: list[threading.Thread] = []
+        self._cond = threading.Condition()
+        self._pending: list[_Req] = []
+        self._running = False
+        self._accepting = False
+        self._idle: queue.Queue[int] = queue.Queue()
+        self._work: list[queue.Queue] = []
+        self._states: dict[str, _InstantState] = {}
+        self._states_lock = threading.Lock()
+        self.stats = _Stats()
+
+    @classmethod
+    def from_options(cls, base_path: str, options: dict | None = None, **kw) -> "MarkerService":
+        o = options or {}
+        return cls(base_path,
+                   batch_interval_ms=float(o.get(OPT_BATCH_INTERVAL_MS, DEFAULT_BATCH_INTERVAL_MS)),
+                   num_threads=int(o.get(OPT_NUM_THREADS, DEFAULT_NUM_THREADS)), **kw)
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> str:
+        if self._running:
+            return self.url  # type: ignore[return-value]
+        self._server = _Server((self.host, self.port), _Handler, self)
+        self.port = self._server.server_address[1]
+        self.url = f"http://{self.host}:{self.port}"
+        self._running = self._accepting = True
+        self._work = [queue.Queue() for _ in range(self.num_threads)]
+        self._idle = queue.Queue()
+        for i in range(self.num_threads):
+            self._idle.put(i)
+        self._threads = [threading.Thread(target=self._worker, args=(i,), name=f"hl-marker-worker-{i}",
+                                          daemon=True) for i in range(self.num_threads)]
+        self._threads.append(threading.Thread(target=self._dispatcher, name="hl-marker-dispatcher", daemon=True))
+        self._threads.append(threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                              name="hl-marker-http", daemon=True))
+        for t in self._threads:
+            t.start()
+        return self.url
+
+    def stop(self) -> None:
+        """Answer everything already queued, then stop serving and close the marker files."""
+        if not self._running:
+            return
+        with self._cond:
+            self._accepting = False
+            self._running = False
+            self._cond.notify_all()
+        for t in self._threads:
+            if t.name == "hl-marker-dispatcher":
+                t.join()
+        for w in self._work:
+            w.put(None)
+        for t in self._threads:
+            if t.name.startswith("hl-marker-worker"):
+                t.join()
+        assert self._server is not None
+        self._server.shutdown()
+        self._server.close_connections()
+        self._server.server_close()
+        for t in self._threads:
+            t.join(timeout=5)
+        self._threads = []
+        with self._states_lock:
+            states, self._states = list(self._states.values()), {}
+        for st in states:
+            with st.lock:
+                for fd in st.fds.values():
+                    os.close(fd)
+                st.fds.clear()
+
+    def __enter__(self) -> "MarkerService":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def markers(self, instant: str) -> "ServiceMarkers":
+        """A client for `instant` (picklable; hand it to executors)."""
+        if not self.url:
+            raise MarkerServiceError("marker service not started")
+        return ServiceMarkers(self.url, self.base_path, instant)
+
+    # ---------------------------------------------------------------- request handling (HTTP threads)
+    def _handle(self, method: str, path: str, a: dict) -> tuple[int, dict]:
+        if path == "/v1/ping":
+            return 200, {"ok": True, "basePath": self.base_path}
+        if path == "/v1/stats":
+            return 200, self.stats.snapshot()
+        if a.get("basePath") and os.path.abspath(a["basePath"]) != self.base_path:
+            return 400, {"error": f"this marker service serves {self.base_path}, not {a['basePath']}"}
+        instant = str(a.get("instant") or "")
+        if not instant or "/" in instant or instant.startswith("."):
+            return 400, {"error": f"invalid instant {instant!r}"}
+        if path == "/v1/markers/create" and method == "POST":
+            part, name, kind = str(a.get("partition") or ""), str(a["file"]), str(a["type"])
+            if kind not in _VALID_KINDS or not name or "/" in name or "\n" in part + name or _SUFFIX in name:
+                return 400, {"error": f"invalid marker {part!r}/{name!r} type {kind!r}"}
+            part = part.strip("/")
+            req = _Req(instant, marker_line(part, name, kind), a.get("token"))
+            with self._cond:
+                if not self._accepting:
+                    return 503, {"error": "marker service is stopping"}
+                self._pending.append(req)
+                self._cond.notify()
+            self.stats.add(requests=1)
+            if not req.event.wait(self.request_timeout_s):
+                return 504, {"error": "marker request timed out in the service"}
+            if req.error:
+                return 500, {"error": req.error, "marker": req.line}
+            return 200, {"created": bool(req.created), "marker": req.line}
+        if path == "/v1/markers/init" and method == "POST":
+            st = self._state(instant)
+            with st.lock:
+                self._ensure_loaded(st)
+            return 200, {"ok": True}
+        if path == "/v1/markers/list":
+            st = self._state(instant)
+            with st.lock:
+                self._ensure_loaded(st)
+                lines = sorted(st.markers)
+            out = []
+            for line in lines:
+                p, kind = line.rsplit(_SUFFIX, 1)
+                part, _, name = p.rpartition("/")
+                out.append([part, name, kind])
+            return 200, {"markers": out}
+        if path == "/v1/markers/delete" and method == "POST":
+            self._delete(instant)
+            return 200, {"deleted": True}
+        return 404, {"error": f"no endpoint {method} {path}"}
+
+    # ---------------------------------------------------------------- per-instant state
+    def _state(self, instant: str) -> _InstantState:
+        with self._states_lock:
+            st = self._states.get(instant)
+            if st is None:
+                st = self._states[instant] = _InstantState(instant, self.num_threads)
+            return st
+
+    def _ensure_loaded(self, st: _InstantState) -> None:
+        """Caller holds st.lock. First request for the instant: directory, type file, and the marker set
+        from whatever is on disk (a previous service life, direct markers)."""
+        if st.loaded:
+            return
+        root = marker_dir(self.base_path, st.instant)
+        if not os.path.isdir(root):
+            top = root
+            while not os.path.isdir(os.path.dirname(top)):
+                top = os.path.dirname(top)
+            os.makedirs(root, exist_ok=True)
+            d, n = root, 0
+            while True:  # make every new directory entry durable, from the instant's directory up
+                d = os.path.dirname(d)
+                _fsync_dir(d)
+                n += 1
+                if d == os.path.dirname(top):
+                    break
+            self.stats.add(dirs_created=n, fsyncs=n)
+        self._write_type_file(root)
+        for f in os.listdir(root):
+            if _MARKERS_FILE.match(f):
+                self._repair_torn_tail(os.path.join(root, f))
+        n = 0
+        for part, name, kind in list_markers(self.base_path, st.instant):
+            st.markers.add(marker_line(part, name, kind))
+            n += 1
+        self.stats.add(instants_loaded=1, markers_loaded=n)
+        st.loaded = True
+
+    def _write_type_file(self, root: str) -> None:
+        p = os.path.join(root, MARKER_TYPE_FILE)
+        if os.path.exists(p):
+            with open(p) as f:
+                cur = f.read().strip()
+            # `DirectMarkers.init()` may have written DIRECT before any marker existed: take the instant over
+            # only then (a real Hudi reader trusts this file to know which markers to read).
+            if cur == TIMELINE_SERVER_BASED or any(e != MARKER_TYPE_FILE for e in os.listdir(root)):
+                return
+        tmp = f"{p}.{uuid.uuid4().hex}.tmp"
+        fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, TIMELINE_SERVER_BASED.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, p)
+        _fsync_dir(root)
+        self.stats.add(files_created=1, fsyncs=2)
+
+    def _repair_torn_tail(self, path: str) -> None:
+        """A service killed mid-write may leave a partial last line; it was never acknowledged, drop it so the
+        next append starts on a line of its own."""
+        size = os.path.getsize(path)
+        if size == 0:
+            return
+        with open(path, "rb+") as f:
+            f.seek(max(0, size - 65536))
+            tail = f.read()
+            if tail.endswith(b"\n"):
+                return
+            cut = tail.rfind(b"\n")
+            keep = (size - len(tail) + cut + 1) if cut >= 0 else (0 if size <= 65536 else None)
+            if keep is None:  # an absurdly long torn line: fall back to scanning the whole file
+                f.seek(0)
+                data = f.read()
+                keep = data.rfind(b"\n") + 1
+            f.truncate(keep)
+            f.flush()
+            os.fsync(f.fileno())
+        self.stats.add(torn_tails_repaired=1, fsyncs=1)
+
+    def _delete(self, instant: str) -> None:
+        with self._states_lock:
+            st = self._states.pop(instant, None)
+        if st is not None:
+            with st.lock:
+                st.deleted = True
+                for lk in st.file_locks:
+                    lk.acquire()
+                try:
+                    for fd in st.fds.values():
+                        os.close(fd)
+                    st.fds.clear()
+                finally:
+                    for lk in st.file_locks:
+                        lk.release()
+                for r in list(st.inflight.values()):
+                    r.finish(None, "markers of the instant were deleted")
+                st.inflight.clear()
+        delete_markers(self.base_path, instant)
+
+    # ---------------------------------------------------------------- batching
+    def _dispatcher(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and self._running:
+                    self._cond.wait()
+                if not self._pending and not self._running:
+                    return
+                stopping = not self._running
+            if not stopping and self.batch_interval > 0:
+                time.sleep(self.batch_interval)  # let requests accumulate into one batch
+            w = self._idle.get()  # wait for a free worker; meanwhile the next batch keeps growing
+            with self._cond:
+                batch, self._pending = self._pending, []
+            if batch:
+                self._work[w].put(batch)
+            else:
+                self._idle.put(w)
+
+    def _worker(self, w: int) -> None:
+        while True:
+            batch = self._work[w].get()
+            if batch is None:
+                return
+            try:
+                self._process(w, batch)
+            except BaseException as e:  # noqa: BLE001 - never leave a request unanswered
+                for r in batch:
+                    if not r.event.is_set():
+                        r.finish(None, f"{type(e).__name__}: {e}")
+            finally:
+                self._idle.put(w)
+
+    def _process(self, w: int, batch: list[_Req]) -> None:
+        by_instant: dict[str, list[_Req]] = defaultdict(list)
+        for r in batch:
+            by_instant[r.instant].append(r)
+        self.stats.add(batches=1)
+        for instant, reqs in by_instant.items():
+            while True:
+                st = self._state(instant)
+                with st.lock:
+                    if st.deleted:
+                        continue
+                    self._ensure_loaded(st)
+                    new: list[_Req] = []
+                    for r in reqs:
+                        if r.line in st.markers:
+                            orig = st.inflight.get(r.line)
+                            if r.token and orig is not None and orig.token == r.token:
+                                orig.followers.append(r)  # a retry of a request not yet durable
+                            elif r.token and st.tokens.get(r.line) == r.token:
+                                r.finish(True)  # a retry whose first attempt already succeeded
+                            else:
+                                r.finish(False)
+                                self.stats.add(duplicates=1)
+                        else:
+                            st.markers.add(r.line)
+                            if r.token:
+                                st.tokens[r.line] = r.token
+                            st.inflight[r.line] = r
+                            new.append(r)
+                break
+            if not new:
+                continue
+            try:
+                self._append(st, w, "".join(r.line + "\n" for r in new).encode())
+            except BaseException as e:
+                with st.lock:
+                    for r in new:
+                        st.markers.discard(r.line)
+                        st.tokens.pop(r.line, None)
+                        st.inflight.pop(r.line, None)
+                for r in new:
+                    r.finish(None, f"{type(e).__name__}: {e}")
+                continue
+            with st.lock:
+                for r in new:
+                    st.inflight.pop(r.line, None)
+            now = time.monotonic()
+            for r in new:
+                r.finish(True)
+            with self.stats.lock:
+                self.stats.c["created"] += len(new)
+                self.stats.c["max_batch"] = max(self.stats.c["max_batch"], len(new))
+                self.stats.c["service_latency_us_sum"] += int(sum(now - r.t0 for r in new) * 1e6)
+
+    def _append(self, st: _InstantState, w: int, data: bytes) -> None:
+        """One write + fsync of a whole batch to this worker's own file."""
+        with st.file_locks[w]:
+            if st.deleted:
+                raise MarkerServiceError("markers of the instant were deleted")
+            fd = st.fds.get(w)
+            if fd is None:
+                root = marker_dir(self.base_path, st.instant)
+                path = os.path.join(root, f"MARKERS{w}")
+                existed = os.path.exists(path)
+                fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+                st.fds[w] = fd
+                if not existed:
+                    _fsync_dir(root)  # the new file's directory entry is durable too
+                    self.stats.add(files_created=1, fsyncs=1)
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+            self.stats.add(writes=1, fsyncs=1, bytes_written=len(data))
+
+
+# ==================================================================== client (executors)
+_local = threading.local()
+
+
+def _conn(netloc: str, timeout: float) -> http.client.HTTPConnection:
+    conns = getattr(_local, "conns", None)
+    if conns is None or getattr(_local, "pid", None) != os.getpid():  # never reuse a socket across fork
+        conns = _local.conns = {}
+        _local.pid = os.getpid()
+    c = conns.get(netloc)
+    if c is None:
+        host, _, port = netloc.partition(":")
+        c = conns[netloc] = http.client.HTTPConnection(host, int(port or 80), timeout=timeout)
+    return c
+
+
+def _drop_conn(netloc: str) -> None:
+    conns = getattr(_local, "conns", None) or {}
+    c = conns.pop(netloc, None)
+    if c is not None:
+        c.close()
+
+
+_RETRYABLE = (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine,
+              http.client.CannotSendRequest, http.client.ResponseNotReady, http.client.IncompleteRead,
+              socket.timeout, TimeoutError)
+
+
+class ServiceMarkers:
+    """Executor-side markers through the marker service; same `create(partition, file_name, kind)` as
+    `DirectMarkers`. Picklable: holds only the URL, base path, instant and numbers; connections are per
+    thread (keep-alive) and re-made in a new process."""
+
+    def __init__(self, url: str, base_path: str, instant: str, *, timeout_s: float = 120.0, retries: int = 5):
+        self.url = url.rstrip("/")
+        self.base_path = base_path
+        self.instant = instant
+        self.timeout_s = timeout_s
+        self.retries = retries
+
+    def __repr__(self) -> str:
+        return f"ServiceMarkers({self.url!r}, {self.base_path!r}, {self.instant!r})"
+
+    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+        netloc = urlsplit(self.url).netloc
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            try:
+                c = _conn(netloc, self.timeout_s)
+                c.request(method, path, body=data, headers=headers)
+                resp = c.getresponse()
+                raw = resp.read()
+                if resp.will_close:
+                    _drop_conn(netloc)
+            except _RETRYABLE as e:
+                _drop_conn(netloc)
+                last = e
+                if attempt < self.retries:
+                    time.sleep(min(2.0, 0.05 * 2 ** attempt))
+                continue
+            except Exception:
+                _drop_conn(netloc)
+                raise
+            try:
+                ans = json.loads(raw) if raw else {}
+            except ValueError:
+                ans = {"error": raw[:200].decode(errors="replace")}
+            if resp.status != 200:
+                raise MarkerServiceError(f"marker service {self.url} answered {resp.status} to {method} {path}: "
+                                         f"{ans.get('error', ans)}")
+            return ans
+        raise MarkerServiceError(f"marker service {self.url} unreachable after {self.retries + 1} attempts "
+                                 f"({method} {path}): {last!r}") from last
+
+    def init(self) -> None:
+        self._call("POST", "/v1/markers/init", {"instant": self.instant, "basePath": self.base_path})
+
+    def try_create(self, partition: str, file_name: str, kind: str) -> bool:
+        """True when this call created the (now durable) marker, False when it already existed."""
+        ans = self._call("POST", "/v1/markers/create", {
+            "instant": self.instant, "basePath": self.base_path, "partition": partition, "file": file_name,
+            "type": kind, "token": uuid.uuid4().hex})
+        return bool(ans["created"])
+
+    def create(self, partition: str, file_name: str, kind: str) -> str:
+        """Create the marker; returns its `<partition>/<file>.marker.<TYPE>` line. Raises MarkerExistsError if
+        the service already has it (duplicate attempt), MarkerServiceError if unreachable or failing."""
+        if not self.try_create(partition, file_name, kind):
+            raise MarkerExistsError(f"marker {marker_line(partition, file_name, kind)} of instant {self.instant} "
+                                    f"already exists (rejected by the marker service at {self.url})")
+        return marker_line(partition, file_name, kind)
+
+    def list(self) -> list[tuple[str, str, str]]:
+        ans = self._call("GET", f"/v1/markers/list?instant={quote(self.instant, safe='')}")
+        return [tuple(m) for m in ans["markers"]]  # type: ignore[misc]
+
+    def delete(self) -> None:
+        self._call("POST", "/v1/markers/delete", {"instant": self.instant, "basePath": self.base_path})
+
+    def stats(self) -> dict:
+        return self._call("GET", "/v1/stats")
