@@ -31,6 +31,14 @@ class WriteContext:
     compression: str = "snappy"
     partial_update: bool = False  # columns missing from the batch keep stored values on update
     incoming_columns: tuple[str, ...] = ()
+    delete_operation: bool = False  # the `delete` operation: deletes win whatever their ordering value
+    marker_options: dict | None = None  # hoodie.write.markers.* (direct, or the driver's marker service URL)
+    buffer_limit_bytes: int = 64 * 1024 * 1024  # bounded queue between reading batches and writing a file
+
+    def markers(self):
+        from hudilite.markers import markers_for
+
+        return markers_for(self.base_path, self.instant, self.marker_options)
 
     @property
     def file_schema(self) -> pa.Schema:

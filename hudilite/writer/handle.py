@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hudilite.file_group import base_file_name
-from hudilite.markers import CREATE, MERGE, DirectMarkers
+from hudilite.markers import CREATE, MERGE
 from hudilite.schema import META_FIELDS, cast_table_to_schema
 from hudilite.writer.context import DELETE_COL, KEY_COL, PART_COL, SEQ_COL, WriteContext
 
@@ -135,7 +135,7 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
         ins = incoming.filter(pa.array(~is_del))
         if ins.num_rows == 0:
             return None
-        DirectMarkers(ctx.base_path, ctx.instant).create(partition, name, CREATE)
+        ctx.markers().create(partition, name, CREATE)
         out = _with_meta(ins, ctx, name, pid, 0)
         size = _write_parquet(_data_path(ctx, partition, name), out, ctx)
         return _stat(ctx, partition, fid, name, size, prev="null", writes=out.num_rows, inserts=out.num_rows,
@@ -154,8 +154,9 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
         if inc_pc.type != old_pc.type:
             inc_pc = inc_pc.cast(old_pc.type)
         wins = pc.fill_null(pc.greater_equal(inc_pc, old_pc), True).to_numpy(zero_copy_only=False)
-        # deletes from the delete operation carry no ordering value: they always win
-        wins |= is_del[m_inc] & pc.is_null(inc_pc).to_numpy(zero_copy_only=False)
+        # the delete operation, and deletes that carry no ordering value, always win
+        no_order = pc.is_null(inc_pc).to_numpy(zero_copy_only=False)
+        wins |= is_del[m_inc] & (no_order | ctx.delete_operation)
     else:
         wins = np.ones(len(m_old), dtype=bool)
     win_inc = m_inc[wins]
@@ -166,7 +167,8 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
     ins_inc = np.nonzero(~seen & ~is_del)[0]
     ignored = int(len(m_inc) - len(win_inc))
     if len(upd_inc) == 0 and len(del_inc) == 0 and len(ins_inc) == 0:
-        return None
+        # nothing to write; still report the records that lost against stored versions
+        return {"fileId": fid, "countOnly": True, "numIgnored": ignored} if ignored else None
 
     keep_old = np.ones(old.num_rows, dtype=bool)
     keep_old[m_old[wins]] = False
@@ -179,7 +181,7 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
     if ctx.partial_update and len(upd_inc):
         changed = _carry_missing_columns(ctx, changed, old, m_old[wins][~is_del[win_inc]], len(upd_inc))
     out = pa.concat_tables([kept, changed])
-    DirectMarkers(ctx.base_path, ctx.instant).create(partition, name, MERGE)
+    ctx.markers().create(partition, name, MERGE)
     size = _write_parquet(_data_path(ctx, partition, name), out, ctx)
     return _stat(ctx, partition, fid, name, size, prev=old_instant or "null", writes=out.num_rows,
                  inserts=len(ins_inc), updates=len(upd_inc), deletes=len(del_inc), ignored=ignored)
@@ -220,7 +222,7 @@ class StreamingBaseFileWriter:
 
         self.ctx = ctx
         self.pid, self.stage, self.attempt = task_info()
-        self.markers = DirectMarkers(ctx.base_path, ctx.instant)
+        self.markers = ctx.markers()
         self._new_fid = file_ids or new_file_id
         self.open: dict[str, dict] = {}
         self.stats: list[dict] = []

@@ -182,3 +182,29 @@ def test_datasource_format_and_filters(spark, table_path):
     from hudilite.reader import plan_read
 
     assert len(plan_read(table_path, filters=[("dt", ">=", "2024-01-02")]).slices) < len(plan_read(table_path).slices)
+
+
+def test_marker_service_markers(spark, table_path, monkeypatch):
+    """With the batched marker service the executors' markers land in MARKERS<n> files of the instant."""
+    import hudilite.writer.client as client
+    from hudilite.markers import list_markers
+
+    monkeypatch.setattr(client, "delete_markers", lambda *a: None)  # keep the markers to inspect them
+    opts = {"hoodie.write.markers.type": "TIMELINE_SERVER_BASED"}
+
+    def check(c):
+        tdir = os.path.join(table_path, ".hoodie", ".temp", c)
+        assert open(os.path.join(tdir, "MARKERS.type")).read() == "TIMELINE_SERVER_BASED"
+        assert any(f.startswith("MARKERS") and f != "MARKERS.type" for f in os.listdir(tdir))
+        marked = {f"{p}/{n}" for p, n, _ in list_markers(table_path, c)}
+        t = HoodieTable.open(table_path)
+        stats = t.timeline.read_metadata(t.timeline.get(c))["partitionToWriteStats"]
+        written = {s["path"] for v in stats.values() for s in v}
+        assert written and written <= marked
+
+    df = spark.createDataFrame([(i, 1, [D1, D2][i % 2], f"n{i}") for i in range(20)], SCHEMA)
+    check(hudilite.write(df, table_path, record_key="id", precombine_field="version", partition_by="dt",
+                         operation="bulk_insert", options=opts))
+    check(hudilite.write(spark.createDataFrame([(1, 2, D2, "u")], SCHEMA), table_path, record_key="id",
+                         precombine_field="version", partition_by="dt", options=opts))
+    assert rows(spark, table_path)[1] == (1, 2, "u")
