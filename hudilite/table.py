@@ -10,6 +10,7 @@ from hudilite.fs_view import PARTITION_METAFILE, FileSystemView, list_partitions
 from hudilite.storage import storage_for
 from hudilite.storage.local import normalize_path
 from hudilite.timeline import Timeline
+from hudilite.timeline.instant import parse_instant_file
 
 META_DIR = ".hoodie"
 PROPS_FILE = "hoodie.properties"
@@ -25,8 +26,9 @@ class HoodieTable:
     # ---- opening / creating --------------------------------------------------------------
     @staticmethod
     def exists(path: str) -> bool:
+        """A table is here: hoodie.properties, or (damaged: `open` raises) a timeline without it."""
         base = normalize_path(path)
-        return os.path.isfile(os.path.join(base, META_DIR, PROPS_FILE))
+        return os.path.isfile(os.path.join(base, META_DIR, PROPS_FILE)) or _has_timeline(base)
 
     @classmethod
     def open(cls, path: str) -> "HoodieTable":
@@ -35,6 +37,9 @@ class HoodieTable:
         if not os.path.isfile(props_path):
             if not os.path.exists(base):
                 raise TableNotFoundError(f"no table at {base}: the path does not exist")
+            if _has_timeline(base):
+                raise CorruptTableError(f"{base}: {META_DIR}/{PROPS_FILE} is missing, but {META_DIR} holds a "
+                                        "timeline: the table is damaged")
             raise TableNotFoundError(f"no Hudi table at {base}: {META_DIR}/{PROPS_FILE} is missing")
         try:
             text = storage_for(base).read_bytes(props_path).decode("utf-8")
@@ -98,3 +103,16 @@ class HoodieTable:
 
     def write_properties(self) -> None:
         self.fs.write_bytes(os.path.join(self.meta_path, PROPS_FILE), self.config.serialize().encode("utf-8"))
+
+
+def _has_timeline(base: str) -> bool:
+    """Whether `.hoodie` (or `.hoodie/timeline`) holds instant files."""
+    meta = os.path.join(base, META_DIR)
+    for d in (meta, os.path.join(meta, "timeline")):
+        try:
+            names = os.listdir(d)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if any(parse_instant_file(n, 1) or parse_instant_file(n, 2) for n in names):
+            return True
+    return False

@@ -18,6 +18,10 @@ df = spark.createDataFrame([(i, 1, d[i % 2], f"n{i}") for i in range(200)], sche
 c1 = hudilite.write(df, path, record_key="id", precombine_field="version", partition_by="dt", operation="bulk_insert")
 upd = spark.createDataFrame([(i, 2, d[i % 2], f"u{i}") for i in range(0, 200, 10)] + [(500, 1, d[0], "new")], schema)
 c2 = hudilite.write(upd, path, record_key="id", precombine_field="version", partition_by="dt")
+# the batched marker service in this driver, called by executors in other processes
+upd2 = spark.createDataFrame([(i, 3, d[i % 2], f"m{i}") for i in range(1, 200, 20)], schema).repartition(3)
+c3 = hudilite.write(upd2, path, record_key="id", precombine_field="version", partition_by="dt",
+                    options={"hoodie.write.markers.type": "TIMELINE_SERVER_BASED"})
 snap = hudilite.read(spark, path)
 
 
@@ -33,8 +37,8 @@ def where(batches):
 pids = {r["pid"] for r in df.mapInArrow(where, "pid long, host string").collect()}
 executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
 out = {
-    "c1": c1, "c2": c2, "count": snap.count(), "updated": c2.stats["updated"], "inserted": c2.stats["inserted"],
-    "names": {r["id"]: r["name"] for r in snap.filter("id in (0, 10, 1, 500)").collect()},
+    "c1": c1, "c2": c2, "c3_updated": c3.stats["updated"], "count": snap.count(), "updated": c2.stats["updated"], "inserted": c2.stats["inserted"],
+    "names": {r["id"]: r["name"] for r in snap.filter("id in (0, 10, 1, 500, 21)").collect()},
     "incremental": hudilite.read(spark, path, begin=c1, end=c2).count(),
     "driver_pid": os.getpid(), "worker_pids": sorted(pids), "executors": executors,
 }

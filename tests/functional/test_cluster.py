@@ -72,7 +72,8 @@ def test_write_and_read_on_standalone_cluster(standalone, tmp_path):
     assert out["driver_pid"] not in out["worker_pids"]
     assert out["count"] == 201
     assert out["updated"] == 20 and out["inserted"] == 1
-    assert out["names"] == {"0": "u0", "10": "u10", "1": "n1", "500": "new"}
+    assert out["names"] == {"0": "u0", "10": "u10", "1": "m1", "21": "m21", "500": "new"}
+    assert out["c3_updated"] == 10
     assert out["incremental"] == 21
     # the table is an ordinary Hudi table for any reader
     import hudi
