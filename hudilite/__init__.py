@@ -23,12 +23,13 @@ def write(df, path, *, record_key, precombine_field=None, partition_by=(), opera
                   extra_metadata=extra_metadata)
 
 
-def read(spark, path, *, as_of=None, begin=None, end=None, filters=None):
-    """Read the table at `path`: latest snapshot, time travel `as_of`, or incremental `(begin, end]`."""
+def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False):
+    """Read the table at `path`: latest snapshot, time travel `as_of`, or incremental `(begin, end]`.
+    Merge-on-read tables merge base and log files; `read_optimized=True` reads their base files only."""
     from hudilite.reader.spark_read import read as _read
 
     register(spark)
-    return _read(spark, path, as_of=as_of, begin=begin, end=end, filters=filters)
+    return _read(spark, path, as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized)
 
 
 def register(spark) -> None:

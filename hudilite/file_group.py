@@ -69,7 +69,7 @@ class FileSlice:
     file_id: str
     base_instant: str
     base_file: BaseFile | None = None
-    log_files: list = field(default_factory=list)  # LogFile, sorted by (instant, version, token)
+    log_files: list = field(default_factory=list)  # LogFile, in log order (fs_view: instant or completion, version, token)
 
     @property
     def files(self) -> list[str]:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hudilite.errors import UnsupportedTableError
 from hudilite.file_group import BaseFile, FileGroup, FileSlice, LogFile, parse_base_file_name
@@ -46,6 +47,7 @@ def list_partitions(base_path: str, partitioned: bool) -> list[str]:
 class FileSystemView:
     base_path: str
     timeline: Timeline
+    _completed: dict | None = field(default=None, init=False, repr=False)
 
     def file_groups(self, partition: str) -> dict[str, FileGroup]:
         """Committed file groups of one partition (files of pending/failed instants are invisible)."""
@@ -78,14 +80,49 @@ class FileSystemView:
                 continue
             if name.startswith(".") and is_log_file_name(name):
                 logs.append(LogFile(partition, parse_log_file_name(name), entry.path, entry.stat().st_size))
-        for lf in logs:
-            fg = groups.setdefault(lf.file_id, FileGroup(partition, lf.file_id))
-            fg.slices.setdefault(lf.base_instant, FileSlice(partition, lf.file_id, lf.base_instant))
-            fg.slices[lf.base_instant].log_files.append(lf)
-        for fg in groups.values():
-            for sl in fg.slices.values():
-                sl.log_files.sort(key=lambda lf: lf.name.sort_key)
+        self._attach_logs(partition, groups, logs)
         return groups
+
+    def _attach_logs(self, partition: str, groups: dict[str, FileGroup], logs: list[LogFile]) -> None:
+        """Attach log files to file slices (hudi-format.md §7).
+
+        - v6 (layout 1): the name's instant is the base instant of the slice; the log attaches to the latest
+          slice with a base file whose instant is <= it.
+        - v8/v9 (layout 2): the name's instant is the deltacommit that wrote the log; logs of instants that did
+          not complete are dropped, the others attach to the latest slice whose base (requested) instant is <=
+          the log's completion time.
+        Logs before any base file form a log-only slice keyed by their smallest instant. Within a slice, logs
+        are ordered by (instant or completion time, version, write token)."""
+        by_fid: dict[str, list[tuple[str, LogFile]]] = {}
+        for lf in logs:
+            if self.timeline.layout >= 2:
+                when = self._log_completion(lf.name.instant)
+                if when is None:
+                    continue  # written by an instant that did not complete: invisible
+            else:
+                when = lf.name.instant
+            by_fid.setdefault(lf.file_id, []).append((when, lf))
+        for fid, items in by_fid.items():
+            items.sort(key=lambda x: (x[0], x[1].name.version, x[1].name.write_token))
+            fg = groups.setdefault(fid, FileGroup(partition, fid))
+            base_keys = sorted(k for k, sl in fg.slices.items() if sl.base_file is not None)
+            orphans = [lf for when, lf in items if bisect.bisect_right(base_keys, when) == 0]
+            orphan_key = min((lf.name.instant for lf in orphans), default=None)
+            for when, lf in items:
+                i = bisect.bisect_right(base_keys, when)
+                key = base_keys[i - 1] if i else orphan_key
+                fg.slices.setdefault(key, FileSlice(partition, fid, key)).log_files.append(lf)
+
+    def _log_completion(self, instant: str) -> str | None:
+        """Completion time of the deltacommit that wrote a v8/v9 log file; its own time if archived; None if
+        it did not complete."""
+        tl = self.timeline
+        if self._completed is None:
+            self._completed = {i.timestamp: i for i in tl.completed()}
+        inst = self._completed.get(instant)
+        if inst is not None:
+            return tl.completion_time(inst)
+        return instant if tl.is_visible_file_instant(instant) else None
 
     def latest_slices(self, partitions: list[str], as_of: str | None = None) -> list[FileSlice]:
         """Latest committed slice per file group as of `as_of`, replaced file groups hidden."""

@@ -1,8 +1,10 @@
 """`spark.read.format("hudilite")`: a Python data source over the same read plans.
 
-Options: `path` (or `.load(path)`), `as_of`, `begin`, `end`. One input partition per file slice, read with
-pyarrow in the Python workers. `hudilite.read()` is the fast path (Spark's native parquet scan); this source
-exists so SQL (`CREATE TABLE t USING hudilite OPTIONS (path ...)`) and `format("hudilite")` work.
+Options: `path` (or `.load(path)`), `as_of`, `begin`, `end` (incremental), and
+`hoodie.datasource.query.type=read_optimized` (or `read_optimized=true`: merge-on-read base files only). One
+input partition per file slice, read with pyarrow in the Python workers; slices with log files (merge-on-read)
+are merged there. `hudilite.read()` is the fast path (Spark's native parquet scan); this source exists so SQL
+(`CREATE TABLE t USING hudilite OPTIONS (path ...)`) and `format("hudilite")` work.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from hudilite.schema import arrow_to_spark, cast_table_to_schema
 
 
 class _SlicePartition(InputPartition):
-    def __init__(self, files: list[str]):
+    def __init__(self, files: list[str], merged: str | None = None):
         super().__init__(files)
         self.files = files
+        self.merged = merged  # SliceDesc JSON of a slice with log files
 
 
 class HudiliteDataSource(DataSource):
@@ -38,8 +41,10 @@ class HudiliteDataSource(DataSource):
         path = self.options.get("path")
         if not path:
             raise ValueError("hudilite data source: no path given (use .load(path) or OPTIONS (path '...'))")
+        qt = str(self.options.get("hoodie.datasource.query.type", "snapshot")).lower()
+        ro = qt == "read_optimized" or str(self.options.get("read_optimized", "false")).lower() == "true"
         return plan_read(path, as_of=self.options.get("as_of"), begin=self.options.get("begin"),
-                         end=self.options.get("end"))
+                         end=self.options.get("end"), read_optimized=ro)
 
     def schema(self):
         return arrow_to_spark(self._plan().schema)
@@ -51,13 +56,24 @@ class HudiliteDataSource(DataSource):
 class _Reader(DataSourceReader):
     def __init__(self, plan):
         self.schema = plan.schema
-        self.files = plan.base_files
+        self.files = plan.plain_files
         self.commit_times = plan.commit_times if plan.query == "incremental" else None
+        from hudilite.reader.merge import SliceDesc
+
+        self.merged = [SliceDesc.of(s).to_json() for s in plan.merged_slices]
+        self.spec = plan.merge_spec() if self.merged else None
 
     def partitions(self):
-        return [_SlicePartition([f]) for f in self.files] or [_SlicePartition([])]
+        parts = [_SlicePartition([f]) for f in self.files] + [_SlicePartition([], m) for m in self.merged]
+        return parts or [_SlicePartition([])]
 
     def read(self, partition):
+        if getattr(partition, "merged", None):
+            from hudilite.reader.merge import SliceDesc, merge_slice
+
+            t = cast_table_to_schema(merge_slice(SliceDesc.from_json(partition.merged), self.spec), self.schema)
+            yield from t.to_batches()
+            return
         for f in partition.files:
             t = cast_table_to_schema(_retype_to_string(pq.read_table(f), self.schema), self.schema)
             if self.commit_times is not None:
@@ -79,7 +95,11 @@ def _retype_to_string(t: pa.Table, schema: pa.Schema) -> pa.Table:
 def register(spark) -> None:
     if getattr(spark, "_hudilite_registered", False):
         return
-    spark.dataSource.register(HudiliteDataSource)
+    try:
+        spark.dataSource.register(HudiliteDataSource)
+    except Exception as e:  # noqa: BLE001 - sessions sharing a registry (newSession()) already have it
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
+            raise
     try:
         spark._hudilite_registered = True
     except Exception:  # noqa: BLE001

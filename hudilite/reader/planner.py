@@ -30,10 +30,56 @@ class ReadPlan:
     begin: str | None = None
     end: str | None = None
     filters: list[tuple] = field(default_factory=list)
+    read_optimized: bool = False  # merge-on-read tables: base files only
+    range_instants: list[str] | None = None  # incremental: the write instants in range (log blocks are kept by these)
 
     @property
     def base_files(self) -> list[str]:
-        return [s.base_file.path for s in self.slices if s.base_file is not None]
+        """The base files that make up the read: only for plans without log files to merge (callers that read
+        files directly, e.g. a parquet snapshot, cannot merge log files; see `plain_files`/`merged_slices`)."""
+        if self.merged_slices:
+            raise UnsupportedTableError(
+                f"{self.table.base_path}: the read has merge-on-read file slices with log files; their base "
+                "files alone are not the table's rows (use hudilite.read, or read_optimized=True)")
+        return self.plain_files
+
+    @property
+    def plain_files(self) -> list[str]:
+        """Base files of the slices that have no log files (read as they are)."""
+        return [s.base_file.path for s in self.slices if s.base_file is not None and not s.log_files]
+
+    @property
+    def merged_slices(self) -> list[FileSlice]:
+        """Slices with log files: base file and log blocks are merged (merge-on-read)."""
+        return [s for s in self.slices if s.log_files]
+
+    def merge_spec(self):
+        """The MergeSpec for merging this plan's slices with log files."""
+        from hudilite.reader.merge import MergeSpec
+
+        tl = self.table.timeline
+        cfg = self.table.config
+        return MergeSpec(
+            schema=self.schema, merge_mode=merge_mode(cfg), ordering_field=cfg.precombine_field,
+            as_of=self.as_of, committed=frozenset(tl.completed_write_times), known=frozenset(tl.all_times),
+            archived_before=tl.first_write_time,
+            block_range=frozenset(self.range_instants) if self.range_instants is not None else None,
+            row_range=frozenset(self.commit_times) if self.commit_times is not None else None,
+            keyed=cfg.populate_meta_fields,
+        )
+
+
+_KNOWN_PAYLOADS = ("DefaultHoodieRecordPayload", "EventTimeAvroPayload", "OverwriteWithLatestAvroPayload")
+
+
+def merge_mode(cfg) -> str:
+    """EVENT_TIME_ORDERING, COMMIT_TIME_ORDERING or CUSTOM (v6: a payload class other than the event-time and
+    overwrite-with-latest ones; v8+: hoodie.record.merge.mode=CUSTOM)."""
+    mode = cfg.merge_mode
+    payload = cfg.props.get("hoodie.compaction.payload.class", "")
+    if cfg.version < 8 and payload and not payload.endswith(_KNOWN_PAYLOADS):
+        return "CUSTOM"
+    return mode
 
 
 def table_schema(table: HoodieTable) -> pa.Schema:
@@ -114,7 +160,9 @@ def prune_partitions(table: HoodieTable, schema: pa.Schema, partitions: list[str
     return out
 
 
-def plan_read(path_or_table, *, as_of=None, begin=None, end=None, filters=None) -> ReadPlan:
+def plan_read(path_or_table, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False) -> ReadPlan:
+    """Plan a snapshot (latest or `as_of`) or incremental `(begin, end]` read. `read_optimized`: merge-on-read
+    tables are read from their base files only (log files ignored)."""
     table = path_or_table if isinstance(path_or_table, HoodieTable) else HoodieTable.open(path_or_table)
     filters = list(filters or [])
     for f in filters:
@@ -125,18 +173,26 @@ def plan_read(path_or_table, *, as_of=None, begin=None, end=None, filters=None) 
     tl = table.timeline
     schema = table_schema(table)
     if begin is not None or end is not None:
-        return _plan_incremental(table, schema, begin, end, filters)
+        return _finish(_plan_incremental(table, schema, begin, end, filters), read_optimized)
     completed = tl.completed()
     if as_of is not None:
         as_of = normalize_instant_arg(as_of)
     elif completed:
         as_of = completed[-1].timestamp
     if not completed or (as_of is not None and as_of < completed[0].timestamp):
-        return ReadPlan(table, schema, [], "snapshot", as_of=as_of, filters=filters)
+        return ReadPlan(table, schema, [], "snapshot", as_of=as_of, filters=filters, read_optimized=read_optimized)
     partitions = prune_partitions(table, schema, table.partitions(), filters)
     slices = table.view().latest_slices(partitions, as_of)
-    _check_readable(table, slices)
-    return ReadPlan(table, schema, slices, "snapshot", as_of=as_of, filters=filters)
+    return _finish(ReadPlan(table, schema, slices, "snapshot", as_of=as_of, filters=filters), read_optimized)
+
+
+def _finish(plan: ReadPlan, read_optimized: bool) -> ReadPlan:
+    plan.read_optimized = bool(read_optimized)
+    if plan.read_optimized:
+        plan.slices = [FileSlice(s.partition, s.file_id, s.base_instant, s.base_file)
+                       for s in plan.slices if s.base_file is not None]
+    _check_readable(plan.table, plan.slices)
+    return plan
 
 
 def _plan_incremental(table: HoodieTable, schema: pa.Schema, begin, end, filters) -> ReadPlan:
@@ -176,17 +232,19 @@ def _plan_incremental(table: HoodieTable, schema: pa.Schema, begin, end, filters
                 sl = fgs[fid].latest_slice(as_of)
                 if sl is not None:
                     slices.append(sl)
-    _check_readable(table, slices)
     # Without populated meta fields _hoodie_commit_time is null: no commit-time row filter (as hudi-rs), the
     # planned slices of the in-range commits are read whole.
     commit_times = [i.timestamp for i in in_range] if table.config.populate_meta_fields else None
-    return ReadPlan(table, schema, slices, "incremental", as_of=as_of,
-                    commit_times=commit_times, begin=begin, end=end, filters=filters)
+    return ReadPlan(table, schema, slices, "incremental", as_of=as_of, commit_times=commit_times, begin=begin,
+                    end=end, filters=filters, range_instants=[i.timestamp for i in in_range])
 
 
 def _check_readable(table: HoodieTable, slices: list[FileSlice]) -> None:
-    for sl in slices:
-        if sl.log_files:
+    if any(sl.log_files for sl in slices):
+        mode = merge_mode(table.config)
+        if mode not in ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"):
             raise UnsupportedTableError(
-                f"{table.base_path}: file group {sl.file_id} has log files (merge-on-read); "
-                "reading merge-on-read log files is not available yet")
+                f"{table.base_path}: merge mode {mode} (payload "
+                f"{table.config.props.get('hoodie.compaction.payload.class', '-')}) needs a custom merger; "
+                "merge-on-read log files can be merged with EVENT_TIME_ORDERING or COMMIT_TIME_ORDERING only "
+                "(read_optimized=True reads the base files)")

@@ -9,19 +9,27 @@ from hudilite.schema import arrow_to_spark
 
 
 def plan_to_dataframe(spark, plan: ReadPlan):
+    """Slices without log files: Spark's native parquet scan. Slices with log files (merge-on-read): merged in
+    Python workers, one task per slice. The union of both, with the plan's filters."""
     from pyspark.sql import functions as F
 
     schema = arrow_to_spark(plan.schema)
-    files = plan.base_files
-    if not files:
+    files = plan.plain_files
+    merged = plan.merged_slices
+    if not files and not merged:
         return spark.createDataFrame([], schema)
-    df = _scan(spark, schema, files, check_file_types=_keygen_may_retype(plan.table.config))
-    if plan.query == "incremental" and plan.commit_times is not None:
-        times = plan.commit_times
-        df = df.filter(F.col("_hoodie_commit_time").isin(times)) if times else df.limit(0)
-        if times:  # a range too, so parquet row-group statistics prune old row groups
-            ct = F.col("_hoodie_commit_time")
-            df = df.filter((ct >= min(times)) & (ct <= max(times)))
+    df = None
+    if files:
+        df = _scan(spark, schema, files, check_file_types=_keygen_may_retype(plan.table.config))
+        if plan.query == "incremental" and plan.commit_times is not None:
+            times = plan.commit_times
+            df = df.filter(F.col("_hoodie_commit_time").isin(times)) if times else df.limit(0)
+            if times:  # a range too, so parquet row-group statistics prune old row groups
+                ct = F.col("_hoodie_commit_time")
+                df = df.filter((ct >= min(times)) & (ct <= max(times)))
+    if merged:
+        mdf = _merged(spark, plan, schema, merged)
+        df = mdf if df is None else df.unionByName(mdf)
     for c, op, v in plan.filters:
         col = F.col(f"`{c}`")
         op = op.lower()
@@ -42,6 +50,29 @@ def plan_to_dataframe(spark, plan: ReadPlan):
         elif op == "not in":
             df = df.filter(~col.isin(list(v)))
     return df
+
+
+def _merged(spark, plan: ReadPlan, schema, slices):
+    """Merge-on-read slices, merged by `hudilite.reader.merge` in Python workers: one input partition (task)
+    per slice, yielding Arrow batches in the table schema."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from hudilite.reader.merge import SliceDesc, merge_slice, to_spark_arrow
+
+    spec = plan.merge_spec()
+    out_schema = to_spark_arrow(plan.schema)
+    descs = [(SliceDesc.of(s).to_json(),) for s in slices]
+    rdd = spark.sparkContext.parallelize(descs, len(descs))
+    sdf = spark.createDataFrame(rdd, StructType([StructField("slice", StringType(), False)]))
+
+    def merge_task(batches):
+        for b in batches:
+            for d in b.column(0).to_pylist():
+                t = merge_slice(SliceDesc.from_json(d), spec)
+                t = t.cast(out_schema) if t.schema != out_schema else t
+                yield from t.to_batches(max_chunksize=65536)
+
+    return sdf.mapInArrow(merge_task, schema)
 
 
 def _file_type_overrides(schema, path: str) -> tuple:
@@ -106,6 +137,8 @@ def _scan(spark, schema, files, *, check_file_types: bool = True):
     return df
 
 
-def read(spark, path, *, as_of=None, begin=None, end=None, filters=None):
-    """Snapshot (latest or `as_of`) or incremental `(begin, end]` read as a Spark DataFrame."""
-    return plan_to_dataframe(spark, plan_read(path, as_of=as_of, begin=begin, end=end, filters=filters))
+def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False):
+    """Snapshot (latest or `as_of`) or incremental `(begin, end]` read as a Spark DataFrame; `read_optimized`
+    reads merge-on-read tables from their base files only."""
+    return plan_to_dataframe(spark, plan_read(path, as_of=as_of, begin=begin, end=end, filters=filters,
+                                              read_optimized=read_optimized))

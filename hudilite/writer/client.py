@@ -21,17 +21,20 @@ from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ, TableConfig
 from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableError
 from hudilite.index import RangeIndex
 from hudilite.keygen import KeySpec, partition_path_expr, record_key_expr
-from hudilite.markers import DirectMarkers, delete_markers, list_markers
+from hudilite.markers import (OPT_MARKERS_TYPE, OPT_SERVICE_URL, TIMELINE_SERVER_BASED, MarkerService,
+                              delete_markers, list_markers)
 from hudilite.schema import META_FIELDS, SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve, \
     spark_to_arrow
 from hudilite.services.rollback import rollback_failed_writes, rollback_instant
 from hudilite.table import HoodieTable
-from hudilite.timeline import COMMIT, REPLACE_COMMIT, Instant
+from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
 from hudilite.timeline.heartbeat import Heartbeat
 from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, PART_COL, SEQ_COL, \
     WriteContext
 from hudilite.writer.handle import STAT_SCHEMA, StreamingBaseFileWriter, merge_file_group, stats_table
+from hudilite.writer.log_handle import append_file_group, block_format_option
 from hudilite.writer.options import WriteOptions, resolve
+from hudilite.writer.queue import run_bounded
 from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -69,8 +72,10 @@ class WriteClient:
         wo = self.wo
         df = df.drop(*[c for c in META_FIELDS if c in df.columns])
         table, data_schema, new_config = self._prepare_table(df)
-        if wo.table_type == MERGE_ON_READ or (table and table.config.table_type == MERGE_ON_READ):
-            raise UnsupportedTableError("merge-on-read writes are not available yet; use COPY_ON_WRITE")
+        mor = (table.config.table_type if table else wo.table_type) == MERGE_ON_READ
+        if mor and wo.get_bool("hoodie.write.partial.update", False):
+            raise UnsupportedTableError("partial updates are not supported on merge-on-read tables")
+        block_format = block_format_option(wo.options) if mor else None
         spec = KeySpec(tuple(wo.record_key), tuple(wo.partition_by), wo.hive_style)
         event_time = bool(wo.precombine_field)
         prepared = self._prepare_rows(df, spec)
@@ -79,6 +84,7 @@ class WriteClient:
         plan = None
         if wo.operation in ("insert", "upsert", "delete", "insert_overwrite", "insert_overwrite_table"):
             plan = _Planner(self, table, data_schema, prepared)
+            plan.mor, plan.block_format = mor, block_format
             plan.profile()
 
         if table is None:
@@ -89,26 +95,32 @@ class WriteClient:
         rollback_failed_writes(table, lazy=wo.multi_writer,
                                heartbeat_tolerance_ms=wo.get_int("hoodie.client.heartbeat.tolerable.misses", 2)
                                * wo.get_int("hoodie.client.heartbeat.interval_in_ms", 60_000))
-        action = REPLACE_COMMIT if wo.operation.startswith("insert_overwrite") else COMMIT
+        action = REPLACE_COMMIT if wo.operation.startswith("insert_overwrite") else DELTA_COMMIT if mor else COMMIT
         inst = txn.start(action)
         hb = Heartbeat(table.base_path, inst.timestamp,
                        wo.get_int("hoodie.client.heartbeat.interval_in_ms", 60_000))
         hb.start()
+        marker_opts, service = _marker_options(table, wo)
         ctx = WriteContext(
+            marker_options=marker_opts,
+            buffer_limit_bytes=wo.get_int("hoodie.write.buffer.limit.bytes", 64 * 1024 * 1024),
             base_path=table.base_path, instant=inst.timestamp, table_name=table.config.name,
             data_schema=data_schema, precombine_field=wo.precombine_field, event_time=event_time,
             target_file_bytes=wo.target_file_bytes, row_group_rows=wo.row_group_rows,
             compression=wo.compression, partial_update=wo.get_bool("hoodie.write.partial.update", False),
-            incoming_columns=tuple(df.columns),
+            incoming_columns=tuple(df.columns), delete_operation=wo.operation == "delete",
         )
+        counted: list[dict] = []
         try:
-            DirectMarkers(table.base_path, inst.timestamp).init()
+            ctx.markers().init()
             txn.mark_inflight(inst, _metadata({}, OPERATION_TYPES[wo.operation], None))
             if wo.operation == "bulk_insert":
                 stats = self._bulk_insert(prepared, ctx)
                 replaced = {}
             else:
                 stats, replaced = plan.execute(ctx)
+            counted = [s for s in stats if s.get("countOnly")]  # file groups left as they were
+            stats = [s for s in stats if not s.get("countOnly")]
             stats = self._reconcile(table, inst, stats)
             for part in {s["partitionPath"] for s in stats}:
                 table.ensure_partition_metadata(part, inst.timestamp)
@@ -126,9 +138,11 @@ class WriteClient:
         finally:
             if plan is not None:
                 plan.release()
+            if service is not None:
+                service.stop()
         hb.stop()
         delete_markers(table.base_path, inst.timestamp)
-        return WriteResult(inst.timestamp, _summary(stats, replaced))
+        return WriteResult(inst.timestamp, _summary(stats + counted, replaced))
 
     # ------------------------------------------------------------------------------------------
     def _prepare_table(self, df):
@@ -224,9 +238,13 @@ class WriteClient:
 
         def write_task(batches):
             w = StreamingBaseFileWriter(ctx)
-            for b in batches:
+
+            def consume(b):
                 _check_keys(b, key_fields)
                 w.write(pa.Table.from_batches([b]))
+
+            # reading Spark's Arrow stream overlaps with encoding/writing parquet, within a memory bound
+            run_bounded([batches], consume, ctx.buffer_limit_bytes)
             for rb in stats_table(w.close()).to_batches():
                 yield rb
 
@@ -261,6 +279,8 @@ class _Planner:
         self.index = RangeIndex(None)
         self.slices = []
         self.persisted = False
+        self.mor = False  # merge-on-read table: updates/deletes of existing groups go to log files
+        self.block_format = None
 
     @property
     def overwrite(self) -> bool:
@@ -368,7 +388,7 @@ class _Planner:
             if n <= 0:
                 continue
             buckets: list[tuple[str, int]] = []
-            if not self.overwrite:
+            if not self.overwrite and not self.mor:  # merge-on-read: inserts go to new base files
                 for r in self.index.by_partition.get(part, []):
                     if r.path and 0 < r.size < wo.small_file_bytes and n > 0:
                         cap = max(int((wo.target_file_bytes - r.size) / avg), 0)
@@ -421,11 +441,14 @@ class _Planner:
                 if sl.base_file is not None:
                     lookup[sl.file_id] = (sl.partition, sl.base_file.path, sl.base_instant)
         routed = self._route(buckets)
+        mor, block_format = self.mor, self.block_format
         n_tasks = max(1, min(len(lookup), 4 * self.spark.sparkContext.defaultParallelism))
 
         def merge(key, table):  # no type hints: Spark picks the (key, pyarrow.Table) form
             fid = key[0].as_py()
             part, old_path, old_instant = lookup[fid]
+            if mor and old_path is not None:  # merge-on-read: append to the group's current slice
+                return stats_table(append_file_group(ctx, part, fid, old_path, old_instant, table, block_format))
             stat = merge_file_group(ctx, part, fid, old_path, old_instant, table)
             return stats_table([stat] if stat else [])
 
@@ -441,6 +464,17 @@ class _Planner:
 
 
 # ---------------------------------------------------------------------------------------------
+def _marker_options(table: HoodieTable, wo: WriteOptions):
+    """Marker settings for the executors; starts the driver's batched marker service when
+    `hoodie.write.markers.type=TIMELINE_SERVER_BASED` names no running one. Returns (options, service)."""
+    opts = {k: v for k, v in wo.options.items() if k.startswith(("hoodie.write.markers", "hoodie.markers"))}
+    service = None
+    if str(opts.get(OPT_MARKERS_TYPE, "DIRECT")).upper() == TIMELINE_SERVER_BASED and not opts.get(OPT_SERVICE_URL):
+        service = MarkerService.from_options(table.base_path, wo.options)
+        opts[OPT_SERVICE_URL] = service.start()
+    return opts, service
+
+
 def _stat_struct():
     from pyspark.sql.types import StringType, StructField, StructType
 
@@ -482,7 +516,7 @@ def _metadata(stats: list[dict], op_type: str, extra: dict | None, replaced: dic
 
 def _summary(stats: list[dict], replaced: dict) -> dict:
     return {
-        "files": len(stats),
+        "files": sum(1 for s in stats if s.get("path") or s.get("logFiles")),
         "inserted": sum(s.get("numInserts", 0) for s in stats),
         "updated": sum(s.get("numUpdateWrites", 0) for s in stats),
         "deleted": sum(s.get("numDeletes", 0) for s in stats),

@@ -4,7 +4,8 @@ For every table in expected.json:
 - parquet COPY_ON_WRITE: the latest snapshot, time travel at every completed instant and every incremental
   window listed there must equal hudi-rs's rows (the `columns_shown` columns, compared as sorted lists);
 - Lance base files: opening must fail with a clear UnsupportedTableError that names Lance;
-- MERGE_ON_READ: same checks as COW, marked xfail (non-strict) until log reading is wired into the read path;
+- parquet MERGE_ON_READ: the same checks (base files merged with their log blocks), plus the read-optimized
+  expectations stated in hudi-tables/README.md and the `format("hudilite")` data source;
 - empty tables: 0 rows, no error.
 """
 
@@ -37,10 +38,6 @@ def _load_expected() -> list[dict]:
 
 EXPECTED = _load_expected()
 pytestmark = pytest.mark.skipif(not EXPECTED, reason=f"no real Hudi tables at {TABLES_DIR}")
-
-# Only an UnsupportedTableError counts as the expected failure: wrong rows from a MOR table fail for real.
-MOR_XFAIL = pytest.mark.xfail(strict=False, raises=UnsupportedTableError,
-                              reason="merge-on-read log reading not wired yet")
 
 
 def _table_id(t: dict) -> str:
@@ -145,25 +142,18 @@ def _read_cases():
     for t in EXPECTED:
         if _is_lance(t):
             continue
-        marks = [MOR_XFAIL] if _is_mor(t) else []
         tid = _table_id(t)
-        yield pytest.param(t, "snapshot", None, id=f"{tid}-snapshot", marks=marks)
+        yield pytest.param(t, "snapshot", None, id=f"{tid}-snapshot")
         for ts in sorted(t["time_travel"]):
-            yield pytest.param(t, "time_travel", ts, id=f"{tid}-as_of-{ts}", marks=marks)
+            yield pytest.param(t, "time_travel", ts, id=f"{tid}-as_of-{ts}")
         for w in t["incremental"]:
-            yield pytest.param(t, "incremental", w, id=f"{tid}-inc-{w['start_exclusive']}-{w['end_inclusive']}",
-                               marks=marks)
+            yield pytest.param(t, "incremental", w, id=f"{tid}-inc-{w['start_exclusive']}-{w['end_inclusive']}")
 
 
 @pytest.mark.parametrize("table, kind, arg", list(_read_cases()))
 def test_read_matches_hudi_rs(spark, real_tables, table, kind, arg):
     path = real_tables[_table_id(table)]
-    try:
-        _check_read(spark, path, table, kind, arg)
-    except UnsupportedTableError as e:
-        if _is_mor(table):  # until log files are read, the refusal must say why
-            assert "merge-on-read" in str(e), str(e)
-        raise
+    _check_read(spark, path, table, kind, arg)
 
 
 def _check_read(spark, path, table, kind, arg):
@@ -201,3 +191,60 @@ def test_empty_tables_read_as_zero_rows(spark, real_tables, table):
     assert df.count() == 0
     assert hudilite.read(spark, path, begin="19700101000000000").count() == 0
     assert set(table["columns_shown"]) <= set(df.columns)
+
+
+# ---- merge-on-read specifics -----------------------------------------------------------------------------
+def _find(tid_suffix: str) -> dict:
+    for t in EXPECTED:
+        if _table_id(t).endswith(tid_suffix):
+            return t
+    pytest.skip(f"no table {tid_suffix}")
+
+
+def test_mor_log_files_are_merged(real_tables):
+    """The MOR tables really have slices with log files (the reads above exercise the merge)."""
+    from hudilite.reader.planner import plan_read
+
+    t = _find("mor/parquet/v6_nonpartitioned")
+    plan = plan_read(real_tables[_table_id(t)])
+    assert plan.merged_slices and plan.merged_slices[0].base_file is not None
+
+
+def test_read_optimized_v6_nonpartitioned(spark, real_tables):
+    """Stated expectation 3: read-optimized shows base files only: Alice's update lives in a log file."""
+    t = _find("mor/parquet/v6_nonpartitioned")
+    df = hudilite.read(spark, real_tables[_table_id(t)], read_optimized=True)
+    got = sorted(tuple(r) for r in df.select("id", "name", "isActive").collect())
+    assert got == [(1, "Alice", True), (2, "Bob", False), (3, "Carol", True), (4, "Diana", True)]
+
+
+def test_read_optimized_v9_timebasedkeygen(spark, real_tables):
+    """Stated expectation 11: 7 rows from the base files, TXN-001 twice (debit and reversal)."""
+    t = _find("mor/avro/v9_timebasedkeygen_nonhivestyle")
+    df = hudilite.read(spark, real_tables[_table_id(t)], read_optimized=True)
+    got = sorted((r["txn_id"], r["txn_type"]) for r in df.collect())
+    assert len(got) == 7
+    assert [x for x in got if x[0] == "TXN-001"] == [("TXN-001", "debit"), ("TXN-001", "reversal")]
+    assert sorted({x[0] for x in got}) == [f"TXN-00{i}" for i in range(1, 7)]
+    assert ("TXN-004", "transfer") in got
+
+
+def test_read_optimized_data_source_option(spark, real_tables):
+    t = _find("mor/parquet/v6_nonpartitioned")
+    hudilite.register(spark)
+    df = (spark.read.format("hudilite").option("hoodie.datasource.query.type", "read_optimized")
+          .load(real_tables[_table_id(t)]))
+    got = sorted(tuple(r) for r in df.select("id", "name", "isActive").collect())
+    assert (1, "Alice", True) in got and len(got) == 4
+
+
+@pytest.mark.parametrize("table", [t for t in EXPECTED if _is_mor(t) and not _is_lance(t)], ids=_table_id)
+def test_mor_data_source_snapshot(spark, real_tables, table):
+    """`spark.read.format("hudilite")` merges log files too (latest snapshot and the first instant)."""
+    path = real_tables[_table_id(table)]
+    hudilite.register(spark)
+    _assert_rows(spark.read.format("hudilite").load(path), table, table["snapshot"], "data source snapshot")
+    if table["time_travel"]:
+        ts = sorted(table["time_travel"])[0]
+        df = spark.read.format("hudilite").option("as_of", ts).load(path)
+        _assert_rows(df, table, table["time_travel"][ts], f"data source as_of {ts}")

@@ -1,0 +1,112 @@
+"""How a hudilite table appears in the Spark catalog (the metastore entry `ref()` and plain Spark SQL read).
+
+A copy-on-write Hudi table keeps several versions of each file group side by side; a plain parquet table
+over the table directory would read all of them. The latest snapshot is an explicit set of base files, and
+the metastore cannot hold that set (Derby/Hive limits table, serde and view parameters to ~32 KB: a few
+hundred file names), so after every commit the adapter publishes the snapshot as a directory of **hard
+links** to exactly the committed base files:
+
+    <table>/.hoodie/.aux/hudilite_catalog/<instant>/<base file>.parquet   (hard links, no data copied)
+
+and points an EXTERNAL parquet table at it (`CREATE TABLE ... USING parquet LOCATION ...` the first time,
+`ALTER TABLE ... SET LOCATION` afterwards: one metastore update, so readers switch from one committed
+snapshot to the next). Readers get Spark's native parquet scan of the committed base files, from any later
+dbt invocation and from plain Spark SQL on the same warehouse, without hudilite installed. Files written
+by an in-flight or failed commit are never linked, so they are never visible.
+
+The catalog schema is the five `_hoodie_*` meta columns followed by the model's columns, with the types of
+the table's latest Hudi schema (older files with narrower types are widened by the parquet reader).
+Columns the Hudi schema keeps but the model no longer produces (`sync_all_columns`, rebuilds) and the
+adapter's internal columns (`_hudilite_row_id`, `_hoodie_is_deleted`) are left out of the catalog schema.
+The two newest snapshot directories are kept (a reader that resolved the previous location can finish).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+
+SNAPSHOT_DIR = os.path.join(".hoodie", ".aux", "hudilite_catalog")
+KEEP_SNAPSHOTS = 2
+PROP_PATH = "hudilite.path"
+PROP_INSTANT = "hudilite.instant"
+PROP_SNAPSHOT = "hudilite.snapshot"
+
+
+def snapshot_root(base_path: str) -> str:
+    return os.path.join(base_path, SNAPSHOT_DIR)
+
+
+def publish_snapshot(base_path: str, instant: str, files: list[str]) -> str:
+    """Create `<base>/.hoodie/.aux/hudilite_catalog/<instant>/` holding hard links to `files` (created
+    under a temporary name and renamed, so a snapshot directory is either complete or absent)."""
+    root = snapshot_root(base_path)
+    final = os.path.join(root, instant or "empty")
+    if os.path.isdir(final):
+        return final
+    os.makedirs(root, exist_ok=True)
+    tmp = os.path.join(root, f".tmp-{uuid.uuid4().hex}")
+    os.makedirs(tmp)
+    try:
+        for f in files:
+            dst = os.path.join(tmp, os.path.basename(f))
+            try:
+                os.link(f, dst)
+            except OSError:  # no hard links on this file system: a symlink reads the same for Spark
+                os.symlink(os.path.abspath(f), dst)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not os.path.isdir(final):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def prune_snapshots(base_path: str, current: str, keep: int = KEEP_SNAPSHOTS) -> None:
+    root = snapshot_root(base_path)
+    try:
+        names = sorted(n for n in os.listdir(root) if not n.startswith("."))
+    except FileNotFoundError:
+        return
+    cur = os.path.basename(current)
+    keep_names = set(names[-keep:]) | {cur}
+    for n in names:
+        if n not in keep_names:
+            shutil.rmtree(os.path.join(root, n), ignore_errors=True)
+    for n in os.listdir(root):  # temporary directories of crashed publishes
+        if n.startswith(".tmp-"):
+            shutil.rmtree(os.path.join(root, n), ignore_errors=True)
+
+
+def quote_ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def sql_string(value: str) -> str:
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def ddl_type(dt) -> str:
+    """A Spark SQL type for DDL, with nested field names quoted."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(dt, StructType):
+        return "struct<" + ",".join(f"{quote_ident(f.name)}:{ddl_type(f.dataType)}" for f in dt.fields) + ">"
+    if isinstance(dt, ArrayType):
+        return f"array<{ddl_type(dt.elementType)}>"
+    if isinstance(dt, MapType):
+        return f"map<{ddl_type(dt.keyType)},{ddl_type(dt.valueType)}>"
+    return dt.simpleString()
+
+
+def columns_ddl(fields) -> str:
+    return ", ".join(f"{quote_ident(f.name)} {ddl_type(f.dataType)}" for f in fields)
+
+
+def props_sql(props: dict) -> str:
+    return ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in props.items())

@@ -1,0 +1,104 @@
+"""Profile of `type: hudilite`.
+
+    my_project:
+      target: dev
+      outputs:
+        dev:
+          type: hudilite
+          schema: analytics          # the Spark database models are built in
+          warehouse: warehouse       # tables live in <warehouse>/<schema>/<identifier>; relative paths are
+                                     # relative to the dbt project directory (default: <project>/warehouse)
+          master: "local[*]"         # any Spark master URL (spark://host:7077, yarn, ...)
+          spark_conf: {}             # extra Spark settings for the session
+          threads: 4
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, Optional, Tuple
+
+from dbt.adapters.contracts.connection import Credentials
+from dbt_common.exceptions import DbtRuntimeError
+
+
+@dataclass
+class HudiliteCredentials(Credentials):
+    schema: Optional[str] = None  # type: ignore[assignment]  # required (checked below)
+    database: Optional[str] = None  # type: ignore[assignment]  # Spark: database == schema
+    warehouse: Optional[str] = None
+    master: str = "local[*]"
+    spark_conf: Dict[str, Any] = field(default_factory=dict)
+    # Reuse a SparkSession already running in this process (notebooks, tests) instead of building one.
+    # "auto": reuse when one exists; "never": fail if one exists that hudilite did not build.
+    reuse_session: str = "auto"
+    user: Optional[str] = None
+
+    _ALIASES = {"spark_config": "spark_conf", "conf": "spark_conf", "warehouse_path": "warehouse"}
+
+    @classmethod
+    def __pre_deserialize__(cls, data: Any) -> Any:
+        data = super().__pre_deserialize__(data)
+        data.setdefault("database", None)
+        return data
+
+    def __post_init__(self) -> None:
+        if not self.schema:
+            raise DbtRuntimeError("hudilite profile: `schema` is required")
+        if self.database is not None and self.database != self.schema:
+            raise DbtRuntimeError(
+                f"hudilite profile: database ({self.database}) and schema ({self.schema}) must be equal or "
+                "database omitted: on Spark a database is a schema")
+        self.database = None
+        if self.reuse_session not in ("auto", "never"):
+            raise DbtRuntimeError("hudilite profile: `reuse_session` must be 'auto' or 'never'")
+        self.spark_conf = {str(k): str(v) for k, v in (self.spark_conf or {}).items()}
+
+    @property
+    def type(self) -> str:
+        return "hudilite"
+
+    @property
+    def unique_field(self) -> str:
+        return self.warehouse or "warehouse"
+
+    def _connection_keys(self) -> Tuple[str, ...]:
+        return ("schema", "warehouse", "master", "spark_conf")
+
+    def connection_info(self, *, with_aliases: bool = False) -> Iterable[Tuple[str, Any]]:
+        for k, v in super().connection_info(with_aliases=with_aliases):
+            yield k, (self.resolve_warehouse(None) if k == "warehouse" else v)
+        try:
+            import pyspark
+
+            yield "spark_version", pyspark.__version__
+        except ImportError:  # pragma: no cover - pyspark is a dependency
+            yield "spark_version", "pyspark is not installed"
+
+    def resolve_warehouse(self, project_root: Optional[str]) -> str:
+        """Absolute warehouse directory: relative paths are relative to the dbt project directory."""
+        root = project_root or project_dir_hint()
+        wh = self.warehouse or "warehouse"
+        if "://" in wh and not wh.startswith("file://"):
+            raise DbtRuntimeError(
+                f"hudilite profile: warehouse {wh!r}: only local (or locally mounted) paths are supported")
+        if wh.startswith("file://"):
+            wh = wh[len("file://"):]
+        wh = os.path.expanduser(wh)
+        if not os.path.isabs(wh):
+            wh = os.path.join(root, wh)
+        return os.path.normpath(wh)
+
+
+def project_dir_hint() -> str:
+    """The dbt project directory of this invocation (--project-dir / DBT_PROJECT_DIR / the working directory)."""
+    try:
+        from dbt.flags import get_flags
+
+        d = getattr(get_flags(), "PROJECT_DIR", None)
+        if d:
+            return os.path.abspath(str(d))
+    except Exception:  # noqa: BLE001 - outside dbt-core (adapter used as a library)
+        pass
+    return os.getcwd()

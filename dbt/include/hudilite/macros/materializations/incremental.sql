@@ -1,0 +1,36 @@
+{#-- An incremental hudilite table: the first run (and --full-refresh) builds it like `table`; later runs
+     write the model's rows as ONE commit with the chosen strategy:
+       upsert (default with unique_key)  record key + precombine_field through the core; delete_condition rows
+                                         become deletes; merge_update_columns / merge_exclude_columns keep the
+                                         stored values of the other columns for matched keys
+       delete+insert                     rows replace the stored rows with the same key (one upsert commit)
+       append (default without key)      insert
+       insert_overwrite                  replace the partitions present in the batch (the whole table when
+                                         the table is not partitioned)
+     on_schema_change: ignore | fail | append_new_columns | sync_all_columns. --#}
+{% materialization incremental, adapter='hudilite', supported_languages=['sql'] %}
+  {%- set grant_config = config.get('grants') -%}
+  {%- set existing_relation = load_relation(this) -%}
+  {%- set target_relation = this.incorporate(type='table') -%}
+  {%- set full_refresh_mode = should_full_refresh() -%}
+
+  {%- if existing_relation is not none and existing_relation.is_view -%}
+    {#-- a view of the same name (model changed from view to incremental) is replaced --#}
+    {% do adapter.drop_relation(existing_relation) %}
+    {%- set existing_relation = none -%}
+  {%- endif -%}
+
+  {{ run_hooks(pre_hooks) }}
+
+  {%- set code = hudilite_contract_sql(compiled_code) -%}
+  {%- set response = adapter.hudilite_materialize(target_relation, code, 'incremental', hudilite_model_config()) -%}
+  {%- do store_result('main', response=response) -%}
+
+  {% set should_revoke = should_revoke(existing_relation, full_refresh_mode) %}
+  {% do apply_grants(target_relation, grant_config, should_revoke) %}
+  {% do persist_docs(target_relation, model) %}
+
+  {{ run_hooks(post_hooks) }}
+
+  {{ return({'relations': [target_relation]}) }}
+{% endmaterialization %}

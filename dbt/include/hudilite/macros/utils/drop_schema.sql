@@ -1,0 +1,3 @@
+{% macro hudilite__drop_schema(relation) -%}
+  {% do adapter.hudilite_drop_schema(relation) %}
+{%- endmacro %}

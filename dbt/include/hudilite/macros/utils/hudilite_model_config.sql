@@ -1,0 +1,20 @@
+{#-- The configs hudilite reads, as one dict for adapter.hudilite_materialize (names follow dbt-spark's Hudi
+     conventions: options.primaryKey / options.preCombineField are accepted as aliases). --#}
+{% macro hudilite_model_config() %}
+  {%- do return({
+      'unique_key': config.get('unique_key'),
+      'precombine_field': config.get('precombine_field'),
+      'partition_by': config.get('partition_by'),
+      'table_type': config.get('table_type'),
+      'incremental_strategy': config.get('incremental_strategy'),
+      'incremental_predicates': config.get('incremental_predicates') or config.get('predicates'),
+      'merge_update_columns': config.get('merge_update_columns'),
+      'merge_exclude_columns': config.get('merge_exclude_columns'),
+      'delete_condition': config.get('delete_condition'),
+      'on_schema_change': config.get('on_schema_change'),
+      'options': config.get('options'),
+      'tblproperties': config.get('tblproperties'),
+      'location_root': config.get('location_root'),
+      'full_refresh': should_full_refresh(),
+  }) -%}
+{% endmacro %}

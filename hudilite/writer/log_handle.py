@@ -1,0 +1,180 @@
+"""Executor-side merge-on-read append: one file group's updates and deletes -> one new log file.
+
+Runs inside a Spark task (no Spark calls). For the current slice of a file group (base file + logs):
+- rows whose key is in the base file: updates -> one data block (Avro by default, Parquet with
+  `hoodie.logfile.data.block.format=parquet`), deletes -> delete block(s);
+- rows whose key is not in the group (the index only narrowed the key range down to it): inserts -> a new
+  base file in a new file group (the copy-on-write create path), deletes of such keys are dropped.
+
+The log file is a new version of the slice, named as table version 6 does:
+`.<fileId>_<baseInstant>.log.<version>_<writeToken>`; its APPEND marker (named after the log file) is created
+before the file. Every log file holds blocks of this one instant only, so a rollback may delete it whole.
+Log records carry the 5 meta fields; `_hoodie_file_name` holds the fileId, as Java writes it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from hudilite.errors import InvalidWriteError
+from hudilite.file_group import new_file_id
+from hudilite.log.blocks import AvroDataBlock, DeleteBlock, ParquetDataBlock
+from hudilite.log.format import format_log_file_name
+from hudilite.log.writer import append_blocks, next_log_version
+from hudilite.markers import APPEND
+from hudilite.schema import arrow_to_avro, avro_to_json, with_meta_fields_avro
+from hudilite.writer.context import DELETE_COL, KEY_COL, PART_COL, WriteContext
+from hudilite.writer.handle import _with_meta, dedup_latest, merge_file_group, task_info
+
+LOG_BLOCK_FORMAT_KEY = "hoodie.logfile.data.block.format"
+LOG_BLOCK_FORMATS = ("avro", "parquet")
+
+
+def log_schema_json(ctx: WriteContext) -> str:
+    """The SCHEMA header of data blocks: the table's Avro record schema with the 5 meta fields first."""
+    return avro_to_json(with_meta_fields_avro(arrow_to_avro(ctx.data_schema, ctx.table_name)))
+
+
+def _ordering_type(t: pa.DataType) -> str | None:
+    """Delete-block orderingVal branch for an ordering column type (None: not representable)."""
+    T = pa.types
+    if T.is_boolean(t):
+        return "boolean"
+    if T.is_int8(t) or T.is_int16(t) or T.is_int32(t) or T.is_uint8(t) or T.is_uint16(t):
+        return "int"
+    if T.is_integer(t):
+        return "long"
+    if T.is_float16(t) or T.is_float32(t):
+        return "float"
+    if T.is_float64(t):
+        return "double"
+    if T.is_string(t) or T.is_large_string(t):
+        return "string"
+    if T.is_binary(t) or T.is_large_binary(t):
+        return "bytes"
+    if T.is_date(t):
+        return "date"
+    if T.is_timestamp(t):
+        return "timestamp-micros"
+    if T.is_decimal(t):
+        return "decimal"
+    return None
+
+
+def _delete_blocks(ctx: WriteContext, dels: pa.Table) -> list[DeleteBlock]:
+    """Delete blocks for `dels` (key + partition + data columns). Deletes carry the natural ordering value
+    (int 0: they win against older records) unless the write orders by event time and the delete row holds an
+    ordering value, which then decides against the stored record (the `delete` operation always wins). One
+    block per ordering-value branch."""
+    keys = dels.column(KEY_COL).to_pylist()
+    parts = dels.column(PART_COL).to_pylist()
+    pcf = ctx.precombine_field
+    kind = None
+    if ctx.event_time and not ctx.delete_operation and pcf and pcf in dels.column_names:
+        kind = _ordering_type(ctx.data_schema.field(pcf).type) if pcf in ctx.data_schema.names else None
+    ordered, natural = [], []
+    if kind is not None:
+        vals = dels.column(pcf).to_pylist()
+        for k, p, v in zip(keys, parts, vals):
+            if v is None:
+                natural.append((k, p, None))
+            else:
+                if isinstance(v, dt.datetime) and v.tzinfo is None:
+                    v = v.replace(tzinfo=dt.timezone.utc)
+                ordered.append((k, p, v))
+    else:
+        natural = [(k, p, None) for k, p in zip(keys, parts)]
+    out = []
+    if natural:
+        out.append(DeleteBlock.from_keys(natural, ctx.instant, ordering_type="int"))
+    if ordered:
+        out.append(DeleteBlock.from_keys(ordered, ctx.instant, ordering_type=kind))
+    return out
+
+
+def _log_rows(ctx: WriteContext, rows: pa.Table, fid: str, pid: int) -> pa.Table:
+    """Incoming rows -> log records: file schema, fresh commit time and seqno, `_hoodie_file_name` = fileId."""
+    return _with_meta(rows, ctx, fid, pid, 0)
+
+
+def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: str | None, base_instant: str,
+                      incoming: pa.Table, block_format: str = "avro") -> list[dict]:
+    """Append one file group's changes of this write as a new log file of its current slice; inserts of keys
+    the group does not hold go to a new file group. Returns the write stats."""
+    pid, stage, attempt = task_info()
+    nulls = incoming.column(KEY_COL).null_count
+    if nulls:
+        raise ValueError(f"HUDILITE_INVALID_INPUT: {nulls} row(s) have a null record key")
+    incoming = dedup_latest(incoming, ctx)
+    is_del = incoming.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
+    if base_path is not None:
+        base_keys = pq.read_table(base_path, columns=["_hoodie_record_key"]).column(0)
+        held = pc.is_in(incoming.column(KEY_COL), value_set=base_keys.combine_chunks().cast(pa.string()))
+        held = held.to_numpy(zero_copy_only=False).astype(bool)
+    else:  # a log-only group: whatever the index routed here belongs to it
+        held = np.ones(incoming.num_rows, dtype=bool)
+    stats: list[dict] = []
+    inserts = incoming.filter(pa.array(~held & ~is_del))
+    if inserts.num_rows:
+        st = merge_file_group(ctx, partition, new_file_id(), None, None, inserts)
+        if st:
+            stats.append(st)
+    upd = incoming.filter(pa.array(held & ~is_del))
+    dels = incoming.filter(pa.array(held & is_del))
+    if upd.num_rows == 0 and dels.num_rows == 0:
+        return stats
+
+    blocks = []
+    if upd.num_rows:
+        records = _log_rows(ctx, upd, fid, pid)
+        schema_json = log_schema_json(ctx)
+        if block_format == "parquet":
+            blocks.append(ParquetDataBlock.from_table(records, ctx.instant, schema=schema_json))
+        else:
+            blocks.append(AvroDataBlock.from_table(records, schema_json, ctx.instant))
+    if dels.num_rows:
+        blocks.extend(_delete_blocks(ctx, dels))
+
+    directory = os.path.join(ctx.base_path, partition) if partition else ctx.base_path
+    os.makedirs(directory, exist_ok=True)
+    token = f"{pid}-{stage}-{attempt}"
+    version = next_log_version(directory, fid, base_instant)
+    while True:
+        name = format_log_file_name(fid, base_instant, version, token)
+        if not os.path.exists(os.path.join(directory, name)):
+            break
+        version += 1
+    ctx.markers().create(partition, name, APPEND)
+    path = os.path.join(directory, name)
+    locations = append_blocks(path, blocks)
+    size = os.path.getsize(path)
+    rel = f"{partition}/{name}" if partition else name
+    base_name = os.path.basename(base_path) if base_path else ""
+    n_upd, n_del = upd.num_rows, dels.num_rows
+    stats.append({
+        "fileId": fid, "path": rel, "prevCommit": base_instant, "partitionPath": partition,
+        "numWrites": n_upd, "numDeletes": n_del, "numUpdateWrites": n_upd, "numInserts": 0,
+        "totalWriteBytes": size, "totalWriteErrors": 0, "fileSizeInBytes": size, "tempPath": None,
+        "minEventTime": None, "maxEventTime": None,
+        "baseFile": base_name, "logFiles": [name], "logVersion": version,
+        "logOffset": locations[0].offset if locations else 0,
+        "totalLogRecords": 0, "totalLogFilesCompacted": 0, "totalLogSizeCompacted": 0,
+        "totalUpdatedRecordsCompacted": 0, "totalLogBlocks": len(blocks), "totalCorruptLogBlock": 0,
+        "totalRollbackBlocks": 0, "numIgnored": 0,
+    })
+    return stats
+
+
+def block_format_option(options: dict) -> str:
+    """`hoodie.logfile.data.block.format`: avro (default, as Java) or parquet."""
+    fmt = str(options.get(LOG_BLOCK_FORMAT_KEY, "avro")).strip().lower()
+    if fmt not in LOG_BLOCK_FORMATS:
+        raise InvalidWriteError(f"{LOG_BLOCK_FORMAT_KEY}={fmt!r}: expected avro or parquet")
+    return fmt
+

@@ -1,0 +1,352 @@
+"""Merge-on-read writes and reads: hudilite vs an independent Python model vs hudi-rs.
+
+Write sequences of upserts, deletes (natural and event-time), late records and re-inserts on a
+MERGE_ON_READ table (updates and deletes become log blocks, inserts new base files), then check snapshot,
+time travel at every instant, incremental windows and read-optimized reads three ways:
+
+* ``hudilite.read`` (Spark; slices with logs merged in Python workers),
+* hudi-rs (``HudiTable.read`` with the matching ``HudiReadOptions``),
+* a model that tracks, per record key, the physical events (the inserting base row, then one log record per
+  later write) and applies Hudi's merge rules to them, one record at a time: log records folded in commit
+  order (event time: a higher-or-equal ordering value wins; a natural delete (ordering value 0) wins and is
+  beaten by the next data record), then the folded log record against the base row.
+
+A failed deltacommit (log files and a new base file written, never completed) is invisible to both readers
+and rolled back from its markers: new base files deleted, log files it created deleted, a rollback command
+block appended to a log file that also holds committed blocks.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pytest
+
+import hudilite
+from hudilite.log import AvroDataBlock, CommandBlock, append_blocks, scan_log_file
+from hudilite.markers import APPEND, DirectMarkers
+from hudilite.reader.merge import MergeSpec, SliceDesc, merge_slice, valid_blocks
+from hudilite.reader.planner import plan_read
+from hudilite.services.rollback import rollback_failed_writes
+from hudilite.table import HoodieTable
+
+hudi = pytest.importorskip("hudi")
+from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+SCHEMA = "id long, ts long, name string, region string, _hoodie_is_deleted boolean"
+COLS = ("id", "ts", "name")
+
+
+# ---- the model ---------------------------------------------------------------------------------------------
+@dataclass
+class Event:
+    commit: int  # index of the commit
+    delete: bool
+    ts: int | None  # ordering value; None for a natural delete
+    name: str | None = None
+
+
+@dataclass
+class Model:
+    event_time: bool
+    base: dict = field(default_factory=dict)  # id -> Event (the insert, written to a base file)
+    logs: dict = field(default_factory=dict)  # id -> [Event] (later writes, appended to log files)
+
+    def write(self, commit: int, rows, delete_op: bool = False) -> None:
+        """One commit: rows (id, ts, name, is_deleted); in-batch duplicates collapse to the highest ts."""
+        batch: dict[int, tuple] = {}
+        for r in rows:
+            cur = batch.get(r[0])
+            if cur is None or not self.event_time or r[1] is None or (cur[1] is not None and r[1] >= cur[1]):
+                batch[r[0]] = r
+        for i, (_, ts, name, is_del) in batch.items():
+            is_del = is_del or delete_op
+            natural = delete_op or not self.event_time or ts is None
+            ev = Event(commit, is_del, None if (is_del and natural) else ts, name)
+            if i in self.base:
+                self.logs.setdefault(i, []).append(ev)
+            elif not is_del:
+                self.base[i] = ev
+
+    def _newer_wins(self, old: Event, new: Event) -> bool:
+        if not self.event_time:
+            return True
+        if (new.delete and new.ts is None) or (old.delete and old.ts is None):
+            return True
+        return new.ts >= old.ts
+
+    def read(self, as_of: int, window: tuple[int, int] | None = None) -> list[tuple]:
+        def keep(ev):
+            if window is not None:
+                return window[0] < ev.commit <= window[1]
+            return ev.commit <= as_of
+
+        out = []
+        for i, b in self.base.items():
+            base = b if keep(b) else None
+            cur = None
+            for ev in self.logs.get(i, []):
+                if not keep(ev):
+                    continue
+                if cur is None:
+                    cur = ev
+                elif ev.delete and cur.delete and cur.ts is None:
+                    pass  # a natural delete stays
+                elif self._newer_wins(cur, ev):
+                    cur = ev
+            win = cur if base is None else base if cur is None else cur if self._newer_wins(base, cur) else base
+            if win is not None and not win.delete:
+                out.append((i, win.ts, win.name))
+        return sorted(out)
+
+    def read_optimized(self, as_of: int) -> list[tuple]:
+        return sorted((i, b.ts, b.name) for i, b in self.base.items() if b.commit <= as_of)
+
+
+# ---- readers -----------------------------------------------------------------------------------------------
+def ours(spark, path, **kw) -> list[tuple]:
+    return sorted(tuple(r) for r in hudilite.read(spark, path, **kw).select(*COLS).collect())
+
+
+def hudi_rs(path, *, as_of=None, begin=None, end=None, read_optimized=False) -> list[tuple]:
+    table = HudiTableBuilder.from_base_uri(path).build()
+    opts = HudiReadOptions()
+    if as_of is not None:
+        opts = opts.with_as_of_timestamp(as_of)
+    if begin is not None:
+        opts = opts.with_query_type(HudiQueryType.Incremental).with_start_timestamp(begin).with_end_timestamp(end)
+    if read_optimized:
+        opts = opts.with_hudi_option("hoodie.read.use.read_optimized.mode", "true")
+    batches = table.read(opts)
+    if not batches:
+        return []
+    t = pa.Table.from_batches(batches)
+    return sorted(tuple(r[c] for c in COLS) for r in t.select(list(COLS)).to_pylist())
+
+
+def write(spark, path, rows, *, event_time=True, operation="upsert", options=None):
+    df = spark.createDataFrame([(i, ts, name, ("eu" if i % 2 else "us"), d) for i, ts, name, d in rows], SCHEMA)
+    return hudilite.write(df, path, record_key="id", precombine_field="ts" if event_time else None,
+                          partition_by="region", operation=operation, table_type="MERGE_ON_READ",
+                          options=options)
+
+
+def log_files(path):
+    return sorted(glob.glob(os.path.join(path, "**", ".*.log.*"), recursive=True))
+
+
+# ---- the sequences -----------------------------------------------------------------------------------------
+SEQUENCE = [
+    # (rows (id, ts, name, is_deleted), operation)
+    ([(i, 10, f"n{i}", False) for i in range(10)], "upsert"),
+    ([(1, 20, "u1", False), (2, 20, "u2", False), (3, 5, "late3", False), (2, 25, "u2b", False),
+      (20, 1, "new20", False), (21, 1, "new21", False)], "upsert"),
+    # the delete operation always wins, whatever ordering value the rows carry (9: ts 1 < stored 10)
+    ([(4, None, None, True), (9, 1, None, True), (20, None, None, True), (99, None, None, True)], "delete"),
+    # 9: re-inserted after its delete with a lower ordering value than the base row: under event time the
+    # base row comes back (the folded log record loses the final merge against it), as in Java and hudi-rs
+    ([(1, 30, "u1b", False), (5, 15, "u5", False), (6, 5, "late-delete6", True), (7, 50, "delete7", True),
+      (3, 12, "u3", False), (9, 3, "low9", False)], "upsert"),
+    ([(4, 40, "back4", False), (8, 10, "tie8", False), (22, 2, "new22", False)], "upsert"),
+]
+
+
+@pytest.mark.parametrize("event_time, block_format", [(True, "avro"), (False, "parquet")],
+                         ids=["event_time-avro", "commit_time-parquet"])
+def test_mor_sequence_matches_model_and_hudi_rs(spark, tmp_path, event_time, block_format):
+    path = str(tmp_path / "mor")
+    model = Model(event_time)
+    commits = []
+    for k, (rows, op) in enumerate(SEQUENCE):
+        c = write(spark, path, rows, event_time=event_time, operation=op,
+                  options={"hoodie.logfile.data.block.format": block_format})
+        commits.append(c)
+        model.write(k, rows, delete_op=(op == "delete"))
+        assert hudi_rs(path) == model.read(k), f"hudi-rs snapshot after commit {k}"
+
+    table = HoodieTable.open(path)
+    assert table.config.table_type == "MERGE_ON_READ"
+    assert [i.action for i in table.timeline.completed()] == ["deltacommit"] * len(SEQUENCE)
+    logs = log_files(path)
+    assert logs, "updates were written to log files"
+    kinds = {type(b).__name__ for p in logs for b in scan_log_file(p)}
+    assert ("AvroDataBlock" if block_format == "avro" else "ParquetDataBlock") in kinds and "DeleteBlock" in kinds
+    md = table.timeline.read_metadata(table.timeline.completed()[1])
+    log_stats = [s for st in md["partitionToWriteStats"].values() for s in st if s.get("logFiles")]
+    assert log_stats and all(s["baseFile"].endswith(".parquet") and s["logVersion"] >= 1 for s in log_stats)
+    assert not os.path.exists(os.path.join(path, ".hoodie", ".temp", commits[-1]))
+
+    for k, c in enumerate(commits):  # time travel
+        want = model.read(k)
+        assert ours(spark, path, as_of=c) == want, f"as_of commit {k}"
+        assert hudi_rs(path, as_of=c) == want, f"hudi-rs as_of commit {k}"
+    windows = [(-1, 0)] + [(k - 1, k) for k in range(1, len(commits))] + [(0, len(commits) - 1)]
+    for a, b in windows:  # incremental (begin, end]
+        begin = "19700101000000000" if a < 0 else commits[a]
+        want = model.read(b, window=(a, b))
+        assert ours(spark, path, begin=begin, end=commits[b]) == want, f"incremental ({a}, {b}]"
+        assert hudi_rs(path, begin=begin, end=commits[b]) == want, f"hudi-rs incremental ({a}, {b}]"
+    assert ours(spark, path) == model.read(len(commits) - 1)
+    want = model.read_optimized(len(commits) - 1)
+    assert ours(spark, path, read_optimized=True) == want
+    assert hudi_rs(path, read_optimized=True) == want
+    df = spark.read.format("hudilite").load(path)  # the Python data source merges too
+    assert sorted(tuple(r) for r in df.select(*COLS).collect()) == model.read(len(commits) - 1)
+
+
+def test_mor_inserts_go_to_new_base_files_and_updates_to_logs(spark, tmp_path):
+    path = str(tmp_path / "mor")
+    write(spark, path, [(i, 1, f"n{i}", False) for i in range(6)])
+    bases = set(glob.glob(os.path.join(path, "*", "*.parquet")))
+    c2 = write(spark, path, [(1, 2, "u1", False), (2, 2, "u2", False)],
+               options={"hoodie.write.markers.type": "TIMELINE_SERVER_BASED"})  # APPEND markers via the service
+    assert set(glob.glob(os.path.join(path, "*", "*.parquet"))) == bases  # no base file rewritten
+    assert ours(spark, path)[1:3] == [(1, 2, "u1"), (2, 2, "u2")] == hudi_rs(path)[1:3]
+    assert c2.stats["updated"] == 2 and c2.stats["inserted"] == 0
+    c3 = write(spark, path, [(100, 1, "ins", False)])
+    assert c3.stats["inserted"] == 1 and len(glob.glob(os.path.join(path, "*", "*.parquet"))) == len(bases) + 1
+    plan = plan_read(path)
+    assert plan.merged_slices and all(s.base_file is not None for s in plan.merged_slices)
+    # v6 log naming: .<fileId>_<baseInstant>.log.<version>_<writeToken>, attached to the base file's slice
+    for sl in plan.merged_slices:
+        for lf in sl.log_files:
+            assert lf.name.file_id == sl.file_id and lf.name.instant == sl.base_file.instant
+
+
+def _fail_deltacommit(spark, path, rows, monkeypatch):
+    """Run a MOR upsert that writes its files but never completes (as if the writer died before the commit):
+    the instant stays pending with its markers."""
+    from hudilite.writer import client
+
+    def die(*a, **k):
+        raise KeyboardInterrupt("writer killed")
+
+    monkeypatch.setattr(client.Transaction, "complete", die)
+    monkeypatch.setattr(client, "rollback_instant", lambda *a, **k: [])
+    with pytest.raises(KeyboardInterrupt):
+        write(spark, path, rows)
+    monkeypatch.undo()
+    pending = HoodieTable.open(path).timeline.pending()
+    assert [i.action for i in pending] == ["deltacommit"]
+    return pending[0].timestamp
+
+
+def test_failed_deltacommit_is_invisible_and_rolled_back(spark, tmp_path, monkeypatch):
+    path = str(tmp_path / "mor")
+    write(spark, path, [(i, 10, f"n{i}", False) for i in range(8)])
+    write(spark, path, [(1, 20, "u1", False), (2, 20, "u2", False)])
+    before = ours(spark, path)
+    assert hudi_rs(path) == before
+    logs_before = set(log_files(path))
+    bases_before = set(glob.glob(os.path.join(path, "*", "*.parquet")))
+
+    failed = _fail_deltacommit(spark, path, [(1, 30, "bad1", False), (3, 30, "bad3", False),
+                                             (5, None, None, True), (50, 1, "bad-insert", False)], monkeypatch)
+    new_logs = set(log_files(path)) - logs_before
+    assert new_logs and set(glob.glob(os.path.join(path, "*", "*.parquet"))) - bases_before
+    # A log file the failed instant appended to that also holds committed blocks: simulated by appending one
+    # of its blocks to a committed log file, with an APPEND marker (as a Java writer appending in place does).
+    shared = sorted(logs_before)[0]
+    schema = next(b for b in scan_log_file(shared) if isinstance(b, AvroDataBlock)).schema
+    rec = next(b for b in scan_log_file(shared) if isinstance(b, AvroDataBlock)).records()
+    rec = rec.set_column(rec.schema.get_field_index("name"), "name", pa.array(["bad"] * rec.num_rows))
+    rec = rec.set_column(rec.schema.get_field_index("ts"), "ts", pa.array([99] * rec.num_rows, pa.int64()))
+    append_blocks(shared, [AvroDataBlock.from_table(rec, schema, failed)])
+    part = os.path.relpath(os.path.dirname(shared), path)
+    DirectMarkers(path, failed).create(part, os.path.basename(shared), APPEND)
+
+    assert ours(spark, path) == before  # blocks and files of a pending instant are not read
+    assert hudi_rs(path) == before
+
+    table = HoodieTable.open(path)
+    assert rollback_failed_writes(table) == [failed]
+    assert set(log_files(path)) == logs_before  # the log files it created are gone
+    assert set(glob.glob(os.path.join(path, "*", "*.parquet"))) == bases_before
+    cmds = [b for b in scan_log_file(shared) if isinstance(b, CommandBlock)]
+    assert len(cmds) == 1 and cmds[0].is_rollback and cmds[0].target_instant_time == failed
+    assert not HoodieTable.open(path).timeline.pending()
+    assert ours(spark, path) == before
+    assert hudi_rs(path) == before
+    rollback_failed_writes(HoodieTable.open(path))  # idempotent: nothing left to do
+    assert len([b for b in scan_log_file(shared) if isinstance(b, CommandBlock)]) == 1
+
+    # The command block drops the failed blocks even where the instant would count as committed (older than
+    # the active timeline after archival, or another instant with that time).
+    plan = plan_read(path)
+    sl = next(s for s in plan.slices if any(lf.path == shared for lf in s.log_files))
+    spec = plan.merge_spec()
+    spec_archived = MergeSpec(**{**spec.__dict__, "committed": spec.committed | {failed}})
+    assert any(b.instant_time == failed for b in scan_log_file(shared) if not isinstance(b, CommandBlock))
+    assert all(b.instant_time != failed for b in valid_blocks([lf.path for lf in sl.log_files], spec_archived))
+    assert merge_slice(SliceDesc.of(sl), spec_archived).equals(merge_slice(SliceDesc.of(sl), spec))
+
+    c = write(spark, path, [(1, 40, "after", False)])  # the table keeps working
+    assert c and (1, 40, "after") in ours(spark, path) and (1, 40, "after") in hudi_rs(path)
+
+
+def test_inline_rollback_of_a_failing_deltacommit(spark, tmp_path, monkeypatch):
+    """A write that fails before its commit rolls itself back: the table reads as before."""
+    from hudilite.writer import client
+
+    path = str(tmp_path / "mor")
+    write(spark, path, [(i, 10, f"n{i}", False) for i in range(4)])
+    write(spark, path, [(1, 20, "u1", False)])
+    before, logs_before = ours(spark, path), set(log_files(path))
+
+    def boom(*a, **k):
+        raise RuntimeError("commit failed")
+
+    monkeypatch.setattr(client.Transaction, "complete", boom)
+    with pytest.raises(RuntimeError):
+        write(spark, path, [(2, 30, "bad", False), (9, 1, "bad-insert", False)])
+    monkeypatch.undo()
+    assert set(log_files(path)) == logs_before
+    assert not HoodieTable.open(path).timeline.pending()
+    assert ours(spark, path) == before and hudi_rs(path) == before
+
+
+def test_mor_partial_update_is_refused(spark, tmp_path):
+    path = str(tmp_path / "mor")
+    write(spark, path, [(1, 1, "a", False)])
+    with pytest.raises(hudilite.UnsupportedTableError):
+        write(spark, path, [(1, 2, "b", False)], options={"hoodie.write.partial.update": "true"})
+    with pytest.raises(hudilite.InvalidWriteError):
+        write(spark, path, [(1, 2, "b", False)], options={"hoodie.logfile.data.block.format": "orc"})
+
+
+def test_log_only_file_group(spark, tmp_path):
+    """A file group with log files and no base file (Java writes these when an index can route inserts to
+    logs) is read by both readers; its blocks follow the same visibility rule."""
+    from hudilite.file_group import new_file_id
+    from hudilite.log import DeleteBlock, format_log_file_name
+
+    path = str(tmp_path / "mor")
+    c1 = write(spark, path, [(i, 10, f"n{i}", False) for i in range(4)])
+    c2 = write(spark, path, [(1, 20, "u1", False)])
+    before = ours(spark, path)
+    shared = sorted(log_files(path))[0]
+    block = next(b for b in scan_log_file(shared) if isinstance(b, AvroDataBlock))
+    rec = block.records()
+    fid = new_file_id()
+    part = os.path.dirname(shared)
+    region = os.path.basename(part).split("=", 1)[1]
+    rows = pa.table({
+        "_hoodie_commit_time": [c2] * 3, "_hoodie_commit_seqno": [f"{c2}_0_{i}" for i in range(3)],
+        "_hoodie_record_key": ["100", "101", "100"], "_hoodie_partition_path": [rec["_hoodie_partition_path"][0]] * 3,
+        "_hoodie_file_name": [fid] * 3, "id": pa.array([100, 101, 100], pa.int64()),
+        "ts": pa.array([5, 5, 7], pa.int64()), "name": ["lo100", "lo101", "lo100b"], "region": [region] * 3,
+        "_hoodie_is_deleted": pa.array([False] * 3),
+    })
+    blocks = [AvroDataBlock.from_table(rows.select(rec.column_names), block.schema, c2),
+              DeleteBlock.from_keys([("101", rec["_hoodie_partition_path"][0].as_py())], c2)]
+    append_blocks(os.path.join(part, format_log_file_name(fid, c2, 1, "0-0-0")), blocks)
+    want = sorted(before + [(100, 7, "lo100b")])
+    assert ours(spark, path) == want and hudi_rs(path) == want
+    assert (100, 7, "lo100b") not in ours(spark, path, as_of=c1) + hudi_rs(path, as_of=c1)
+    plan = plan_read(path)
+    assert any(s.base_file is None and s.log_files for s in plan.merged_slices)

@@ -1,0 +1,85 @@
+"""The dbt adapter's pure-Python parts: config resolution, profile, catalog snapshot directories."""
+
+import os
+
+import pytest
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.hudilite import catalog as cat
+from dbt.adapters.hudilite.credentials import HudiliteCredentials
+from dbt.adapters.hudilite.environment import ModelSpec, is_hidden_column
+
+
+def test_model_spec_dbt_spark_hudi_aliases():
+    s = ModelSpec.from_config({"options": {"primaryKey": "id", "preCombineField": "ts", "type": "cow",
+                                           "hoodie.parquet.max.file.size": 1024, "owner": "team"},
+                               "incremental_strategy": "merge", "partition_by": "dt"})
+    assert s.record_key == ["id"] and s.precombine_field == "ts" and s.table_type == "COPY_ON_WRITE"
+    assert s.strategy == "upsert" and s.partition_by == ["dt"]
+    assert s.hoodie_options == {"hoodie.parquet.max.file.size": "1024"}
+    assert s.table_props == {"owner": "team"}
+    s = ModelSpec.from_config({"unique_key": ["a", "b"], "tblproperties": {"hoodie.x": "1"},
+                               "incremental_strategy": "delete+insert", "table_type": "mor"})
+    assert s.record_key == ["a", "b"] and s.hoodie_options == {"hoodie.x": "1"}
+    assert s.strategy == "delete+insert" and s.table_type == "MERGE_ON_READ"
+    assert ModelSpec.from_config({"incremental_strategy": "insert"}).strategy == "append"
+
+
+@pytest.mark.parametrize("cfg, msg", [
+    ({"unique_key": "id", "options": {"primaryKey": "other"}}, "must name the same columns"),
+    ({"incremental_strategy": "microbatch"}, "not supported by hudilite"),
+    ({"on_schema_change": "drop_everything"}, "on_schema_change"),
+    ({"merge_update_columns": ["a"], "merge_exclude_columns": ["b"]}, "cannot both be set"),
+    ({"table_type": "avro"}, "table_type"),
+])
+def test_model_spec_errors(cfg, msg):
+    with pytest.raises(DbtRuntimeError, match=msg):
+        ModelSpec.from_config(cfg)
+
+
+def test_hidden_columns():
+    assert all(is_hidden_column(c) for c in ("_hoodie_commit_time", "_hoodie_is_deleted", "_hudilite_row_id",
+                                             "_HOODIE_RECORD_KEY"))
+    assert not is_hidden_column("hoodie") and not is_hidden_column("id")
+
+
+def test_profile(tmp_path):
+    c = HudiliteCredentials.from_dict({"schema": "s", "warehouse": "wh", "spark_conf": {"spark.x": 1}})
+    assert c.type == "hudilite" and c.master == "local[*]" and c.database is None
+    assert c.spark_conf == {"spark.x": "1"}
+    assert c.resolve_warehouse(str(tmp_path)) == str(tmp_path / "wh")
+    assert HudiliteCredentials.from_dict({"schema": "s"}).resolve_warehouse("/p") == "/p/warehouse"
+    assert HudiliteCredentials.from_dict({"schema": "s", "warehouse": "file:///abs/w"}).resolve_warehouse(
+        "/p") == "/abs/w"
+    with pytest.raises(DbtRuntimeError, match="database"):
+        HudiliteCredentials.from_dict({"schema": "s", "database": "other"})
+    with pytest.raises(DbtRuntimeError, match="only local"):
+        HudiliteCredentials.from_dict({"schema": "s", "warehouse": "s3://b/w"}).resolve_warehouse("/p")
+
+
+def test_snapshot_directories_hold_links_to_exactly_the_committed_files(tmp_path):
+    base = tmp_path / "t"
+    (base / "dt=1").mkdir(parents=True)
+    files = []
+    for i in range(3):
+        f = base / "dt=1" / f"f{i}_0-1-2_00{i}.parquet"
+        f.write_bytes(b"x" * (i + 1))
+        files.append(str(f))
+    s1 = cat.publish_snapshot(str(base), "001", files[:2])
+    assert sorted(os.listdir(s1)) == sorted(os.path.basename(f) for f in files[:2])
+    assert os.path.samefile(os.path.join(s1, os.path.basename(files[0])), files[0])  # a hard link, no copy
+    assert cat.publish_snapshot(str(base), "001", files[:2]) == s1  # idempotent
+    s2 = cat.publish_snapshot(str(base), "002", files[1:])
+    s3 = cat.publish_snapshot(str(base), "003", files)
+    cat.prune_snapshots(str(base), s3)
+    assert sorted(os.listdir(cat.snapshot_root(str(base)))) == ["002", "003"]
+    assert os.path.isdir(s2)
+
+
+def test_ddl_quotes_nested_names():
+    from pyspark.sql.types import ArrayType, DecimalType, LongType, MapType, StringType, StructField, StructType
+
+    t = StructType([StructField("a b", LongType()), StructField("m", MapType(StringType(), ArrayType(
+        StructType([StructField("x`y", DecimalType(10, 2))]))))])
+    assert cat.columns_ddl(t.fields) == "`a b` bigint, `m` map<string,array<struct<`x``y`:decimal(10,2)>>>"
+    assert cat.props_sql({"k": "it's \\ here"}) == "'k' = 'it\\'s \\\\ here'"
