@@ -72,12 +72,6 @@ def list_markers(base_path: str, instant: str) -> list[tuple[str, str, str]]:
 
 
 def delete_markers(base_path: str, instant: str) -> None:
-    root = marker_dir(base_path, instant)
-    if not os.path.isdir(root):
-        return
-    for dirpath, dirs, files in os.walk(root, topdown=False):
-        for f in files:
-            os.unlink(os.path.join(dirpath, f))
-        for d in dirs:
-            os.rmdir(os.path.join(dirpath, d))
-    os.rmdir(root)
+    from hudilite.storage import storage_for
+
+    storage_for(base_path).delete_tree(marker_dir(base_path, instant))
