@@ -478,7 +478,7 @@ class HudiliteEnvironment:
             result = hudilite.write(df, path, record_key=list(cfg.record_key_fields),
                                     precombine_field=cfg.precombine_field or None, partition_by=parts,
                                     operation=op, table_type=cfg.table_type,
-                                    options={"hoodie.table.name": cfg.name})
+                                    options={"hoodie.table.name": cfg.name, "hoodie.write.input.persist": "true"})
         except Exception as e:  # noqa: BLE001
             from dbt.adapters.hudilite.connections import _error_text
 
@@ -783,6 +783,11 @@ class HudiliteEnvironment:
 
     def _options(self, spec: ModelSpec, identifier: str) -> Dict[str, str]:
         opts = dict(spec.hoodie_options)
+        # The core evaluates its input twice unless told to persist it; model SQL is often non-deterministic
+        # (current_timestamp() in snapshots' dbt_scd_id, uuid(), rand(), our row ids), and two different
+        # evaluations lose or duplicate rows. Persist by default; `options: {hoodie.write.input.persist: false}`
+        # opts out for deterministic, cheap models.
+        opts.setdefault("hoodie.write.input.persist", "true")
         opts.setdefault("hoodie.table.name", re.sub(r"\W", "_", identifier) if not identifier[:1].isdigit()
                         else "_" + re.sub(r"\W", "_", identifier))
         return opts
