@@ -14,10 +14,12 @@ snapshot to the next). Readers get Spark's native parquet scan of the committed 
 dbt invocation and from plain Spark SQL on the same warehouse, without hudilite installed. Files written
 by an in-flight or failed commit are never linked, so they are never visible.
 
-The catalog schema is the five `_hoodie_*` meta columns followed by the model's columns, with the types of
-the table's latest Hudi schema (older files with narrower types are widened by the parquet reader).
-Columns the Hudi schema keeps but the model no longer produces (`sync_all_columns`, rebuilds) and the
-adapter's internal columns (`_hudilite_row_id`, `_hoodie_is_deleted`) are left out of the catalog schema.
+The catalog schema is the model's columns, with the types of the table's latest Hudi schema (older files
+with narrower types are widened by the parquet reader). The five `_hoodie_*` meta columns stay in the files
+(Hudi readers and `hudilite.read` see them) but not in the catalog: `select *` of a model is exactly the
+model's columns, so unions, `select *` chains and column-wise comparisons never meet them. Columns the Hudi
+schema keeps but the model no longer produces (`sync_all_columns`, rebuilds) and the adapter's internal
+columns (`_hudilite_row_id`, `_hoodie_is_deleted`) are left out too.
 The two newest snapshot directories are kept (a reader that resolved the previous location can finish).
 """
 

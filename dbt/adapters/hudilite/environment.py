@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.exceptions import FailedToConnectError
-from dbt_common.exceptions import DbtRuntimeError
+from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from dbt.adapters.hudilite import catalog as cat
 
@@ -377,7 +377,7 @@ class HudiliteEnvironment:
         plan = plan_read(path)
         fields = {f.name: f for f in arrow_to_spark(plan.schema).fields}
         lower = {k.lower(): v for k, v in fields.items()}
-        cols = [fields[m] for m in META_FIELDS if m in fields]
+        cols = []  # the model's columns only: `_hoodie_*` meta columns stay in the files, out of `select *`
         for c in visible:
             f = fields.get(c) or lower.get(c.lower())
             if f is not None and not is_hidden_column(f.name):
@@ -698,7 +698,7 @@ class HudiliteEnvironment:
         required = {c.lower() for c in list(record_key) + list(spec.partition_by)
                     + [spec.precombine_field or cfg.precombine_field or ""] if c}
         if osc == "fail":
-            raise DbtRuntimeError(
+            raise CompilationError(
                 f"The source and target schemas on this incremental model ({schema}.{identifier}) are out of "
                 f"sync! New columns in the model: {added or 'none'}; columns missing from the model: "
                 f"{removed or 'none'}. Set on_schema_change to append_new_columns or sync_all_columns, or run "

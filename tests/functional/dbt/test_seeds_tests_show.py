@@ -1,5 +1,6 @@
-"""Seeds (quotes, commas, backslashes, types), `dbt test`, `dbt show`, views/ephemeral models over hudilite
-tables, and `select *` of upstream tables (their `_hoodie_*` meta columns never collide)."""
+"""Seeds (quotes, commas, backslashes, types), `dbt test`, `dbt show`, `dbt docs generate`, persist_docs,
+views/ephemeral models over hudilite tables, and `select *` of upstream tables (the `_hoodie_*` meta columns
+stay in the files, never in `select *`)."""
 
 import json
 import os
@@ -60,7 +61,14 @@ VIEW = """
 select * from {{ ref('totals') }}
 """
 
-# select * over a hudilite table and over a view on it: both carry _hoodie_* columns, which hudilite drops
+# select * over a hudilite table, a view on it and an ephemeral model, unioned with a plain query
+UNIONED = """
+{{ config(materialized='table') }}
+select * from {{ ref('tricky') }} where id = 1
+union all
+select 99 as id, 'plain' as txt, cast(9 as decimal(10,3)) as amount, date'2024-01-01' as day, true as flag
+"""
+
 DOWNSTREAM = """
 {{ config(materialized='incremental', unique_key='id') }}
 select t.*, e.txt as txt2 from {{ ref('totals_view') }} t join {{ ref('eph') }} e using (id)
@@ -82,7 +90,7 @@ class TestSeedsTestsShow:
     @pytest.fixture(scope="class")
     def models(self):
         return {"schema.yml": SCHEMA_YML, "totals.sql": TOTALS, "eph.sql": EPHEMERAL,
-                "totals_view.sql": VIEW, "downstream.sql": DOWNSTREAM}
+                "totals_view.sql": VIEW, "downstream.sql": DOWNSTREAM, "unioned.sql": UNIONED}
 
     @pytest.fixture(scope="class")
     def tests(self):
@@ -116,7 +124,10 @@ class TestSeedsTestsShow:
         cols = [c.name for c in project.adapter.get_columns_in_relation(
             project.adapter.get_relation(None, s, "downstream"))]
         assert cols == ["id", "txt", "amount", "day", "flag", "txt2"]
-        run_dbt(["run", "-s", "downstream"])  # incremental run over select * (meta columns again)
+        run_dbt(["run", "-s", "downstream"])  # incremental run over select *
+        assert rows(project, f"select id, txt from {s}.unioned") == [(1, "hello, world"), (99, "plain")]
+        cur = project.run_sql(f"select * from {s}.tricky limit 1", fetch="all")
+        assert list(cur[0].asDict()) == ["id", "txt", "amount", "day", "flag"]  # no _hoodie_* columns
 
         results = run_dbt(["test"], expect_pass=False)
         status = {r.node.name: str(r.status) for r in results.results}
