@@ -6,30 +6,46 @@
 
 from hudilite.errors import (
     CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError, LockTimeoutError,
-    TableNotFoundError, UnsupportedTableError,
+    RangeUnavailableError, TableNotFoundError, UnsupportedTableError,
 )
 
 __version__ = "0.1.0"
 
 
 def write(df, path, *, record_key, precombine_field=None, partition_by=(), operation="upsert",
-          table_type="COPY_ON_WRITE", options=None, extra_metadata=None):
+          table_type="COPY_ON_WRITE", options=None, extra_metadata=None, commit=True):
     """Write `df` to the table at `path` as one commit; returns the committed instant time (a str whose
-    `.stats` holds inserted/updated/deleted counts)."""
+    `.stats` holds inserted/updated/deleted counts). `commit=False` writes the data but leaves the instant
+    inflight and returns a `PendingWrite` (`.read(spark)` to audit, then `.complete()` or `.abort()`)."""
     from hudilite.writer.client import write as _write
 
     return _write(df, path, record_key=record_key, precombine_field=precombine_field,
                   partition_by=partition_by, operation=operation, table_type=table_type, options=options,
-                  extra_metadata=extra_metadata)
+                  extra_metadata=extra_metadata, commit=commit)
 
 
-def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False):
-    """Read the table at `path`: latest snapshot, time travel `as_of`, or incremental `(begin, end]`.
-    Merge-on-read tables merge base and log files; `read_optimized=True` reads their base files only."""
+def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False, ready_only=False):
+    """Read the table at `path`: latest snapshot, time travel `as_of`, or incremental `(begin, end]` (completion
+    order). Merge-on-read tables merge base and log files; `read_optimized=True` reads their base files only.
+    `ready_only=True` reads only the partitions a commit marked ready (write-audit-publish)."""
     from hudilite.reader.spark_read import read as _read
 
     register(spark)
-    return _read(spark, path, as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized)
+    return _read(spark, path, as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized,
+                 ready_only=ready_only)
+
+
+def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_image=False, filters=None,
+            completion_bounds=False):
+    """What changed in `(begin, end]` (completion order): the latest image of every changed record with a
+    `_change_op` column ('I', 'U', 'D'; with `before_image` also 'B': updated records as of `begin`). Deleted
+    records carry their last image. `begin=None` reads the whole snapshot as of `end` (all 'I'). Raises
+    `RangeUnavailableError` when the range was cleaned/archived away (rebuild from the snapshot instead)."""
+    from hudilite.reader.changes import changes as _changes
+
+    register(spark)
+    return _changes(spark, path, begin=begin, end=end, include_deletes=include_deletes, before_image=before_image,
+                    filters=filters, completion_bounds=completion_bounds)
 
 
 def register(spark) -> None:
@@ -40,6 +56,7 @@ def register(spark) -> None:
 
 
 __all__ = [
-    "write", "read", "register", "HudiliteError", "InvalidWriteError", "TableNotFoundError",
+    "write", "read", "changes", "register", "HudiliteError", "InvalidWriteError", "TableNotFoundError",
     "CorruptTableError", "UnsupportedTableError", "CommitConflictError", "LockTimeoutError",
+    "RangeUnavailableError",
 ]

@@ -32,3 +32,8 @@ class CommitConflictError(HudiliteError):
 
 class LockTimeoutError(HudiliteError):
     """The table lock could not be acquired in time."""
+
+
+class RangeUnavailableError(HudiliteError):
+    """An incremental/change range needs file slices or instants that were cleaned or archived away; reading
+    it would return partial data. Rebuild the consumer from the current snapshot (dbt: --full-refresh)."""

@@ -124,6 +124,15 @@ class FileSystemView:
             return tl.completion_time(inst)
         return instant if tl.is_visible_file_instant(instant) else None
 
+    def log_base_instants(self) -> dict[tuple[str, str], str]:
+        """(partition, fileId) -> the base instant new log files of the group are named with, for groups in a
+        pending compaction plan: the compaction instant (their logs start the slice the compaction creates;
+        until it completes they are read with the previous slice, whose base file they follow). Other groups
+        append to their latest slice."""
+        from hudilite.services.common import pending_compaction_instants
+
+        return pending_compaction_instants(self.timeline)
+
     def latest_slices(self, partitions: list[str], as_of: str | None = None) -> list[FileSlice]:
         """Latest committed slice per file group as of `as_of`, replaced file groups hidden."""
         replaced = self.timeline.replaced_file_ids(as_of)

@@ -1,20 +1,40 @@
-"""Lock provider interface and registry."""
+"""Lock provider interface and registry.
+
+`hoodie.write.lock.provider` names the provider: a registered name (`file`, `in_process`), one of Apache
+Hudi's class names that maps onto them (`org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider`,
+`...InProcessLockProvider`), or `package.module.Class` of your own `LockProvider` subclass, constructed as
+`Class(base_path, options)`.
+"""
 
 from __future__ import annotations
 
 import abc
 import importlib
+import threading
 from typing import Callable
+
+from hudilite.errors import HudiliteError, LockTimeoutError
+
+PROVIDER_KEY = "hoodie.write.lock.provider"
+DEFAULT_PROVIDER = "file"
+
+
+class LockLostError(HudiliteError):
+    """The table lock was lost while held (its lease expired and another process took it)."""
 
 
 class LockProvider(abc.ABC):
-    """A mutual-exclusion lock on one table, usable as a context manager."""
+    """A mutual-exclusion lock on one table, usable as a context manager. One object serves one thread at
+    a time; make one object per concurrent writer."""
 
     @abc.abstractmethod
     def acquire(self) -> None: ...
 
     @abc.abstractmethod
     def release(self) -> None: ...
+
+    def verify(self) -> None:
+        """Raise LockLostError if the lock is no longer held (providers with leases override this)."""
 
     def __enter__(self) -> "LockProvider":
         self.acquire()
@@ -27,16 +47,75 @@ class LockProvider(abc.ABC):
 _PROVIDERS: dict[str, Callable[[str, dict], LockProvider]] = {}
 
 
-def register_lock_provider(name: str, factory: Callable[[str, dict], LockProvider]) -> None:
-    _PROVIDERS[name] = factory
+def register_lock_provider(name: str, factory: Callable[[str, dict], LockProvider], *,
+                           aliases: tuple[str, ...] = ()) -> None:
+    """Register `factory(base_path, options) -> LockProvider` under `name` (and aliases)."""
+    for n in (name, *aliases):
+        _PROVIDERS[n] = factory
+
+
+def _resolve(name: str) -> Callable[[str, dict], LockProvider]:
+    if name in _PROVIDERS:
+        return _PROVIDERS[name]
+    if "." in name:  # "package.module.Class"
+        mod, _, cls = name.rpartition(".")
+        try:
+            factory = getattr(importlib.import_module(mod), cls)
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"lock provider {name!r} ({PROVIDER_KEY}) cannot be imported: {e}") from None
+        if isinstance(factory, type) and not issubclass(factory, LockProvider):
+            raise ValueError(f"lock provider {name!r} ({PROVIDER_KEY}) is not a hudilite.lock.LockProvider")
+        return factory
+    raise ValueError(f"unknown lock provider {name!r} ({PROVIDER_KEY}); registered: {', '.join(sorted(_PROVIDERS))}"
+                     ", or a 'package.module.Class' LockProvider")
 
 
 def lock_for(base_path: str, options: dict | None = None) -> LockProvider:
     options = options or {}
-    name = options.get("hoodie.write.lock.provider", "file")
-    if name in _PROVIDERS:
-        return _PROVIDERS[name](base_path, options)
-    if "." in name:  # "package.module.Class"
-        mod, _, cls = name.rpartition(".")
-        return getattr(importlib.import_module(mod), cls)(base_path, options)
-    raise ValueError(f"unknown lock provider {name!r} (hoodie.write.lock.provider)")
+    return _resolve(str(options.get(PROVIDER_KEY) or DEFAULT_PROVIDER))(base_path, options)
+
+
+def check_lock_provider(options: dict | None) -> None:
+    """Raise ValueError for a lock provider that cannot be resolved (called before anything is written)."""
+    name = (options or {}).get(PROVIDER_KEY)
+    if name:
+        _resolve(str(name))
+
+
+# ---- in-process lock -------------------------------------------------------------------------
+class InProcessLock(LockProvider):
+    """A lock shared by all threads of one process, per table path (Apache Hudi's InProcessLockProvider).
+    Only for writers that are threads of a single process; it does not exclude other processes."""
+
+    _locks: dict[str, threading.Lock] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, base_path: str, timeout_ms: int = 600_000):
+        with self._guard:
+            self._lock = self._locks.setdefault(base_path, threading.Lock())
+        self.base_path = base_path
+        self.timeout_ms = timeout_ms
+        self._held = False
+
+    def acquire(self) -> None:
+        if not self._lock.acquire(timeout=self.timeout_ms / 1000):
+            raise LockTimeoutError(f"could not acquire the in-process lock of {self.base_path} "
+                                   f"within {self.timeout_ms} ms")
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._lock.release()
+
+    def verify(self) -> None:
+        if not self._held:
+            raise LockLostError(f"the in-process lock of {self.base_path} is not held")
+
+
+def _in_process_factory(base_path: str, options: dict) -> InProcessLock:
+    return InProcessLock(base_path, int(options.get("hoodie.write.lock.wait_time_ms", 600_000)))
+
+
+register_lock_provider("in_process", _in_process_factory,
+                       aliases=("inprocess", "org.apache.hudi.client.transaction.lock.InProcessLockProvider"))

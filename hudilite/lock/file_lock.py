@@ -1,9 +1,19 @@
 """File-based table lock with a lease, for a shared file system.
 
-The lock is a file created with O_EXCL. Its holder renews the lease (the file's content and mtime) from a
-background thread; a holder that dies stops renewing, and after `lease_ms` another process may break the
-lock. Breaking is race-safe: the stale file is renamed to a unique name first and only the process whose
-rename captured the same stale content deletes it.
+The lock is a file created with O_EXCL holding `{"owner", "lease_ms", "expires_ms"}`. Its holder keeps the
+file descriptor open and renews the lease from a background thread by rewriting the content *through that
+descriptor* (same length, so a reader sees the old or the new content), which also bumps the mtime. Renewing
+through the descriptor means a holder can never write into a lock file that somebody else created after
+breaking its lease: it only ever touches its own inode.
+
+A holder that dies stops renewing; once `expires_ms` has passed (or, for unreadable content, mtime + lease)
+another process may break the lock. Breaking is race-safe: the stale file is renamed to a unique name first,
+and only the process whose rename captured the very file (same inode, same content) it judged stale deletes
+it; a capture of anything else is put back.
+
+A holder whose lease was broken anyway (it stalled for longer than the lease) notices: the renewer sees the
+lock path no longer names its inode and marks the lock lost, and `verify()` (called by the transaction just
+before it writes a completed instant) raises `LockLostError`.
 """
 
 from __future__ import annotations
@@ -16,60 +26,95 @@ import time
 import uuid
 
 from hudilite.errors import LockTimeoutError
-from hudilite.lock.base import LockProvider, register_lock_provider
+from hudilite.lock.base import LockLostError, LockProvider, register_lock_provider
+
+_EXPIRES_DIGITS = 15  # space-padded, so every renewal writes the same number of bytes
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class FileLock(LockProvider):
     def __init__(self, path: str, *, lease_ms: int = 60_000, timeout_ms: int = 600_000, retry_ms: int = 20):
+        if lease_ms <= 0:
+            raise ValueError(f"lock lease must be positive, got {lease_ms} ms")
         self.path = path
-        self.lease_ms = lease_ms
-        self.timeout_ms = timeout_ms
+        self.lease_ms = int(lease_ms)
+        self.timeout_ms = int(timeout_ms)
         self.retry_ms = retry_ms
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
         self._held = False
+        self._lost = False
+        self._fd: int | None = None
+        self._ino: tuple[int, int] | None = None
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self._local = threading.Lock()  # serialise threads of this object
 
+    # ---- content ---------------------------------------------------------------------------
     def _content(self) -> bytes:
-        return json.dumps({"owner": self.owner, "expires_ms": int(time.time() * 1000) + self.lease_ms}).encode()
+        exp = str(_now_ms() + self.lease_ms).rjust(_EXPIRES_DIGITS)  # JSON whitespace, not leading zeros
+        return (f'{{"owner": "{self.owner}", "lease_ms": {self.lease_ms}, "expires_ms": {exp}}}').encode()
 
+    @staticmethod
+    def read_state(path: str, lease_ms: int = 60_000) -> dict | None:
+        """The lock file's content and stat as {"owner", "expires_ms", "ino", "raw"}; None if there is no lock.
+        `expires_ms` falls back to mtime + lease for content that cannot be parsed (a creator that died
+        between creating and writing the file)."""
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+                st = os.fstat(f.fileno())
+        except FileNotFoundError:
+            return None
+        owner, expires = None, None
+        try:
+            d = json.loads(raw)
+            owner = d.get("owner")
+            expires = int(d["expires_ms"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            expires = int(st.st_mtime * 1000) + lease_ms
+        return {"owner": owner, "expires_ms": expires, "ino": (st.st_dev, st.st_ino), "raw": raw}
+
+    # ---- acquiring -------------------------------------------------------------------------
     def _try_create(self) -> bool:
         try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
         except FileExistsError:
             return False
         try:
             os.write(fd, self._content())
             os.fsync(fd)
-        finally:
+        except BaseException:
             os.close(fd)
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            raise
+        st = os.fstat(fd)
+        self._fd, self._ino = fd, (st.st_dev, st.st_ino)
         return True
 
     def _break_if_expired(self) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                raw = f.read()
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return
-        try:
-            expires = int(json.loads(raw)["expires_ms"])
-        except (ValueError, KeyError, TypeError):
-            # half-written by a holder that died while creating it: judge by mtime
-            expires = int(st.st_mtime * 1000) + self.lease_ms
-        if time.time() * 1000 <= expires:
+        state = self.read_state(self.path, self.lease_ms)
+        if state is None or _now_ms() <= state["expires_ms"]:
             return
         grave = f"{self.path}.broken.{uuid.uuid4().hex}"
         try:
             os.rename(self.path, grave)
         except FileNotFoundError:
             return
-        with open(grave, "rb") as f:
-            captured = f.read()
-        if captured == raw:
-            os.unlink(grave)
-        else:  # we captured a fresh lock taken meanwhile: put it back
+        try:
+            with open(grave, "rb") as f:
+                captured = f.read()
+                st = os.fstat(f.fileno())
+        except FileNotFoundError:
+            return
+        if (st.st_dev, st.st_ino) == state["ino"] and captured == state["raw"]:
+            os.unlink(grave)  # the stale lock we judged: gone
+        else:  # we captured a lock taken or renewed meanwhile: put it back
             try:
                 os.link(grave, self.path)
             except FileExistsError:
@@ -78,32 +123,53 @@ class FileLock(LockProvider):
 
     def acquire(self) -> None:
         self._local.acquire()
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        deadline = time.monotonic() + self.timeout_ms / 1000
-        while True:
-            if self._try_create():
-                break
-            self._break_if_expired()
-            if time.monotonic() > deadline:
-                self._local.release()
-                raise LockTimeoutError(f"could not acquire table lock {self.path} within {self.timeout_ms} ms")
-            time.sleep(self.retry_ms / 1000 * (0.5 + (uuid.uuid4().int % 100) / 100))
-        self._held = True
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            deadline = time.monotonic() + self.timeout_ms / 1000
+            while not self._try_create():
+                self._break_if_expired()
+                if time.monotonic() > deadline:
+                    holder = self.read_state(self.path)
+                    who = f" (held by {holder['owner']}, lease until {holder['expires_ms']})" if holder else ""
+                    raise LockTimeoutError(
+                        f"could not acquire table lock {self.path} within {self.timeout_ms} ms{who}")
+                time.sleep(self.retry_ms / 1000 * (0.5 + (uuid.uuid4().int % 100) / 100))
+        except BaseException:
+            self._local.release()
+            raise
+        self._held, self._lost = True, False
         self._stop.clear()
         self._renewer = threading.Thread(target=self._renew, name="hudilite-lock-lease", daemon=True)
         self._renewer.start()
 
+    # ---- holding ---------------------------------------------------------------------------
+    def _still_mine(self) -> bool:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        return (st.st_dev, st.st_ino) == self._ino
+
     def _renew(self) -> None:
-        interval = max(self.lease_ms / 3000, 0.05)
+        interval = max(self.lease_ms / 3000, 0.02)
         while not self._stop.wait(interval):
-            try:
-                with open(self.path, "rb") as f:
-                    if self.owner.encode() not in f.read():
-                        return
-                with open(self.path, "wb") as f:
-                    f.write(self._content())
-            except FileNotFoundError:
+            if not self._still_mine():
+                self._lost = True
                 return
+            try:
+                os.pwrite(self._fd, self._content(), 0)
+            except OSError:
+                self._lost = True
+                return
+
+    def verify(self) -> None:
+        if not self._held:
+            raise LockLostError(f"table lock {self.path} is not held")
+        if self._lost or not self._still_mine():
+            self._lost = True
+            raise LockLostError(
+                f"table lock {self.path} was lost: its lease ({self.lease_ms} ms) expired and another process "
+                "broke it (this process stalled for longer than the lease)")
 
     def release(self) -> None:
         if not self._held:
@@ -112,23 +178,53 @@ class FileLock(LockProvider):
         if self._renewer is not None:
             self._renewer.join()
         try:
-            with open(self.path, "rb") as f:
-                mine = self.owner.encode() in f.read()
-            if mine:
-                os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        self._held = False
-        self._local.release()
+            if self._still_mine():
+                # rename first, then check the inode we captured, so a lock taken over in between survives
+                grave = f"{self.path}.release.{uuid.uuid4().hex}"
+                try:
+                    os.rename(self.path, grave)
+                    st = os.stat(grave)
+                    if (st.st_dev, st.st_ino) == self._ino:
+                        os.unlink(grave)
+                    else:
+                        try:
+                            os.link(grave, self.path)
+                        except FileExistsError:
+                            pass
+                        os.unlink(grave)
+                except FileNotFoundError:
+                    pass
+        finally:
+            if self._fd is not None:
+                os.close(self._fd)
+            self._fd, self._ino = None, None
+            self._held = False
+            self._local.release()
+
+
+def _lease_ms(options: dict) -> int:
+    """`hoodie.write.lock.filesystem.expire.ms` (hudilite), else Apache Hudi's
+    `hoodie.write.lock.filesystem.expire` (minutes), else 60 s."""
+    if options.get("hoodie.write.lock.filesystem.expire.ms") is not None:
+        return int(options["hoodie.write.lock.filesystem.expire.ms"])
+    if options.get("hoodie.write.lock.filesystem.expire") is not None:
+        minutes = float(options["hoodie.write.lock.filesystem.expire"])
+        if minutes > 0:  # Hudi's 0 means "never expires"; a lease that never expires is not offered
+            return int(minutes * 60_000)
+    return 60_000
 
 
 def _file_lock_factory(base_path: str, options: dict) -> FileLock:
+    path = options.get("hoodie.write.lock.filesystem.path")
+    if path and os.path.isdir(path):  # Hudi: a folder for the lock file
+        path = os.path.join(path, "table.lock")
     return FileLock(
-        options.get("hoodie.write.lock.filesystem.path")
-        or os.path.join(base_path, ".hoodie", ".locks", "table.lock"),
-        lease_ms=int(options.get("hoodie.write.lock.filesystem.expire.ms", 60_000)),
+        path or os.path.join(base_path, ".hoodie", ".locks", "table.lock"),
+        lease_ms=_lease_ms(options),
         timeout_ms=int(options.get("hoodie.write.lock.wait_time_ms", 600_000)),
+        retry_ms=int(options.get("hoodie.write.lock.wait_time_ms_between_retry", 20)),
     )
 
 
-register_lock_provider("file", _file_lock_factory)
+register_lock_provider("file", _file_lock_factory,
+                       aliases=("filesystem", "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider"))

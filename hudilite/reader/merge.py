@@ -29,6 +29,7 @@ from hudilite.errors import UnsupportedTableError
 from hudilite.log.blocks import AvroDataBlock, CommandBlock, DeleteBlock, LogBlock, ParquetDataBlock
 from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
+from hudilite.log.vector_avro import fast_records  # numpy Avro decoding of flat records (fastavro otherwise)
 
 EVENT_TIME = "EVENT_TIME_ORDERING"
 COMMIT_TIME = "COMMIT_TIME_ORDERING"
@@ -206,7 +207,7 @@ def _log_records(blocks: list[LogBlock], spec: MergeSpec):
     n_data = 0
     for b in blocks:
         if isinstance(b, (AvroDataBlock, ParquetDataBlock)):
-            t = conform(b.records(), schema)
+            t = conform(fast_records(b) if isinstance(b, AvroDataBlock) else b.records(), schema)
             if t.num_rows == 0:
                 continue
             data_parts.append(t)

@@ -13,7 +13,6 @@ from hudilite.file_group import FileSlice
 from hudilite.keygen import KeySpec, partition_values
 from hudilite.schema import SchemaError, avro_to_arrow, with_meta_fields_arrow
 from hudilite.table import HoodieTable
-from hudilite.timeline import REPLACE_COMMIT
 from hudilite.timeline.instant_time import normalize_instant_arg
 
 _OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"}
@@ -32,6 +31,7 @@ class ReadPlan:
     filters: list[tuple] = field(default_factory=list)
     read_optimized: bool = False  # merge-on-read tables: base files only
     range_instants: list[str] | None = None  # incremental: the write instants in range (log blocks are kept by these)
+    visible: frozenset | None = None  # completion-ordered plans: the write instants that count (log blocks too)
 
     @property
     def base_files(self) -> list[str]:
@@ -61,8 +61,12 @@ class ReadPlan:
         cfg = self.table.config
         return MergeSpec(
             schema=self.schema, merge_mode=merge_mode(cfg), ordering_field=cfg.precombine_field,
-            as_of=self.as_of, committed=frozenset(tl.completed_write_times), known=frozenset(tl.all_times),
-            archived_before=tl.first_write_time,
+            as_of=self.as_of if self.visible is None else None,
+            # log-block validity against the whole timeline, archived instants included (services/archival.py)
+            committed=tl.committed_times if self.visible is None else (
+                frozenset(self.visible) | tl.archived.completed_write_times),
+            known=tl.known_times,
+            archived_before=tl.timeline_start,
             block_range=frozenset(self.range_instants) if self.range_instants is not None else None,
             row_range=frozenset(self.commit_times) if self.commit_times is not None else None,
             keyed=cfg.populate_meta_fields,
@@ -196,47 +200,26 @@ def _finish(plan: ReadPlan, read_optimized: bool) -> ReadPlan:
 
 
 def _plan_incremental(table: HoodieTable, schema: pa.Schema, begin, end, filters) -> ReadPlan:
-    tl = table.timeline
-    begin = normalize_instant_arg(begin) if begin is not None else "19700101000000000"
-    completed = tl.completed()
-    end = normalize_instant_arg(end) if end is not None else (completed[-1].timestamp if completed else begin)
-    by_completion = table.config.version >= 8
+    """The file groups the instants of the range wrote, as the range left them. The range is in completion
+    order (`hudilite.reader.changes.resolve_range`): an instant requested before `begin` that completed after
+    it is in the range. Raises RangeUnavailableError when the range's files were cleaned away."""
+    from hudilite.reader.changes import _replaced_upto, check_incremental, resolve_range, slices_at, touched
 
-    def key(i):
-        return tl.completion_time(i) if by_completion else i.timestamp
-
-    in_range = [i for i in completed if begin < key(i) <= end]
-    groups: set[tuple[str, str]] = set()
-    replaced_in_range: set[tuple[str, str]] = set()
-    for inst in in_range:
-        md = tl.read_metadata(inst)
-        for part, stats in (md.get("partitionToWriteStats") or {}).items():
-            for s in stats or []:
-                if s.get("fileId"):
-                    groups.add((part or "", s["fileId"]))
-        if inst.action == REPLACE_COMMIT:
-            for part, fids in (md.get("partitionToReplaceFileIds") or {}).items():
-                for fid in fids or []:
-                    replaced_in_range.add((part or "", fid))
-    groups -= replaced_in_range
-    as_of = max((i.timestamp for i in in_range), default=None)
-    slices: list[FileSlice] = []
-    if groups and as_of:
-        view = table.view()
-        parts = prune_partitions(table, schema, sorted({p for p, _ in groups}), filters)
-        for part in parts:
-            fgs = view.file_groups(part)
-            for (p, fid) in sorted(groups):
-                if p != part or fid not in fgs:
-                    continue
-                sl = fgs[fid].latest_slice(as_of)
-                if sl is not None:
-                    slices.append(sl)
+    rng = resolve_range(table, begin, end)
+    t = touched(rng)
+    groups = t.groups - t.replaced
+    visible = rng.visible(rng.end)
+    found = slices_at(table, groups, visible, _replaced_upto(rng, rng.end)) if groups else {}
+    check_incremental(rng, found, t)
+    parts = set(prune_partitions(table, schema, sorted({p for p, _ in groups}), filters))
+    slices = [sl for (p, _), sl in sorted(found.items()) if p in parts]
+    in_range = rng.instant_times
     # Without populated meta fields _hoodie_commit_time is null: no commit-time row filter (as hudi-rs), the
     # planned slices of the in-range commits are read whole.
-    commit_times = [i.timestamp for i in in_range] if table.config.populate_meta_fields else None
-    return ReadPlan(table, schema, slices, "incremental", as_of=as_of, commit_times=commit_times, begin=begin,
-                    end=end, filters=filters, range_instants=[i.timestamp for i in in_range])
+    commit_times = list(in_range) if table.config.populate_meta_fields else None
+    return ReadPlan(table, schema, slices, "incremental", as_of=max(in_range, default=None),
+                    commit_times=commit_times, begin=rng.begin or "19700101000000000", end=rng.end,
+                    filters=filters, range_instants=list(in_range), visible=visible)
 
 
 def _check_readable(table: HoodieTable, slices: list[FileSlice]) -> None:

@@ -137,8 +137,14 @@ def _scan(spark, schema, files, *, check_file_types: bool = True):
     return df
 
 
-def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False):
+def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False, ready_only=False):
     """Snapshot (latest or `as_of`) or incremental `(begin, end]` read as a Spark DataFrame; `read_optimized`
-    reads merge-on-read tables from their base files only."""
-    return plan_to_dataframe(spark, plan_read(path, as_of=as_of, begin=begin, end=end, filters=filters,
-                                              read_optimized=read_optimized))
+    reads merge-on-read tables from their base files only; `ready_only` reads only partitions a commit marked
+    ready (hudilite.writer.pending.ready_partitions)."""
+    plan = plan_read(path, as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized)
+    if ready_only:
+        from hudilite.writer.pending import ready_partitions
+
+        ready = ready_partitions(plan.table, as_of=plan.as_of if plan.query == "snapshot" and as_of else None)
+        plan.slices = [s for s in plan.slices if s.partition in ready]
+    return plan_to_dataframe(spark, plan)

@@ -15,7 +15,7 @@ from hudilite.fs_view import PARTITION_METAFILE
 from hudilite.markers import APPEND, delete_markers, list_markers, marker_dir
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMPLETED, Instant
-from hudilite.timeline.heartbeat import heartbeat_expired, heartbeat_path
+from hudilite.timeline.heartbeat import heartbeat_path
 
 log = logging.getLogger(__name__)
 
@@ -131,21 +131,16 @@ def rollback_log_files(table: HoodieTable, instant: str) -> list[str]:
 
 
 def rollback_failed_writes(table: HoodieTable, *, lazy: bool = False, heartbeat_tolerance_ms: int = 60_000,
-                           actions=("commit", "deltacommit", "replacecommit")) -> list[str]:
+                           ) -> list[str]:
     """Roll back every pending write instant (eager, single writer), or only those whose writer's heartbeat
-    expired (lazy, multi-writer). Returns the rolled-back instant times.
+    expired (lazy, multi-writer), under the table lock. Table-service plans (compaction, clustering) and
+    prepared streaming commits are left alone: their owners finish them. Returns the rolled-back instant times.
 
     Eager mode also removes what writers killed right after their commit left behind (markers, heartbeat,
     commit temp file); in lazy mode a live writer may still be deleting those itself."""
-    done = []
-    for inst in table.reload().pending(actions):
-        if lazy and not heartbeat_expired(table.base_path, inst.timestamp, heartbeat_tolerance_ms):
-            continue
-        rollback_instant(table, inst)
-        done.append(inst.timestamp)
-    if not lazy:
-        clean_completed_leftovers(table)
-    return done
+    from hudilite.writer.transaction import Transaction  # the one implementation (lock + guards)
+
+    return Transaction(table, {}).rollback_failed_writes(lazy=lazy, heartbeat_tolerance_ms=heartbeat_tolerance_ms)
 
 
 def clean_completed_leftovers(table: HoodieTable) -> list[str]:

@@ -69,11 +69,50 @@ class Timeline:
 
     def is_visible_file_instant(self, t: str) -> bool:
         """The format's visibility rule for data files: the file's instant is a completed write instant,
-        or is older than the first instant of the active timeline (archived, therefore committed)."""
+        or is older than the first instant of the active timeline (archived, therefore committed). Where the
+        table has an archive (`.hoodie/archived`, v6), it decides for archived instants: a file of an instant
+        the archive does not hold as a completed write is not committed (a failed write older than the
+        active timeline); only instants older than the whole timeline (archive included) count as committed."""
         if t in self.completed_write_times:
             return True
-        first = self.first_write_time
-        return first is not None and t < first and t not in self.all_times
+        if self.first_write_time is None or t >= self.first_write_time:
+            return False  # inside the active range: only completed writes count
+        arch = self.archived
+        if arch:
+            if t in arch.completed_write_times:
+                return True
+            return t < self.timeline_start and t not in self.known_times
+        return t not in self.all_times
+
+    # ---- the archived timeline (v6 `.hoodie/archived`) -----------------------------------------------
+    @cached_property
+    def archived(self):
+        """The archived timeline (empty for layout 2: its LSM history is not read, and for tables never
+        archived). Loaded on first use."""
+        from hudilite.timeline.archive import ArchivedTimeline
+
+        if self.layout >= 2:
+            return ArchivedTimeline()
+        return _load_archive_cached(os.path.join(self.meta_dir, self.archive_folder))
+
+    archive_folder = "archived"
+
+    @cached_property
+    def committed_times(self) -> frozenset:
+        """Completed write instants of the whole timeline: active and archived."""
+        return frozenset(self.completed_write_times) | self.archived.completed_write_times
+
+    @cached_property
+    def known_times(self) -> frozenset:
+        """Every instant time of the whole timeline (any action or state), active and archived."""
+        return frozenset(self.all_times) | self.archived.all_times
+
+    @cached_property
+    def timeline_start(self) -> str | None:
+        """The oldest instant of the whole timeline (archive included); instants before it are older than
+        anything recorded and count as committed (the format's rule for files of archived instants)."""
+        firsts = [t for t in (self.archived.first_time, self.first_write_time) if t]
+        return min(firsts, default=None)
 
     def get(self, ts: str) -> Instant | None:
         for i in self.instants:
@@ -128,6 +167,30 @@ class Timeline:
             if s:
                 return s
         return None
+
+
+_ARCHIVE_CACHE: dict[str, tuple] = {}
+
+
+def _load_archive_cached(directory: str):
+    """The archive of `directory`, cached while its files are unchanged (name, size, mtime)."""
+    from hudilite.timeline.archive import list_archive_files, load_archive
+
+    files = list_archive_files(directory)
+    key = []
+    for _v, p in files:
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            continue
+        key.append((p, st.st_size, st.st_mtime_ns))
+    key = tuple(key)
+    hit = _ARCHIVE_CACHE.get(directory)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    arch = load_archive(directory)
+    _ARCHIVE_CACHE[directory] = (key, arch)
+    return arch
 
 
 def _merge_states(cur: Instant | None, new: Instant) -> Instant:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 
 import pyarrow as pa
@@ -25,16 +26,18 @@ from hudilite.markers import (OPT_MARKERS_TYPE, OPT_SERVICE_URL, TIMELINE_SERVER
                               delete_markers, list_markers)
 from hudilite.schema import META_FIELDS, SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve, \
     spark_to_arrow
-from hudilite.services.rollback import rollback_failed_writes, rollback_instant
+from hudilite.services import check_service_options, run_inline_services
+from hudilite.services.rollback import rollback_instant
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
 from hudilite.timeline.heartbeat import Heartbeat
 from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, PART_COL, SEQ_COL, \
     WriteContext
-from hudilite.writer.handle import STAT_SCHEMA, StreamingBaseFileWriter, merge_file_group, stats_table
+from hudilite.writer.handle import StreamingBaseFileWriter, merge_file_group, stats_table
 from hudilite.writer.log_handle import append_file_group, block_format_option
 from hudilite.writer.options import WriteOptions, resolve
 from hudilite.writer.queue import run_bounded
+from hudilite.writer.conflict import read_basis
 from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -57,21 +60,29 @@ class WriteResult(str):
 
 
 def write(df, path, *, record_key, precombine_field=None, partition_by=(), operation="upsert",
-          table_type=COPY_ON_WRITE, options=None, extra_metadata=None) -> WriteResult:
+          table_type=COPY_ON_WRITE, options=None, extra_metadata=None, commit=True):
+    """`commit=False`: the data is written but the instant stays inflight; returns a PendingWrite
+    (`.complete()` / `.abort()`, `.read(spark)` for audits) - see hudilite/writer/pending.py."""
     wo = resolve(path, record_key, precombine_field, partition_by, operation, table_type, options)
-    return WriteClient(df.sparkSession, wo).run(df, extra_metadata or {})
+    return WriteClient(df.sparkSession, wo).run(df, extra_metadata or {}, commit=commit)
 
 
 class WriteClient:
-    def __init__(self, spark, wo: WriteOptions):
+    def __init__(self, spark, wo: WriteOptions, *, transaction_factory=None, open_table=None):
         self.spark = spark
         self.wo = wo
+        # hooks for the streaming sink (hudilite/streaming.py): its Transaction subclass, and a table opener that
+        # presents its own prepared commits as completed to the planner
+        self.transaction_factory = transaction_factory or Transaction
+        self.open_table = open_table or HoodieTable.open
 
     # ------------------------------------------------------------------------------------------
-    def run(self, df, extra_metadata: dict) -> WriteResult:
+    def run(self, df, extra_metadata: dict, commit: bool = True):
         wo = self.wo
+        check_service_options(wo.options)  # inline table service options: bad ones fail before any write
         df = df.drop(*[c for c in META_FIELDS if c in df.columns])
         table, data_schema, new_config = self._prepare_table(df)
+        basis = read_basis(table)  # what the plan is built on: commits completed after it are conflict-checked
         mor = (table.config.table_type if table else wo.table_type) == MERGE_ON_READ
         if mor and wo.get_bool("hoodie.write.partial.update", False):
             raise UnsupportedTableError("partial updates are not supported on merge-on-read tables")
@@ -87,16 +98,20 @@ class WriteClient:
             plan.mor, plan.block_format = mor, block_format
             plan.profile()
 
+        created = None  # a table this write creates: removed again if the write fails (path as it was)
         if table is None:
             from hudilite.storage.local import normalize_path
 
-            table = HoodieTable.create(normalize_path(wo.path), new_config)
-        txn = Transaction(table, wo.options)
-        rollback_failed_writes(table, lazy=wo.multi_writer,
-                               heartbeat_tolerance_ms=wo.get_int("hoodie.client.heartbeat.tolerable.misses", 2)
-                               * wo.get_int("hoodie.client.heartbeat.interval_in_ms", 60_000))
+            base = normalize_path(wo.path)
+            created = (base, os.path.exists(base))
+            table = HoodieTable.create(base, new_config)
+        txn = self.transaction_factory(table, wo.options)
+        txn.rollback_failed_writes(  # under the table lock; prepared commits and service plans are left alone
+            lazy=wo.multi_writer,
+            heartbeat_tolerance_ms=wo.get_int("hoodie.client.heartbeat.tolerable.misses", 2)
+            * wo.get_int("hoodie.client.heartbeat.interval_in_ms", 60_000))
         action = REPLACE_COMMIT if wo.operation.startswith("insert_overwrite") else DELTA_COMMIT if mor else COMMIT
-        inst = txn.start(action)
+        inst = txn.start(action, basis=basis)
         hb = Heartbeat(table.base_path, inst.timestamp,
                        wo.get_int("hoodie.client.heartbeat.interval_in_ms", 60_000))
         hb.start()
@@ -127,22 +142,34 @@ class WriteClient:
             schema_json = avro_to_json(arrow_to_avro(data_schema, table.config.name))
             extra = {"schema": schema_json, **{k: str(v) for k, v in extra_metadata.items()}}
             md = _metadata(stats, OPERATION_TYPES[wo.operation], extra, replaced)
-            txn.complete(inst, md)
+            if commit:
+                txn.complete(inst, md)
         except BaseException as e:
             hb.stop()
             try:
                 rollback_instant(table, table.reload().get(inst.timestamp) or inst)
             except Exception:  # noqa: BLE001 - keep the original error; the next writer rolls back
                 log.exception("rollback of %s failed", inst.timestamp)
+            else:
+                if created is not None:
+                    _remove_unused_new_table(table, *created)
             raise _translate(e) from e
         finally:
             if plan is not None:
                 plan.release()
             if service is not None:
                 service.stop()
+        if not commit:  # written, not visible: the caller completes or aborts it (heartbeat keeps running)
+            from hudilite.writer.pending import PendingWrite
+
+            return PendingWrite(table, txn, inst, md, hb, _summary(stats + counted, replaced))
         hb.stop()
         delete_markers(table.base_path, inst.timestamp)
-        return WriteResult(inst.timestamp, _summary(stats + counted, replaced))
+        summary = _summary(stats + counted, replaced)
+        services = run_inline_services(table, wo.options, inst.timestamp)  # hoodie.compact.inline, clean, ...
+        if services:
+            summary["services"] = services
+        return WriteResult(inst.timestamp, summary)
 
     # ------------------------------------------------------------------------------------------
     def _prepare_table(self, df):
@@ -154,7 +181,7 @@ class WriteClient:
                 if n not in cols:
                     raise InvalidWriteError(
                         f"{role} field {n!r} is not a column of the data (columns: {', '.join(cols)})")
-        table = HoodieTable.open(wo.path) if HoodieTable.exists(wo.path) else None
+        table = self.open_table(wo.path) if HoodieTable.exists(wo.path) else None
         if table is not None:
             cfg = table.config
             cfg.validate_writable(table.base_path)
@@ -437,9 +464,12 @@ class _Planner:
         lookup: dict[str, tuple[str, str | None, str | None]] = {
             fid: (part, None, None) for fid, part in new_groups.items()}
         if not self.overwrite:
+            # merge-on-read: logs of a group in a pending compaction plan start the slice of the compaction instant
+            log_base = self.table.view().log_base_instants() if self.mor and self.slices else {}
             for sl in self.slices:
                 if sl.base_file is not None:
-                    lookup[sl.file_id] = (sl.partition, sl.base_file.path, sl.base_instant)
+                    lookup[sl.file_id] = (sl.partition, sl.base_file.path,
+                                          log_base.get((sl.partition, sl.file_id), sl.base_instant))
         routed = self._route(buckets)
         mor, block_format = self.mor, self.block_format
         n_tasks = max(1, min(len(lookup), 4 * self.spark.sparkContext.defaultParallelism))
@@ -464,6 +494,29 @@ class _Planner:
 
 
 # ---------------------------------------------------------------------------------------------
+def _remove_unused_new_table(table: HoodieTable, base: str, dir_existed: bool) -> None:
+    """After the failed (and rolled back) first write of a table: remove the table it created, under the table
+    lock and only while its timeline is still empty (another writer that started on the new table meanwhile
+    keeps it), so the path is as it was before the write."""
+    from hudilite.table import PROPS_FILE
+
+    meta = table.meta_path
+    try:
+        with Transaction(table, {}).lock:
+            if table.reload().instants:
+                return
+            os.unlink(os.path.join(meta, PROPS_FILE))  # from here on the path holds no table
+            for entry in os.scandir(base):  # partition directories the write left (rollback empties them)
+                if entry.is_dir() and entry.path != meta and not any(os.scandir(entry.path)):
+                    os.rmdir(entry.path)
+        if not HoodieTable.exists(base):  # the lock file is gone with the lock; nobody created a table since
+            table.fs.delete_tree(meta)
+            if not dir_existed and not os.listdir(base):
+                os.rmdir(base)
+    except OSError:  # noqa: PERF203 - best effort: the failed write's error is what the caller needs
+        log.warning("could not remove the new table at %s after its first write failed", base, exc_info=True)
+
+
 def _marker_options(table: HoodieTable, wo: WriteOptions):
     """Marker settings for the executors; starts the driver's batched marker service when
     `hoodie.write.markers.type=TIMELINE_SERVER_BASED` names no running one. Returns (options, service)."""

@@ -116,11 +116,19 @@ def dictionary_columns(table: pa.Table) -> list[str]:
     return out
 
 
-def _write_parquet(path: str, table: pa.Table, ctx: WriteContext) -> int:
+def _write_parquet(path: str, table: pa.Table, ctx: WriteContext, *, new_rows_from: int | None = None) -> int:
+    """Write one base file. `new_rows_from`: the rows from this index on are this commit's (a merge puts the
+    carried-over rows first); they start a row group of their own, so the row-group statistics on
+    `_hoodie_commit_time` let incremental reads skip every row group of unchanged rows."""
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **_footer_metadata(
         table.column("_hoodie_record_key"))})
-    pq.write_table(table, path, row_group_size=ctx.row_group_rows, compression=ctx.compression,
-                   write_statistics=True, use_dictionary=dictionary_columns(table))
+    opts = dict(compression=ctx.compression, write_statistics=True, use_dictionary=dictionary_columns(table))
+    if not new_rows_from or new_rows_from >= table.num_rows:
+        pq.write_table(table, path, row_group_size=ctx.row_group_rows, **opts)
+    else:
+        with pq.ParquetWriter(path, table.schema, **opts) as w:
+            w.write_table(table.slice(0, new_rows_from), row_group_size=ctx.row_group_rows)
+            w.write_table(table.slice(new_rows_from), row_group_size=ctx.row_group_rows)
     return os.path.getsize(path)
 
 
@@ -204,7 +212,7 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
         changed = _carry_missing_columns(ctx, changed, old, m_old[wins][~is_del[win_inc]], len(upd_inc))
     out = pa.concat_tables([kept, changed])
     ctx.markers().create(partition, name, MERGE)
-    size = _write_parquet(_data_path(ctx, partition, name), out, ctx)
+    size = _write_parquet(_data_path(ctx, partition, name), out, ctx, new_rows_from=kept.num_rows)
     return _stat(ctx, partition, fid, name, size, prev=old_instant or "null", writes=out.num_rows,
                  inserts=len(ins_inc), updates=len(upd_inc), deletes=len(del_inc), ignored=ignored)
 

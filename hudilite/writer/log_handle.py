@@ -24,8 +24,9 @@ import pyarrow.parquet as pq
 
 from hudilite.errors import InvalidWriteError
 from hudilite.file_group import new_file_id
-from hudilite.log.blocks import AvroDataBlock, DeleteBlock, ParquetDataBlock
+from hudilite.log.blocks import DeleteBlock, ParquetDataBlock
 from hudilite.log.format import format_log_file_name
+from hudilite.log.vector_avro import avro_block
 from hudilite.log.writer import append_blocks, next_log_version
 from hudilite.markers import APPEND
 from hudilite.schema import arrow_to_avro, avro_to_json, with_meta_fields_avro
@@ -137,7 +138,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         if block_format == "parquet":
             blocks.append(ParquetDataBlock.from_table(records, ctx.instant, schema=schema_json))
         else:
-            blocks.append(AvroDataBlock.from_table(records, schema_json, ctx.instant))
+            blocks.append(avro_block(records, schema_json, ctx.instant))  # numpy encoding, fastavro fallback
     if dels.num_rows:
         blocks.extend(_delete_blocks(ctx, dels))
 

@@ -74,6 +74,9 @@ class WriteOptions:
 
 def resolve(path, record_key, precombine_field, partition_by, operation, table_type, options) -> WriteOptions:
     opts = {str(k): str(v) for k, v in (options or {}).items()}
+    from hudilite.writer.transaction import check_concurrency_options
+
+    check_concurrency_options(opts)  # concurrency mode, lock provider: bad values fail before anything is written
     rk = _as_list(record_key) or _as_list(opts.get("hoodie.datasource.write.recordkey.field"))
     pcf = precombine_field or opts.get("hoodie.datasource.write.precombine.field") or opts.get(
         "hoodie.table.precombine.field") or None

@@ -1,26 +1,87 @@
-"""Starting and completing instants under the table lock.
+"""Starting and completing instants under the table lock (optimistic concurrency control).
 
-start: lock -> newest instant on the timeline -> new time (> newest, >= now) -> `<t>.<action>.requested`
-created with put-if-absent -> wait out the max clock skew -> unlock.
-complete: lock -> (conflict check hook) -> completion time -> `<t>.<action>` with put-if-absent -> unlock.
+start:    lock -> newest instant on the timeline -> new time (> newest, >= now) -> `<t>.<action>.requested`
+          created with put-if-absent -> wait out the max clock skew -> unlock. Data files are then written
+          without the lock.
+complete: lock -> fresh timeline -> our instant must still be pending (not rolled back by someone) ->
+          conflict check against everything completed since the writer's basis and against pending
+          table-service plans and prepared commits (hudilite.writer.conflict) -> `validate` hook -> the lock
+          must still be ours -> completion time -> `<t>.<action>` with put-if-absent -> unlock.
 The completed file is the one atomic act that makes a write visible.
+
+prepare (used by the streaming sink's async instants): the checks of `complete` under the lock, then the
+full commit metadata, marked prepared, written to the inflight file. From then on the commit is guaranteed:
+later writers treat the prepared instant's file groups like a pending plan (they abort on overlap), failed-
+write rollback leaves it alone, and `complete_prepared` (or recovery after a crash) completes it.
+
+Concurrency modes (`hoodie.write.concurrency.mode`):
+- `single_writer` (default): one writer at a time is expected. Pending instants found by the next writer are
+  failed writes and are rolled back eagerly. Commits are still conflict-checked, and rollback runs under the
+  lock, so an accidental second writer cannot corrupt the table: one of the two fails with a retryable
+  CommitConflictError.
+- `optimistic_concurrency_control`: several writers. A pending instant is rolled back only when its writer's
+  heartbeat expired (lazy rollback); everything else is the same.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import time
 from typing import Callable
 
-from hudilite.errors import CommitConflictError
+from hudilite.errors import CommitConflictError, InvalidWriteError
 from hudilite.lock import lock_for
+from hudilite.lock.base import check_lock_provider
 from hudilite.table import HoodieTable
-from hudilite.timeline import COMMIT, COMPLETED, INFLIGHT, REQUESTED, Instant
+from hudilite.timeline import COMMIT, COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
+from hudilite.timeline.heartbeat import heartbeat_expired, heartbeat_path
 from hudilite.timeline.instant_time import next_instant_time, wait_for_skew
 from hudilite.timeline.timeline import COMPLETION_KEY
+from hudilite.writer.conflict import (PREPARED_KEY, Footprint, conflict_error, find_conflicts, pending_guard,
+                                      prepared_metadata, read_basis)
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_SKEW_MS = 5
 SKEW_KEY = "hoodie.write.instant.max.clock.skew.ms"
+CONCURRENCY_MODE_KEY = "hoodie.write.concurrency.mode"
+SINGLE_WRITER = "single_writer"
+OCC = "optimistic_concurrency_control"
+_MODE_ALIASES = {"single_writer": SINGLE_WRITER, "optimistic_concurrency_control": OCC, "occ": OCC}
+
+
+def concurrency_mode(options: dict | None) -> str:
+    v = str((options or {}).get(CONCURRENCY_MODE_KEY) or SINGLE_WRITER).strip().lower()
+    if v not in _MODE_ALIASES:
+        raise InvalidWriteError(f"{CONCURRENCY_MODE_KEY}={v!r}: expected single_writer or "
+                                "optimistic_concurrency_control")
+    return _MODE_ALIASES[v]
+
+
+def check_concurrency_options(options: dict | None) -> None:
+    """Reject bad concurrency/lock options before anything is written (InvalidWriteError)."""
+    concurrency_mode(options)
+    try:
+        check_lock_provider(options)
+    except ValueError as e:
+        raise InvalidWriteError(str(e)) from None
+    for key in ("hoodie.write.lock.filesystem.expire.ms", "hoodie.write.lock.wait_time_ms", SKEW_KEY):
+        v = (options or {}).get(key)
+        if v is not None:
+            try:
+                if int(v) < 0:
+                    raise ValueError
+            except ValueError:
+                raise InvalidWriteError(f"option {key}={v!r} is not a non-negative integer") from None
+
+
+def _first_heartbeat(base_path: str, instant: str) -> None:
+    p = heartbeat_path(base_path, instant)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, "w") as f:
+        f.write(str(int(time.time() * 1000)))
 
 
 def _aux_last_completion(table: HoodieTable) -> str:
@@ -28,13 +89,46 @@ def _aux_last_completion(table: HoodieTable) -> str:
 
 
 class Transaction:
+    """One writer's view of the instant protocol. Use one object per concurrent writer (thread/process)."""
+
     def __init__(self, table: HoodieTable, options: dict | None = None):
         self.table = table
         self.options = options or {}
         self.lock = lock_for(table.base_path, self.options)
         self.max_skew_ms = int(self.options.get(SKEW_KEY, DEFAULT_MAX_SKEW_MS))
+        self._bases: dict[str, object] = {}  # instant -> basis (set of instant times, or a completion time)
 
-    def start(self, action: str = COMMIT) -> Instant:
+    # ---- failed writes ---------------------------------------------------------------------
+    def rollback_failed_writes(self, *, lazy: bool | None = None, heartbeat_tolerance_ms: int = 120_000,
+                               ) -> list[str]:
+        """Roll back pending write instants of failed writers, under the lock (so a writer cannot complete
+        an instant while it is being rolled back). `lazy` (default: the concurrency mode is OCC) rolls back
+        only instants whose heartbeat expired. Prepared commits and table-service plans are never rolled back
+        here. Returns the rolled-back instant times."""
+        from hudilite.services.rollback import clean_completed_leftovers, rollback_instant
+
+        if lazy is None:
+            lazy = concurrency_mode(self.options) == OCC
+        done = []
+        with self.lock:
+            tl = self.table.reload()
+            for inst in tl.pending(WRITE_ACTIONS):
+                if pending_guard(tl, inst) is not None:
+                    continue  # a plan (its service retries it) or a prepared commit (completed, not undone)
+                if lazy and not heartbeat_expired(self.table.base_path, inst.timestamp, heartbeat_tolerance_ms):
+                    continue
+                rollback_instant(self.table, inst)
+                done.append(inst.timestamp)
+            if not lazy:
+                clean_completed_leftovers(self.table)
+        return done
+
+    # ---- starting --------------------------------------------------------------------------
+    def start(self, action: str = COMMIT, basis=None, plan: Callable | None = None) -> Instant | None:
+        """Take a new instant. `basis`: what the writer's plan was built on (`read_basis(table)` taken before
+        planning); default: the timeline at this moment. `plan(timeline, instant_time) -> bytes | None` (table
+        services): called under the lock with the fresh timeline; its bytes become the requested file's content
+        (a compaction/clean/clustering plan), None means nothing to do: no instant is created, None returned."""
         fs = self.table.fs
         with self.lock:
             tl = self.table.reload()
@@ -42,9 +136,19 @@ class Transaction:
             while True:
                 t = next_instant_time(last)
                 inst = Instant(t, action, REQUESTED)
-                if fs.create_empty_if_absent(tl.instant_path(inst)):
+                if plan is not None:
+                    content = plan(tl, t)
+                    if content is None:
+                        return None
+                    if fs.put_if_absent(tl.instant_path(inst), content):
+                        break
+                elif fs.create_empty_if_absent(tl.instant_path(inst)):
                     break
                 last = t  # somebody holds this time (lock bypassed): take the next one
+            _first_heartbeat(self.table.base_path, t)  # before the lock is released: a lazy rollback by another
+            # writer must never find this instant without a heartbeat (a missing heartbeat counts as expired)
+            self._bases[t] = frozenset(basis) if basis is not None and not isinstance(basis, str) else (
+                basis if basis is not None else read_basis(tl))
             wait_for_skew(t, self.max_skew_ms)
         return inst
 
@@ -63,24 +167,84 @@ class Transaction:
         except FileNotFoundError:
             return None
 
-    def complete(self, inst: Instant, metadata: dict,
-                 validate: Callable[[HoodieTable], None] | None = None) -> str:
-        """Write the completed instant file. `validate` runs under the lock on a fresh timeline and may raise
-        CommitConflictError. Returns the completion time."""
-        fs = self.table.fs
+    def basis_of(self, inst: Instant):
+        """The basis recorded at start; for an instant this object did not start (e.g. after a restart), the
+        instant time as a completion-time bound (commits that completed after it was requested)."""
+        return self._bases.get(inst.timestamp, inst.timestamp)
+
+    # ---- validating ------------------------------------------------------------------------
+    def _validate(self, tl, inst: Instant, metadata: dict, check_conflicts: bool) -> None:
+        cur = tl.get(inst.timestamp)
+        if cur is None or cur.action != inst.action:
+            raise CommitConflictError(
+                f"instant {inst.timestamp} ({inst.action}) is no longer on the timeline: another writer rolled it "
+                f"back as a failed write (in {SINGLE_WRITER} mode every pending instant is rolled back by the "
+                f"next writer; set {CONCURRENCY_MODE_KEY}={OCC} for concurrent writers). Retryable.")
+        if cur.is_completed:
+            raise CommitConflictError(
+                f"instant {inst.timestamp} was already completed by another writer (put-if-absent failed)")
+        if check_conflicts:
+            conflicts = find_conflicts(tl, inst.timestamp, Footprint.from_metadata(metadata), self.basis_of(inst))
+            if conflicts:
+                raise conflict_error(inst.timestamp, conflicts)
+
+    def prepare(self, inst: Instant, metadata: dict, *, check_conflicts: bool = True) -> None:
+        """Validate under the lock, then record the full metadata as prepared in the inflight file: the
+        commit can no longer conflict and will be completed (by `complete_prepared`, or by recovery)."""
         with self.lock:
             tl = self.table.reload()
+            self._validate(tl, inst, metadata, check_conflicts)
+            self.lock.verify()
+            md = dict(metadata)
+            md["extraMetadata"] = {**(metadata.get("extraMetadata") or {}), PREPARED_KEY: "true"}
+            self.table.fs.write_bytes(tl.instant_path(inst.with_state(INFLIGHT)),
+                                      json.dumps(md, indent=2).encode("utf-8"))
+        self.table.reload()
+
+    # ---- completing ------------------------------------------------------------------------
+    def complete(self, inst: Instant, metadata: dict, validate: Callable[[HoodieTable], None] | None = None,
+                 *, check_conflicts: bool = True) -> str:
+        """Write the completed instant file after the conflict check (raises CommitConflictError, retryable).
+        `validate` runs under the lock on a fresh timeline and may raise too. Returns the completion time."""
+        with self.lock:
+            tl = self.table.reload()
+            self._validate(tl, inst, metadata, check_conflicts)
             if validate is not None:
                 validate(self.table)
-            last = max(filter(None, [tl.last_instant_time(), self._last_completion()]), default=None)
-            completion = next_instant_time(last)
-            metadata.setdefault("extraMetadata", {})[COMPLETION_KEY] = completion
-            done = inst.with_state(COMPLETED)
-            body = json.dumps(metadata, indent=2).encode("utf-8")
-            if not fs.put_if_absent(tl.instant_path(done), body):
-                raise CommitConflictError(
-                    f"instant {inst.timestamp} was already completed by another writer (put-if-absent failed)"
-                )
-            fs.write_bytes(_aux_last_completion(self.table), completion.encode())
+            return self._write_completed(tl, inst, metadata)
+
+    def complete_prepared(self, inst: Instant) -> str:
+        """Complete a prepared instant from its inflight metadata (no conflict check: done at prepare).
+        Idempotent: an instant completed already returns its completion time."""
+        with self.lock:
+            tl = self.table.reload()
+            cur = tl.get(inst.timestamp)
+            if cur is not None and cur.is_completed:
+                return tl.completion_time(cur)
+            md = prepared_metadata(tl, cur) if cur is not None else None
+            if md is None:
+                raise CommitConflictError(f"instant {inst.timestamp} is not a prepared commit (state: "
+                                          f"{cur.state if cur else 'gone'})")
+            extra = dict(md.get("extraMetadata") or {})
+            extra.pop(PREPARED_KEY, None)
+            md["extraMetadata"] = extra
+            return self._write_completed(tl, cur, md)
+
+    def _write_completed(self, tl, inst: Instant, metadata: dict) -> str:
+        fs = self.table.fs
+        self.lock.verify()
+        last = max(filter(None, [tl.last_instant_time(), self._last_completion()]), default=None)
+        completion = next_instant_time(last)
+        extra = metadata.setdefault("extraMetadata", {})
+        extra.pop(PREPARED_KEY, None)
+        extra[COMPLETION_KEY] = completion
+        done = inst.with_state(COMPLETED)
+        body = json.dumps(metadata, indent=2).encode("utf-8")
+        if not fs.put_if_absent(tl.instant_path(done), body):
+            raise CommitConflictError(
+                f"instant {inst.timestamp} was already completed by another writer (put-if-absent failed)")
+        fs.write_bytes(_aux_last_completion(self.table), completion.encode())
+        fs.delete(heartbeat_path(self.table.base_path, inst.timestamp))  # a writer's Heartbeat.stop() does too
+        self._bases.pop(inst.timestamp, None)
         self.table.reload()
         return completion

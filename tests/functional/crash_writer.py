@@ -159,9 +159,9 @@ def _patch_handle(mod) -> None:
         return
     orig = mod._write_parquet
 
-    def _write_parquet(path, table, ctx):
+    def _write_parquet(path, table, ctx, **kw):
         n = _count("data_file")
-        size = orig(path, table, ctx)
+        size = orig(path, table, ctx, **kw)
         if n >= 2:
             with open(path, "r+b") as f:  # what a crash in the middle of writing leaves behind
                 f.truncate(size // 2)

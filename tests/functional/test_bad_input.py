@@ -281,3 +281,30 @@ def test_executor_failure_rolls_back(spark, table, caplog):
     # and the table takes the good rows afterwards
     hudilite.write(spark.createDataFrame(good, SCHEMA), table, operation="bulk_insert", **WRITE)
     assert len(snapshot(spark, table)) == 130
+
+
+@pytest.mark.parametrize("dir_existed", [False, True])
+def test_failed_first_write_leaves_no_table(spark, tmp_path, dir_existed):
+    """A first write that fails inside the executors (after the table was created) removes the new table:
+    the path is as it was (absent, or the empty directory it was), and a later write starts from scratch."""
+    path = str(tmp_path / "new")
+    if dir_existed:
+        os.makedirs(path)
+    good = [(i, "p9" if i % 2 else "p1", i, "bulk", 3) for i in range(100)]
+    df = spark.createDataFrame(good + [(None, "p2", -1, "null key", 3)], SCHEMA).coalesce(1)
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    saved = spark.conf.get(key)
+    spark.conf.set(key, "10")
+    try:
+        with pytest.raises(InvalidWriteError, match="null record key"):
+            hudilite.write(df, path, operation="bulk_insert", **WRITE)
+    finally:
+        spark.conf.set(key, saved)
+    if dir_existed:
+        assert os.listdir(path) == []
+    else:
+        assert not os.path.exists(path)
+    with pytest.raises(TableNotFoundError):
+        hudilite.read(spark, path)
+    hudilite.write(spark.createDataFrame(good, SCHEMA), path, operation="bulk_insert", **WRITE)
+    assert len(snapshot(spark, path)) == 100

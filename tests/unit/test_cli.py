@@ -24,3 +24,22 @@ def test_timeline_and_rollback(tmp_path, capsys):
     assert main(["info", t.base_path]) == 0
     assert json.loads(capsys.readouterr().out.split("\n", 1)[1])["completed_instants"] == 1
     assert main(["timeline", str(tmp_path / "missing")]) == 2
+
+
+def test_rollback_leaves_prepared_commits_alone(tmp_path, capsys):
+    """A prepared (validated, guaranteed) streaming commit is not a failed write: `hudilite rollback` skips it,
+    with or without an explicit instant, and rolls back only the ordinary pending write."""
+    cfg = TableConfig.new(name="t", table_type="COPY_ON_WRITE", record_key_fields=["id"], precombine_field=None,
+                          partition_fields=[], hive_style=True, create_schema=None)
+    t = HoodieTable.create(str(tmp_path / "t"), cfg)
+    txn = Transaction(t)
+    prepared = txn.start()
+    txn.prepare(prepared, {"partitionToWriteStats": {}, "operationType": "UPSERT"})
+    failed = txn.start()
+    assert main(["rollback", t.base_path, prepared.timestamp]) == 2
+    assert "prepared commit" in capsys.readouterr().err
+    assert main(["rollback", t.base_path]) == 0
+    assert failed.timestamp in capsys.readouterr().out
+    assert [(i.timestamp, i.is_completed) for i in t.reload().instants] == [(prepared.timestamp, False)]
+    txn.complete_prepared(prepared)
+    assert [(i.timestamp, i.is_completed) for i in t.reload().instants] == [(prepared.timestamp, True)]

@@ -1,0 +1,193 @@
+"""Archival: move old instants out of the active timeline into `.hoodie/archived/` (table version 6).
+
+Trigger: more than `hoodie.keep.max.commits` (default 30) completed write instants on the active timeline;
+archival then moves the oldest instants until `hoodie.keep.min.commits` (default 20) completed write instants
+remain (`force` archives down to the minimum whenever there is more). Never archived:
+- the oldest pending instant (any action: writes, compaction / clustering plans, cleans) and everything after;
+- anything at or after the earliest instant the last clean retained (`earliestCommitToRetain`), so every
+  instant a retained read (time travel, incremental range) may start from stays on the active timeline.
+  Files of archived instants stay visible (format rule) and the archive records them as completed, so
+  log blocks and slices of archived instants keep counting;
+- a replacecommit while a file of a group it replaced still exists (after archival it would no longer hide
+  them: readers only look at the active timeline for replaced groups, hudi-rs too);
+- completed instants whose successors are not archivable (the archived range is a prefix of the timeline).
+
+Layout: every instant file (requested, inflight, completed) becomes one `HoodieArchivedMetaEntry` record
+(commitTime, actionType, actionState, the metadata in its kind's field); one AVRO_DATA block per archival run
+is appended to `.hoodie/archived/.commits_.archive.<N>_1-0-1` (a new version past 128 MB). Then the instant
+files are deleted, oldest instant first, and per instant requested -> inflight -> completed (the completed
+file last): an archival killed midway leaves instants that are either still active (and also archived: read
+once) or completed-only, never a completed instant that looks pending. It runs under the table lock.
+
+After archival, readers judge file and log-block validity against the archive too (`Timeline.committed_times`):
+a block of a failed instant older than the active timeline is still not read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from hudilite.errors import InvalidWriteError, UnsupportedTableError
+from hudilite.services.common import open_table, opt_bool, opt_int
+from hudilite.table import HoodieTable
+from hudilite.timeline import (CLEAN, COMMIT, COMPACTION, COMPLETED, DELTA_COMMIT, INFLIGHT, REPLACE_COMMIT,
+                               REQUESTED, WRITE_ACTIONS, Instant, Timeline)
+
+log = logging.getLogger(__name__)
+
+MIN_KEY = "hoodie.keep.min.commits"
+MAX_KEY = "hoodie.keep.max.commits"
+
+
+def check_options(options: dict | None) -> None:
+    mn = opt_int(options, MIN_KEY, 20, minimum=1)
+    mx = opt_int(options, MAX_KEY, 30, minimum=1)
+    if mx < mn:
+        raise InvalidWriteError(f"{MAX_KEY}={mx} must be >= {MIN_KEY}={mn}")
+    opt_bool(options, "hoodie.archive.automatic", False)
+
+
+def _replaced_files_exist(table: HoodieTable, tl: Timeline, inst: Instant) -> bool:
+    from hudilite.file_group import parse_base_file_name
+    from hudilite.log.format import try_parse_log_file_name
+
+    for part, fids in (tl.read_metadata(inst).get("partitionToReplaceFileIds") or {}).items():
+        fids = set(fids or [])
+        if not fids:
+            continue
+        d = table.partition_dir(part or "")
+        try:
+            names = os.listdir(d)
+        except FileNotFoundError:
+            continue
+        for n in names:
+            b = parse_base_file_name(n)
+            if b and b[0] in fids:
+                return True
+            lf = try_parse_log_file_name(n) if n.startswith(".") else None
+            if lf and lf.file_id in fids:
+                return True
+    return False
+
+
+def instants_to_archive(table: HoodieTable, tl: Timeline, options: dict | None, *, force: bool = False
+                        ) -> tuple[list[Instant], str]:
+    """The instants archival would move now (a prefix of the active timeline), and the reason it stops."""
+    from hudilite.services.clean import last_clean
+
+    mn = opt_int(options, MIN_KEY, 20, minimum=1)
+    mx = opt_int(options, MAX_KEY, 30, minimum=1)
+    writes = tl.completed(WRITE_ACTIONS)
+    if len(writes) <= (mn if force else mx):
+        return [], f"{len(writes)} completed write instant(s) on the active timeline (archival above {mx})"
+    keep_from = writes[-mn].timestamp  # the newest `mn` write instants stay
+    reason = f"keeping the newest {mn} completed write instants (from {keep_from})"
+    pending = tl.pending()
+    if pending and pending[0].timestamp < keep_from:
+        keep_from, reason = pending[0].timestamp, f"pending {pending[0].action} {pending[0].timestamp}"
+    lc = last_clean(tl)
+    if lc and lc.get("earliestCommitToRetain") and lc["earliestCommitToRetain"] < keep_from:
+        keep_from, reason = lc["earliestCommitToRetain"], f"the last clean retains from {lc['earliestCommitToRetain']}"
+    out = []
+    for inst in tl.instants:
+        if inst.timestamp >= keep_from:
+            break
+        if not inst.is_completed:
+            reason = f"pending {inst.action} {inst.timestamp}"
+            break
+        if inst.action == REPLACE_COMMIT and _replaced_files_exist(table, tl, inst):
+            reason = f"replacecommit {inst.timestamp} still has files of replaced groups (clean them first)"
+            break
+        out.append(inst)
+    return out, reason
+
+
+def _state_files(tl: Timeline, inst: Instant) -> list[tuple[str, str, str]]:
+    """(path, action, state) of the instant files of a completed instant, requested -> inflight -> completed."""
+    out = []
+    actions = [inst.action]
+    if inst.action == COMMIT:
+        actions.append(COMPACTION)
+    for state in (REQUESTED, INFLIGHT, COMPLETED):
+        for a in actions:
+            i = Instant(inst.timestamp, a, state)
+            p = os.path.join(tl.meta_dir, i.file_name(tl.layout))
+            if os.path.exists(p) and not any(x[0] == p for x in out):
+                out.append((p, a, state))
+    return out
+
+
+def _entry(tl: Timeline, inst: Instant, path: str, action: str, state: str) -> dict:
+    from hudilite.timeline.avro_models import commit_metadata_record, from_container
+
+    rec = {"commitTime": inst.timestamp, "actionType": action, "actionState": state, "version": 1}
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data.strip():
+        return rec
+    try:
+        if state == COMPLETED and action in (COMMIT, DELTA_COMMIT):
+            rec["hoodieCommitMetadata"] = commit_metadata_record(tl.read_metadata(inst), replace=False)
+        elif state == COMPLETED and action == REPLACE_COMMIT:
+            rec["hoodieReplaceCommitMetadata"] = commit_metadata_record(tl.read_metadata(inst), replace=True)
+        elif state == COMPLETED and action == CLEAN:
+            rec["hoodieCleanMetadata"] = from_container(data)
+        elif state == REQUESTED and action == COMPACTION:
+            rec["hoodieCompactionPlan"] = from_container(data)
+        elif state == REQUESTED and action == CLEAN:
+            rec["hoodieCleanerPlan"] = from_container(data)
+        elif state == REQUESTED and action == REPLACE_COMMIT:
+            rec["hoodieRequestedReplaceMetadata"] = from_container(data)
+    except Exception as e:  # noqa: BLE001 - keep the instant (time, action, state); its details are optional
+        log.warning("archiving %s without its metadata (%s): %s", path, action, e)
+    return rec
+
+
+def archive(table_or_path, options: dict | None = None, *, force: bool = False) -> list[str]:
+    """Archive old instants (see the module doc). Returns the archived instant times."""
+    from hudilite.timeline.archive import append_archive_records, archive_dir
+    from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, parsed
+    from hudilite.writer.transaction import Transaction
+
+    import fastavro
+
+    check_options(options)
+    table = open_table(table_or_path)
+    if table.config.layout_version >= 2:
+        raise UnsupportedTableError(f"{table.base_path}: archival writes the v6 archive (timeline layout 1); this "
+                                    f"table uses layout {table.config.layout_version}")
+    folder = table.config.props.get("hoodie.archivelog.folder", "archived") or "archived"
+    txn = Transaction(table, options)
+    with txn.lock:
+        tl = table.reload()
+        todo, reason = instants_to_archive(table, tl, options, force=force)
+        if not todo:
+            log.info("nothing to archive in %s (%s)", table.base_path, reason)
+            return []
+        files, records = [], []
+        schema = parsed(ARCHIVED_META_ENTRY)
+        for inst in todo:
+            for path, action, state in _state_files(tl, inst):
+                rec = _entry(tl, inst, path, action, state)
+                if not fastavro.validate(rec, schema, raise_errors=False):
+                    log.warning("archiving %s without its metadata (does not fit the Avro model)", path)
+                    rec = {k: rec[k] for k in ("commitTime", "actionType", "actionState", "version")}
+                records.append(rec)
+                files.append(path)
+        txn.lock.verify()
+        append_archive_records(archive_dir(table.meta_path, folder), records)
+        for path in files:  # oldest instant first; requested -> inflight -> completed within one
+            table.fs.delete(path)
+        table.reload()
+    log.info("archived %d instant(s) of %s (%s .. %s); stopped at: %s", len(todo), table.base_path,
+             todo[0].timestamp, todo[-1].timestamp, reason)
+    return [i.timestamp for i in todo]
+
+
+def archived_instants(table_or_path) -> list[Instant]:
+    table = open_table(table_or_path)
+    return table.reload().archived.instants
+
+
+__all__ = ["archive", "instants_to_archive", "archived_instants"]

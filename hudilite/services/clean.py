@@ -1,0 +1,250 @@
+"""Clean: remove file slices outside the retention window (plan `<t>.clean.requested`, execute, `<t>.clean`).
+
+Policies (`hoodie.cleaner.policy`):
+- KEEP_LATEST_COMMITS (default; `hoodie.cleaner.commits.retained`, default 10): the earliest retained instant E
+  is the N-th newest completed write instant (commit, deltacommit, replacecommit; compactions and clusterings
+  included), or the oldest pending instant if that is older. Every read at a retained instant (time travel at
+  any completed instant >= E, incremental ranges starting at or after E) still finds its slices: per file
+  group, every slice whose base instant is >= E is kept, and so is the newest slice older than E (the one a
+  read at E uses). Older slices (base file and their log files) are removed. File groups replaced by a
+  replacecommit older than E (insert_overwrite, clustering) are removed whole: no retained read sees them.
+- KEEP_LATEST_FILE_VERSIONS (`hoodie.cleaner.fileversions.retained`, default 3): per file group the newest N
+  slices are kept, older ones removed; replaced file groups are removed once their replacecommit is older
+  than every retained slice of the table's other groups would need - here: when the replacecommit is older
+  than the oldest pending instant. Time travel is only guaranteed back to the oldest kept slice of each group.
+Always kept, whatever the policy: the latest slice of every group, slices of pending compaction and
+clustering plans, files of pending or failed instants (rollback removes those, not clean).
+
+The plan is decided under the table lock on one timeline (`Transaction.start` with a plan callback) and
+lists the absolute paths to delete (Avro `HoodieCleanerPlan`, version 2). Execution deletes exactly those
+(paths outside the table are refused), is idempotent (a killed clean is re-executed by the next run: files
+already gone count as deleted) and completes `<t>.clean` (Avro `HoodieCleanMetadata`) under the lock.
+hudi-rs ignores clean instants; time travel before E then finds no slice for cleaned groups.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from hudilite.errors import CorruptTableError, HudiliteError, InvalidWriteError
+from hudilite.services.common import (Progress, open_table, opt_choice, opt_int, pending_service_groups,
+                                      read_requested)
+from hudilite.table import HoodieTable
+from hudilite.timeline import CLEAN, COMPLETED, INFLIGHT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, Timeline
+
+log = logging.getLogger(__name__)
+
+POLICY_KEY = "hoodie.cleaner.policy"
+COMMITS_RETAINED_KEY = "hoodie.cleaner.commits.retained"
+VERSIONS_RETAINED_KEY = "hoodie.cleaner.fileversions.retained"
+KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
+KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
+POLICIES = (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS)
+
+
+class CleanError(HudiliteError):
+    """A clean plan cannot be executed as planned (nothing outside the plan is touched)."""
+
+
+def check_options(options: dict | None) -> None:
+    opt_choice(options, POLICY_KEY, KEEP_LATEST_COMMITS, POLICIES)
+    opt_int(options, COMMITS_RETAINED_KEY, 10, minimum=1)
+    opt_int(options, VERSIONS_RETAINED_KEY, 3, minimum=1)
+
+
+def earliest_retained(tl: Timeline, options: dict | None) -> Instant | None:
+    """KEEP_LATEST_COMMITS: the earliest instant whose reads must keep working (None: keep everything)."""
+    n = opt_int(options, COMMITS_RETAINED_KEY, 10, minimum=1)
+    done = tl.completed(WRITE_ACTIONS)
+    if len(done) <= n:
+        return None
+    e = done[-n]
+    pending = [i for i in tl.pending() if i.action != CLEAN]
+    if pending and pending[0].timestamp < e.timestamp:
+        return pending[0]
+    return e
+
+
+def plan_clean(table: HoodieTable, tl: Timeline, options: dict | None) -> dict | None:
+    """The HoodieCleanerPlan record for this timeline, or None when nothing is to be removed."""
+    from hudilite.fs_view import FileSystemView
+
+    policy = opt_choice(options, POLICY_KEY, KEEP_LATEST_COMMITS, POLICIES)
+    versions = opt_int(options, VERSIONS_RETAINED_KEY, 3, minimum=1)
+    e_inst = earliest_retained(tl, options) if policy == KEEP_LATEST_COMMITS else None
+    if policy == KEEP_LATEST_COMMITS and e_inst is None:
+        return None
+    e = e_inst.timestamp if e_inst is not None else None
+    oldest_pending = next((i.timestamp for i in tl.pending() if i.action != CLEAN), None)
+    replace_bound = e if policy == KEEP_LATEST_COMMITS else oldest_pending
+    replaced: dict[tuple[str, str], str] = {}
+    for inst in tl.completed((REPLACE_COMMIT,)):
+        for part, fids in (tl.read_metadata(inst).get("partitionToReplaceFileIds") or {}).items():
+            for fid in fids or []:
+                replaced[(part or "", fid)] = inst.timestamp
+    protected = pending_service_groups(tl)
+    protected_slices = set()
+    for inst in tl.pending():
+        plan = read_requested(tl, inst) if inst.action != CLEAN else None
+        for op in (plan or {}).get("operations") or []:  # compaction: the planned slice
+            protected_slices.add((op.get("partitionPath") or "", op["fileId"], op.get("baseInstantTime")))
+    view = FileSystemView(table.base_path, tl)
+    to_delete: dict[str, list[dict]] = {}
+    for part in table.partitions():
+        for fid, fg in sorted(view.file_groups(part).items()):
+            g = (part, fid)
+            keys = sorted(fg.slices)
+            r = replaced.get(g)
+            if r is not None and g not in protected and (replace_bound is None or r < replace_bound):
+                doomed = keys
+            elif policy == KEEP_LATEST_COMMITS:
+                older = [k for k in keys if k < e]
+                doomed = older[:-1]  # the newest slice older than E serves reads at E
+            else:
+                doomed = keys[:-versions]
+            for k in doomed:
+                if (part, fid, k) in protected_slices:
+                    continue
+                sl = fg.slices[k]
+                for path in sl.files:
+                    to_delete.setdefault(part, []).append({"filePath": path, "isBootstrapBaseFile": False})
+    if not to_delete:
+        return None
+    return {
+        "earliestInstantToRetain": ({"timestamp": e, "action": e_inst.action, "state": e_inst.state}
+                                    if e_inst is not None else None),
+        "policy": policy,
+        "filesToBeDeletedPerPartition": {},
+        "version": 2,
+        "filePathsToBeDeletedPerPartition": to_delete,
+        "partitionsToBeDeleted": [],
+    }
+
+
+def schedule_clean(table_or_path, options: dict | None = None) -> str | None:
+    """Plan a clean (`<t>.clean.requested`). Returns its instant, or None when nothing is to be removed."""
+    from hudilite.timeline.avro_models import CLEANER_PLAN, to_container
+    from hudilite.writer.transaction import Transaction
+
+    check_options(options)
+    table = open_table(table_or_path)
+
+    def plan(tl: Timeline, t: str):
+        rec = plan_clean(table, tl, options)
+        return None if rec is None else to_container(CLEANER_PLAN, rec)
+
+    inst = Transaction(table, options).start(CLEAN, plan=plan)
+    table.reload()
+    return inst.timestamp if inst is not None else None
+
+
+def execute_clean(table: HoodieTable, instant: Instant, options: dict | None = None, *,
+                  progress: bool = False) -> dict:
+    """Execute a pending clean plan; returns its HoodieCleanMetadata record."""
+    from hudilite.timeline.avro_models import CLEAN_METADATA, to_container
+    from hudilite.writer.transaction import Transaction
+
+    t0 = time.monotonic()
+    tl = table.reload()
+    cur = tl.get(instant.timestamp)
+    if cur is None or cur.action != CLEAN or cur.is_completed:
+        raise CleanError(f"{instant.timestamp} is not a pending clean of {table.base_path}")
+    plan = read_requested(tl, cur)
+    if plan is None:
+        raise CorruptTableError(f"clean {cur.timestamp}: the plan file is empty or missing")
+    base = os.path.realpath(table.base_path)
+    per_part = plan.get("filePathsToBeDeletedPerPartition") or {}
+    if not per_part and plan.get("filesToBeDeletedPerPartition"):  # version 1 plans: file names
+        per_part = {p: [{"filePath": os.path.join(table.partition_dir(p), n)} for n in names]
+                    for p, names in plan["filesToBeDeletedPerPartition"].items()}
+    paths = []
+    for part, infos in per_part.items():
+        for info in infos or []:
+            p = info.get("filePath") or ""
+            if p.startswith("file:"):
+                p = p[5:]
+            real = os.path.realpath(p)
+            if not real.startswith(base + os.sep) or real.startswith(os.path.join(base, ".hoodie") + os.sep):
+                raise CleanError(f"clean {cur.timestamp}: planned path {p!r} is outside the table's data "
+                                 f"directories; nothing deleted")
+            paths.append((part, p))
+    if cur.state != INFLIGHT:
+        table.fs.write_bytes(tl.instant_path(cur.with_state(INFLIGHT)),
+                             open(os.path.join(tl.meta_dir, cur.with_state("REQUESTED").file_name(tl.layout)),
+                                  "rb").read())
+    bar = Progress(len(paths), f"clean {cur.timestamp}", progress)
+    results: dict[str, dict] = {}
+    for part, p in paths:
+        r = results.setdefault(part, {"partitionPath": part, "policy": plan.get("policy") or "",
+                                      "deletePathPatterns": [], "successDeleteFiles": [], "failedDeleteFiles": [],
+                                      "isPartitionDeleted": False})
+        name = os.path.basename(p)
+        r["deletePathPatterns"].append(name)
+        try:
+            table.fs.delete(p)
+            r["successDeleteFiles"].append(name)
+        except OSError as e:
+            log.warning("clean %s could not delete %s: %s", cur.timestamp, p, e)
+            r["failedDeleteFiles"].append(name)
+        bar.update()
+    bar.close()
+    eir = plan.get("earliestInstantToRetain") or {}
+    last = tl.latest_completed()
+    md = {
+        "policy": plan.get("policy") or "", "startCleanTime": cur.timestamp,
+        "timeTakenInMillis": int((time.monotonic() - t0) * 1000),
+        "totalFilesDeleted": sum(len(r["successDeleteFiles"]) for r in results.values()),
+        "earliestCommitToRetain": eir.get("timestamp") or "",
+        "lastCompletedCommitTimestamp": last.timestamp if last else "",
+        "partitionMetadata": results, "version": 2, "bootstrapPartitionMetadata": {},
+    }
+    txn = Transaction(table, options)
+    with txn.lock:
+        tl2 = table.reload()
+        now = tl2.get(cur.timestamp)
+        if now is None or now.is_completed:
+            raise CleanError(f"clean {cur.timestamp} was completed or removed by another process")
+        txn.lock.verify()
+        if not table.fs.put_if_absent(tl2.instant_path(cur.with_state(COMPLETED)), to_container(CLEAN_METADATA, md)):
+            raise CleanError(f"clean {cur.timestamp} was completed by another process")
+    table.reload()
+    log.info("clean %s removed %d file(s)", cur.timestamp, md["totalFilesDeleted"])
+    return md
+
+
+def run_clean(table_or_path, options: dict | None = None, *, progress: bool = False,
+              schedule: bool = True) -> list[str]:
+    """Finish pending cleans (oldest first), then plan and execute a new one (`schedule`). Returns the
+    completed clean instants."""
+    check_options(options)
+    table = open_table(table_or_path)
+    done = []
+    for inst in table.reload().pending((CLEAN,)):
+        execute_clean(table, inst, options, progress=progress)
+        done.append(inst.timestamp)
+    if schedule:
+        t = schedule_clean(table, options)
+        if t is not None:
+            execute_clean(table, table.reload().get(t), options, progress=progress)
+            done.append(t)
+    return done
+
+
+def last_clean(tl: Timeline) -> dict | None:
+    """The HoodieCleanMetadata of the newest completed clean (None without one)."""
+    from hudilite.timeline.avro_models import from_container
+
+    for inst in reversed(tl.completed((CLEAN,))):
+        path = tl.instant_path(inst)
+        try:
+            with open(path, "rb") as f:
+                return from_container(f.read())
+        except Exception as e:  # noqa: BLE001
+            raise CorruptTableError(f"cannot parse clean metadata {path}: {e}") from e
+    return None
+
+
+__all__ = ["schedule_clean", "execute_clean", "run_clean", "plan_clean", "earliest_retained", "last_clean",
+           "CleanError", "InvalidWriteError"]

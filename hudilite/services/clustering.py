@@ -1,0 +1,277 @@
+"""Clustering: rewrite small file groups into well-sized ones, optionally sorted, as one replacecommit.
+
+Schedule (`schedule_clustering`, under the table lock): per partition, the latest slices whose base file is
+smaller than `hoodie.clustering.plan.strategy.small.file.limit` (default 300 MB; slices with log files count
+with their log bytes), not in a pending compaction or clustering plan and not holding log blocks of in-flight
+instants. A partition with at least two such slices (or one, when sort columns are given) becomes clustering
+groups of at most `hoodie.clustering.plan.strategy.max.bytes.per.group` (2 GB) each, at most
+`hoodie.clustering.plan.strategy.max.num.groups` (30) groups per plan. The plan is `<t>.replacecommit.requested`
+holding an Avro `HoodieRequestedReplaceMetadata` (operationType CLUSTER, a `HoodieClusteringPlan` whose
+strategy params carry the sort columns, `hoodie.clustering.plan.strategy.sort.columns`).
+
+Execute (`run_clustering`, every pending plan oldest first): each group's slices are read merged (base +
+valid log blocks, reader/merge.py), concatenated, sorted by the sort columns (then record key) if given, and
+written to ceil(bytes / `hoodie.clustering.plan.strategy.target.file.max.bytes` (1 GB)) new file groups with
+fresh file ids; meta columns (commit time, seqno, key, partition) are preserved, `_hoodie_file_name` names the
+new file. Completion: `<t>.replacecommit` (JSON, operationType CLUSTER) with the new files' write stats and
+`partitionToReplaceFileIds` = the input groups, through `Transaction.complete` (conflict-checked).
+
+Writers and a pending plan: the plan wins. A writer whose commit touches a file group of a pending clustering
+plan (updates or deletes routed to it) fails with a retryable CommitConflictError naming the plan (its files
+are rolled back); re-run it after the clustering completed, it then updates the new file groups. Inserts into
+new file groups are never affected.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hudilite.errors import CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError
+from hudilite.services.common import (Progress, clustering_plan, commit_metadata, default_parallelism,
+                                      merge_spec, open_table, opt_columns, opt_int, pending_service_groups,
+                                      rollback_partial_attempt, run_parallel, write_base_file, write_context,
+                                      write_stat)
+from hudilite.services.compaction import _log_instants
+from hudilite.table import HoodieTable
+from hudilite.timeline import INFLIGHT, REPLACE_COMMIT, REQUESTED, Instant, Timeline
+
+log = logging.getLogger(__name__)
+
+SORT_KEY = "hoodie.clustering.plan.strategy.sort.columns"
+SMALL_KEY = "hoodie.clustering.plan.strategy.small.file.limit"
+TARGET_KEY = "hoodie.clustering.plan.strategy.target.file.max.bytes"
+GROUP_BYTES_KEY = "hoodie.clustering.plan.strategy.max.bytes.per.group"
+MAX_GROUPS_KEY = "hoodie.clustering.plan.strategy.max.num.groups"
+PARALLELISM_KEY = "hoodie.clustering.parallelism"
+STRATEGY_CLASS = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
+
+
+class ClusteringError(HudiliteError):
+    """A clustering plan cannot be executed (the table is left as it was; the plan stays pending)."""
+
+
+def check_options(options: dict | None) -> None:
+    opt_int(options, SMALL_KEY, 300 * 2 ** 20, minimum=1)
+    opt_int(options, TARGET_KEY, 2 ** 30, minimum=1)
+    opt_int(options, GROUP_BYTES_KEY, 2 * 2 ** 30, minimum=1)
+    opt_int(options, MAX_GROUPS_KEY, 30, minimum=1)
+    opt_int(options, PARALLELISM_KEY, 1, minimum=1)
+
+
+def _check_sort_columns(table: HoodieTable, cols: list[str]) -> None:
+    from hudilite.reader.planner import table_schema
+
+    names = table_schema(table).names
+    bad = [c for c in cols if c not in names]
+    if bad:
+        raise InvalidWriteError(f"{SORT_KEY}: column(s) {', '.join(bad)} are not columns of the table "
+                                f"(columns: {', '.join(names)})")
+
+
+def plan_clustering(table: HoodieTable, tl: Timeline, options: dict | None) -> dict | None:
+    from hudilite.fs_view import FileSystemView
+
+    small = opt_int(options, SMALL_KEY, 300 * 2 ** 20, minimum=1)
+    group_bytes = opt_int(options, GROUP_BYTES_KEY, 2 * 2 ** 30, minimum=1)
+    target = opt_int(options, TARGET_KEY, 2 ** 30, minimum=1)
+    max_groups = opt_int(options, MAX_GROUPS_KEY, 30, minimum=1)
+    sort_cols = opt_columns(options, SORT_KEY)
+    pending = pending_service_groups(tl)
+    pending_writes = {i.timestamp for i in tl.pending()}
+    view = FileSystemView(table.base_path, tl)
+    by_part: dict[str, list] = {}
+    for sl in view.latest_slices(table.partitions()):
+        if (sl.partition, sl.file_id) in pending:
+            continue
+        size = (sl.base_file.size if sl.base_file else 0) + sum(lf.size for lf in sl.log_files)
+        if size >= small:
+            continue
+        if sl.log_files:
+            data, rolled = _log_instants([lf.path for lf in sl.log_files])
+            if any(t in pending_writes and t not in rolled for t in data):
+                continue
+        by_part.setdefault(sl.partition, []).append((size, sl))
+    groups = []
+    for part in sorted(by_part):
+        cands = sorted(by_part[part], key=lambda x: (x[1].file_id,))
+        if len(cands) < (1 if sort_cols else 2):
+            continue
+        cur, cur_bytes = [], 0
+        for size, sl in cands:
+            if cur and cur_bytes + size > group_bytes:
+                groups.append((cur, cur_bytes))
+                cur, cur_bytes = [], 0
+            cur.append(sl)
+            cur_bytes += size
+        if cur:
+            groups.append((cur, cur_bytes))
+    groups = [(g, b) for g, b in groups if len(g) >= (1 if sort_cols else 2)][:max_groups]
+    if not groups:
+        return None
+    input_groups = []
+    for slices, nbytes in groups:
+        input_groups.append({
+            "slices": [{
+                "dataFilePath": sl.base_file.name if sl.base_file else None,
+                "deltaFilePaths": [os.path.basename(lf.path) for lf in sl.log_files],
+                "fileId": sl.file_id, "partitionPath": sl.partition, "bootstrapFilePath": "", "version": 1,
+            } for sl in slices],
+            "metrics": {"TOTAL_FILE_SIZE": float(nbytes), "TOTAL_LOG_FILES": float(sum(len(s.log_files) for s in slices))},
+            "numOutputFileGroups": max(1, math.ceil(nbytes / target)),
+            "extraMetadata": None, "version": 1,
+        })
+    return {
+        "operationType": "CLUSTER",
+        "clusteringPlan": {
+            "inputGroups": input_groups,
+            "strategy": {"strategyClassName": STRATEGY_CLASS,
+                         "strategyParams": {SORT_KEY: ",".join(sort_cols)} if sort_cols else {}, "version": 1},
+            "extraMetadata": {}, "version": 1, "preserveHoodieMetadata": True,
+        },
+        "extraMetadata": {}, "version": 1,
+    }
+
+
+def schedule_clustering(table_or_path, options: dict | None = None) -> str | None:
+    """Schedule a clustering plan; returns its instant, or None when no partition has small file groups to
+    combine."""
+    from hudilite.timeline.avro_models import REQUESTED_REPLACE, to_container
+    from hudilite.writer.transaction import Transaction
+
+    check_options(options)
+    table = open_table(table_or_path)
+    _check_sort_columns(table, opt_columns(options, SORT_KEY))
+
+    def plan(tl: Timeline, t: str):
+        rec = plan_clustering(table, tl, options)
+        return None if rec is None else to_container(REQUESTED_REPLACE, rec)
+
+    inst = Transaction(table, options).start(REPLACE_COMMIT, plan=plan)
+    table.reload()
+    return inst.timestamp if inst is not None else None
+
+
+def pending_clusterings(table: HoodieTable) -> list[Instant]:
+    tl = table.reload()
+    return [i for i in tl.pending((REPLACE_COMMIT,)) if clustering_plan(tl, i) is not None]
+
+
+def _cluster_group(table: HoodieTable, ctx, spec, group: dict, sort_cols: list[str], target: int, gi: int
+                   ) -> list[dict]:
+    from hudilite.file_group import new_file_id
+    from hudilite.reader.merge import KEY, SliceDesc, merge_slice
+
+    parts = []
+    in_bytes = 0
+    for s in group.get("slices") or []:
+        part = s.get("partitionPath") or ""
+        pdir = table.partition_dir(part)
+        base = os.path.join(pdir, s["dataFilePath"]) if s.get("dataFilePath") else None
+        logs = tuple(os.path.join(pdir, n) for n in s.get("deltaFilePaths") or [])
+        for p in ([base] if base else []) + list(logs):
+            if not os.path.exists(p):
+                raise ClusteringError(f"clustering {ctx.instant}: planned file {p} is missing (file group "
+                                      f"{s['fileId']}); the table is left as it was")
+            in_bytes += os.path.getsize(p)
+        parts.append((part, merge_slice(SliceDesc(part, s["fileId"], base, logs), spec)))
+    partitions = {p for p, _ in parts}
+    if len(partitions) != 1:
+        raise ClusteringError(f"clustering {ctx.instant}: group {gi} spans partitions {sorted(partitions)}")
+    part = partitions.pop()
+    rows = pa.concat_tables([t for _, t in parts]) if parts else None
+    if rows is None or rows.num_rows == 0:
+        return []
+    if sort_cols:
+        rows = rows.take(pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in sort_cols] + [(KEY, "ascending")],
+                                         null_placement="at_end"))
+    n_out = max(1, int(group.get("numOutputFileGroups") or 1), math.ceil(in_bytes / target))
+    per = math.ceil(rows.num_rows / n_out)
+    stats = []
+    for k in range(n_out):
+        chunk = rows.slice(k * per, per)
+        if chunk.num_rows == 0:
+            continue
+        fid = new_file_id()
+        rel, _p, size = write_base_file(ctx, part, fid, f"{gi}-0-{k}", chunk)
+        stats.append(write_stat(fid, rel, part, size, prev="null", writes=chunk.num_rows, inserts=chunk.num_rows))
+    return stats
+
+
+def execute_clustering(table: HoodieTable, instant: Instant, options: dict | None = None, *,
+                       progress: bool = False) -> str:
+    from hudilite.markers import delete_markers
+    from hudilite.writer.transaction import Transaction
+
+    tl = table.reload()
+    cur = tl.get(instant.timestamp)
+    plan = clustering_plan(tl, cur) if cur is not None else None
+    if cur is None or cur.is_completed or plan is None:
+        raise ClusteringError(f"{instant.timestamp} is not a pending clustering of {table.base_path}")
+    groups = list(plan.get("inputGroups") or [])
+    sort_cols = opt_columns((plan.get("strategy") or {}).get("strategyParams") or {}, SORT_KEY)
+    target = opt_int(options, TARGET_KEY, 2 ** 30, minimum=1)
+    t0 = time.monotonic()
+    if cur.state == REQUESTED:
+        table.fs.write_bytes(tl.instant_path(cur.with_state(INFLIGHT)), b"")
+    rollback_partial_attempt(table, cur.timestamp)
+    spec = merge_spec(table, tl, as_of=cur.timestamp)
+    ctx = write_context(table, cur.timestamp, spec, options)
+    ctx.markers().init()
+    bar = Progress(len(groups), f"clustering {cur.timestamp}", progress)
+    par = opt_int(options, PARALLELISM_KEY, default_parallelism(), minimum=1)
+    try:
+        per_group = run_parallel(lambda ig: _cluster_group(table, ctx, spec, ig[1], sort_cols, target, ig[0]),
+                                 list(enumerate(groups)), par, bar)
+    finally:
+        bar.close()
+    stats = [s for g in per_group for s in g]
+    replaced: dict[str, list[str]] = {}
+    for g in groups:
+        for s in g.get("slices") or []:
+            replaced.setdefault(s.get("partitionPath") or "", []).append(s["fileId"])
+    md = commit_metadata(stats, "CLUSTER", table, replaced=replaced)
+    md["extraMetadata"]["hudilite.clustering.millis"] = str(int((time.monotonic() - t0) * 1000))
+    try:
+        Transaction(table, options).complete(Instant(cur.timestamp, REPLACE_COMMIT, INFLIGHT), md)
+    except CommitConflictError as e:  # a write touched an input group after the plan: the plan is stale
+        from hudilite.services.rollback import rollback_instant
+
+        rollback_instant(table, table.reload().get(cur.timestamp) or cur)
+        raise ClusteringError(f"clustering {cur.timestamp} was abandoned (its plan is removed; schedule a new "
+                              f"one): {e}") from e
+    except Exception:
+        rollback_partial_attempt(table, cur.timestamp)
+        raise
+    delete_markers(table.base_path, cur.timestamp)
+    log.info("completed clustering %s: %d group(s) -> %d file group(s)", cur.timestamp, len(groups), len(stats))
+    return cur.timestamp
+
+
+def run_clustering(table_or_path, options: dict | None = None, *, instant: str | None = None,
+                   progress: bool = False) -> list[str]:
+    """Execute every pending clustering plan, oldest first (or only `instant`)."""
+    check_options(options)
+    table = open_table(table_or_path)
+    pend = pending_clusterings(table)
+    if instant is not None:
+        pend = [i for i in pend if i.timestamp == instant]
+        if not pend:
+            raise ClusteringError(f"no pending clustering {instant} on {table.base_path}")
+    return [execute_clustering(table, i, options, progress=progress) for i in pend]
+
+
+def cluster(table_or_path, options: dict | None = None, *, progress: bool = False) -> list[str]:
+    """Schedule a plan (if any partition qualifies) and run every pending one."""
+    table = open_table(table_or_path)
+    schedule_clustering(table, options)
+    return run_clustering(table, options, progress=progress)
+
+
+__all__ = ["schedule_clustering", "run_clustering", "cluster", "plan_clustering", "ClusteringError",
+           "CorruptTableError"]

@@ -1,0 +1,290 @@
+"""Shared pieces of the table services: options, progress, pending plans, merged base files, write stats."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+import pyarrow as pa
+
+from hudilite.errors import InvalidWriteError
+from hudilite.table import HoodieTable
+from hudilite.timeline import CLUSTERING, COMPACTION, REPLACE_COMMIT, REQUESTED, Instant, Timeline
+
+log = logging.getLogger(__name__)
+
+
+# ---- options -------------------------------------------------------------------------------------------
+def open_table(table_or_path) -> HoodieTable:
+    return table_or_path if isinstance(table_or_path, HoodieTable) else HoodieTable.open(table_or_path)
+
+
+def opt_int(options: dict | None, key: str, default: int, *, minimum: int = 0) -> int:
+    v = (options or {}).get(key)
+    if v is None or v == "":
+        return default
+    try:
+        n = int(str(v).strip())
+    except ValueError:
+        raise InvalidWriteError(f"option {key}={v!r} is not an integer") from None
+    if n < minimum:
+        raise InvalidWriteError(f"option {key}={v!r} must be >= {minimum}")
+    return n
+
+
+def opt_bool(options: dict | None, key: str, default: bool) -> bool:
+    v = (options or {}).get(key)
+    if v is None or v == "":
+        return default
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise InvalidWriteError(f"option {key}={v!r} is not a boolean (true/false)")
+
+
+def opt_choice(options: dict | None, key: str, default: str, choices) -> str:
+    v = (options or {}).get(key)
+    if v is None or v == "":
+        return default
+    s = str(v).strip().upper()
+    if s not in choices:
+        raise InvalidWriteError(f"option {key}={v!r}: expected one of {', '.join(choices)}")
+    return s
+
+
+def opt_columns(options: dict | None, key: str) -> list[str]:
+    v = (options or {}).get(key)
+    if not v:
+        return []
+    if isinstance(v, (list, tuple)):
+        return [str(c).strip() for c in v if str(c).strip()]
+    return [c.strip() for c in str(v).split(",") if c.strip()]
+
+
+# ---- progress ------------------------------------------------------------------------------------------
+class Progress:
+    """A progress bar for long service work: tqdm if installed, else a simple line on stderr. Silent unless
+    enabled (the CLI enables it)."""
+
+    def __init__(self, total: int, desc: str, enabled: bool = False):
+        self.total, self.desc, self.enabled, self.n = total, desc, enabled and total > 0, 0
+        self._bar = None
+        self._last = 0.0
+        if self.enabled:
+            try:
+                from tqdm import tqdm  # noqa: PLC0415 - optional dependency
+
+                self._bar = tqdm(total=total, desc=desc, unit="fg", file=sys.stderr)
+            except ImportError:
+                self._bar = None
+                self._print(force=True)
+
+    def _print(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < 0.2 and self.n < self.total:
+            return
+        self._last = now
+        width = 30
+        done = int(width * self.n / max(self.total, 1))
+        sys.stderr.write(f"\r{self.desc}: [{'#' * done}{'.' * (width - done)}] {self.n}/{self.total}")
+        if self.n >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    def update(self, k: int = 1) -> None:
+        self.n += k
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(k)
+        else:
+            self._print()
+
+    def close(self) -> None:
+        if self.enabled and self._bar is not None:
+            self._bar.close()
+        elif self.enabled and self.n < self.total:
+            sys.stderr.write("\n")
+
+
+# ---- plans on the timeline -----------------------------------------------------------------------------
+def read_requested(tl: Timeline, inst: Instant) -> dict | None:
+    """The Avro record of a requested plan file (compaction / clustering / clean), None if empty or absent."""
+    from hudilite.errors import CorruptTableError
+    from hudilite.timeline.avro_models import from_container
+
+    path = os.path.join(tl.meta_dir, inst.with_state(REQUESTED).file_name(tl.layout))
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    if not data.strip():
+        return None
+    try:
+        return from_container(data)
+    except Exception as e:  # noqa: BLE001 - name the file
+        raise CorruptTableError(f"cannot parse the plan {path}: {e}") from e
+
+
+def clustering_plan(tl: Timeline, inst: Instant) -> dict | None:
+    """The clustering plan of a pending replacecommit (layout 1) / clustering (layout 2) instant, else None."""
+    if inst.is_completed or inst.action not in (REPLACE_COMMIT, CLUSTERING):
+        return None
+    d = read_requested(tl, inst)
+    if not d:
+        return None
+    plan = d.get("clusteringPlan")
+    if plan is None and str(d.get("operationType") or "").upper() != "CLUSTER":
+        return None
+    return plan or {}
+
+
+def pending_service_groups(tl: Timeline) -> dict[tuple[str, str], tuple[str, str]]:
+    """(partition, fileId) -> (instant, 'compaction' | 'clustering') for file groups in pending plans."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for inst in tl.pending():
+        if inst.action == COMPACTION:
+            plan = read_requested(tl, inst) or {}
+            for op in plan.get("operations") or []:
+                out[(op.get("partitionPath") or "", op["fileId"])] = (inst.timestamp, "compaction")
+        else:
+            plan = clustering_plan(tl, inst)
+            for g in (plan or {}).get("inputGroups") or []:
+                for s in g.get("slices") or []:
+                    out[(s.get("partitionPath") or "", s["fileId"])] = (inst.timestamp, "clustering")
+    return out
+
+
+def pending_compaction_instants(tl: Timeline) -> dict[tuple[str, str], str]:
+    """(partition, fileId) -> instant of the pending compaction plan that holds the group."""
+    return {g: t for g, (t, kind) in pending_service_groups(tl).items() if kind == "compaction"}
+
+
+# ---- reading and writing file slices -------------------------------------------------------------------
+def merge_spec(table: HoodieTable, tl: Timeline, as_of: str | None = None):
+    """The MergeSpec of a table service: log blocks count iff their instant is a completed write of the whole
+    timeline (archive included), not rolled back, and (with `as_of`) not newer than it."""
+    from hudilite.reader.merge import MergeSpec
+    from hudilite.reader.planner import merge_mode, table_schema
+
+    cfg = table.config
+    return MergeSpec(schema=table_schema(table), merge_mode=merge_mode(cfg), ordering_field=cfg.precombine_field,
+                     as_of=as_of, committed=tl.committed_times, known=tl.known_times,
+                     archived_before=tl.timeline_start, keyed=cfg.populate_meta_fields)
+
+
+def write_context(table: HoodieTable, instant: str, spec, options: dict | None):
+    from hudilite.writer.context import WriteContext
+
+    from hudilite.schema import META_FIELDS
+
+    data_schema = pa.schema([f for f in spec.schema if f.name not in META_FIELDS])
+    return WriteContext(
+        base_path=table.base_path, instant=instant, table_name=table.config.name, data_schema=data_schema,
+        precombine_field=table.config.precombine_field, event_time=bool(table.config.precombine_field),
+        target_file_bytes=opt_int(options, "hoodie.parquet.max.file.size", 120 * 1024 * 1024, minimum=1),
+        row_group_rows=opt_int(options, "hoodie.parquet.block.rows", 131072, minimum=1),
+        compression=str((options or {}).get("hoodie.parquet.compression.codec", "snappy")).lower(),
+    )
+
+
+def write_base_file(ctx, partition: str, fid: str, token: str, rows: pa.Table) -> tuple[str, str, int]:
+    """Write `rows` (table schema, meta fields included and kept) as the base file of file group `fid` at the
+    context's instant, marker first. `_hoodie_file_name` becomes the new file name. Returns
+    (relative path, absolute path, size)."""
+    from hudilite.file_group import base_file_name
+    from hudilite.markers import CREATE
+    from hudilite.schema import cast_table_to_schema
+    from hudilite.writer.handle import _write_parquet, const_string
+
+    name = base_file_name(fid, token, ctx.instant)
+    out = cast_table_to_schema(rows, ctx.file_schema)
+    i = out.schema.get_field_index("_hoodie_file_name")
+    out = out.set_column(i, ctx.file_schema.field(i), const_string(name, out.num_rows))
+    d = os.path.join(ctx.base_path, partition) if partition else ctx.base_path
+    os.makedirs(d, exist_ok=True)
+    ctx.markers().create(partition, name, CREATE)
+    path = os.path.join(d, name)
+    size = _write_parquet(path, out, ctx)
+    rel = f"{partition}/{name}" if partition else name
+    return rel, path, size
+
+
+def write_stat(fid: str, rel: str, partition: str, size: int, *, prev: str, writes: int, inserts: int = 0,
+               updates: int = 0, deletes: int = 0, **extra) -> dict:
+    st = {
+        "fileId": fid, "path": rel, "prevCommit": prev, "partitionPath": partition,
+        "numWrites": writes, "numDeletes": deletes, "numUpdateWrites": updates, "numInserts": inserts,
+        "totalWriteBytes": size, "totalWriteErrors": 0, "fileSizeInBytes": size, "tempPath": None,
+        "minEventTime": None, "maxEventTime": None, "totalLogRecords": 0, "totalLogFilesCompacted": 0,
+        "totalLogSizeCompacted": 0, "totalUpdatedRecordsCompacted": 0, "totalLogBlocks": 0,
+        "totalCorruptLogBlock": 0, "totalRollbackBlocks": 0, "numIgnored": 0,
+    }
+    st.update(extra)
+    return st
+
+
+def commit_metadata(stats: list[dict], op_type: str, table: HoodieTable, *, compacted: bool = False,
+                    replaced: dict | None = None) -> dict:
+    from hudilite.reader.planner import table_schema
+    from hudilite.schema import META_FIELDS, arrow_to_avro, avro_to_json
+
+    pts: dict[str, list[dict]] = {}
+    for s in stats:
+        pts.setdefault(s["partitionPath"], []).append(s)
+    schema_json = table.timeline.schema_json()
+    if not schema_json:
+        data = pa.schema([f for f in table_schema(table) if f.name not in META_FIELDS])
+        schema_json = avro_to_json(arrow_to_avro(data, table.config.name))
+    md = {"partitionToWriteStats": pts, "compacted": compacted, "extraMetadata": {"schema": schema_json},
+          "operationType": op_type}
+    if replaced is not None:
+        md["partitionToReplaceFileIds"] = replaced
+    return md
+
+
+def rollback_partial_attempt(table: HoodieTable, instant: str) -> list[str]:
+    """Delete the data files a previous, failed execution of a service instant left (from its markers), so
+    the plan can be executed again from scratch. Returns the deleted files."""
+    from hudilite.markers import delete_markers
+    from hudilite.services.rollback import files_of_instant
+
+    deleted = []
+    for p in files_of_instant(table, instant):
+        if table.fs.delete(p):
+            deleted.append(p)
+    delete_markers(table.base_path, instant)
+    if deleted:
+        log.info("removed %d file(s) of an earlier attempt of %s", len(deleted), instant)
+    return deleted
+
+
+def run_parallel(fn, items, parallelism: int, progress: Progress) -> list:
+    """fn(item) for every item on a thread pool (pyarrow releases the GIL for decoding/encoding), results in
+    item order; the first error is raised after the running tasks finish."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if parallelism <= 1 or len(items) <= 1:
+        out = []
+        for it in items:
+            out.append(fn(it))
+            progress.update()
+        return out
+    with ThreadPoolExecutor(max_workers=parallelism) as ex:
+        futs = [ex.submit(fn, it) for it in items]
+        out = []
+        for f in futs:
+            out.append(f.result())
+            progress.update()
+    return out
+
+
+def default_parallelism() -> int:
+    return max(1, min(4, os.cpu_count() or 1))

@@ -1,0 +1,336 @@
+"""Spark Structured Streaming sink: one commit per micro-batch, exactly once, with async instants.
+
+    q = (df.writeStream.foreachBatch(hudilite.streaming.sink("/data/events", record_key="id",
+                                                            precombine_field="ts", partition_by=("dt",)))
+         .option("checkpointLocation", "/chk/events").start())
+    # or
+    q = hudilite.streaming.write_stream(df, "/data/events", checkpointLocation="/chk/events",
+                                        record_key="id", precombine_field="ts")
+
+Exactly once. Every commit records the streaming query id and the batch id in its extraMetadata
+(`hudilite.streaming.query.id`, `hudilite.streaming.batch.id`). Spark replays a batch it did not mark done;
+the sink finds the batch id already committed (or prepared) for that query and skips it.
+
+Async instants (default). A batch writes its files, then *prepares* its commit under the table lock (the
+conflict check of the commit, then the full metadata in the inflight file, marked prepared) and returns to
+Spark; a committer thread completes the commits in instant order while Spark already runs the next batch,
+which takes its own instant and writes its files meanwhile. The next batch plans on top of the prepared
+one (the planner sees the prepared commit as if it had completed), so upserts of keys written by the
+previous batch find them. A prepared commit can no longer fail a conflict check: other writers lose
+against its file groups, and failed-write rollback leaves it alone. So once Spark marks a batch done its
+commit is guaranteed; if the process dies first, the restarted sink (or `recover(path)`) completes the
+prepared commits in instant order before writing anything. A batch that died before it prepared is rolled
+back (its files from markers) and replayed by Spark. Nothing is lost, nothing is applied twice.
+
+`async_instants=False` (blocking instants): each batch completes its commit before returning.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import queue
+import threading
+import weakref
+
+from hudilite.config import COPY_ON_WRITE
+from hudilite.errors import CommitConflictError, HudiliteError, InvalidWriteError
+from hudilite.table import HoodieTable
+from hudilite.timeline import COMPLETED, WRITE_ACTIONS, Instant, Timeline
+from hudilite.writer.conflict import prepared_metadata
+from hudilite.writer.transaction import Transaction
+
+log = logging.getLogger(__name__)
+
+QUERY_ID_KEY = "hudilite.streaming.query.id"
+BATCH_ID_KEY = "hudilite.streaming.batch.id"
+CONFLICT_RETRIES_KEY = "hoodie.write.streaming.conflict.retries"
+
+
+class StreamingSinkError(HudiliteError):
+    """The sink's committer failed to complete a prepared commit; the query must be restarted (the prepared
+    commits are completed on restart)."""
+
+
+# ---------------------------------------------------------------------------------------------
+def _stream_commits(tl: Timeline, query_id: str) -> tuple[int | None, list[tuple[Instant, dict]]]:
+    """(highest batch id committed by this query, [(prepared instant, metadata)] of this query in instant
+    order)."""
+    last = None
+    for inst in reversed(tl.completed(WRITE_ACTIONS)):
+        extra = tl.read_metadata(inst).get("extraMetadata") or {}
+        if extra.get(QUERY_ID_KEY) == query_id:
+            last = int(extra[BATCH_ID_KEY])
+            break
+    prepared = []
+    for inst in tl.pending(WRITE_ACTIONS):
+        md = prepared_metadata(tl, inst)
+        if md and (md.get("extraMetadata") or {}).get(QUERY_ID_KEY) == query_id:
+            prepared.append((inst, md))
+    return last, prepared
+
+
+def recover(path: str, query_id: str | None = None, options: dict | None = None) -> list[str]:
+    """Complete the prepared commits of a streaming query (all queries when `query_id` is None), in instant
+    order. Returns the completed instant times. The sink calls this on its first batch after a restart."""
+    table = HoodieTable.open(path)
+    tl = table.reload()
+    todo = []
+    for inst in tl.pending(WRITE_ACTIONS):
+        md = prepared_metadata(tl, inst)
+        if md is not None and (query_id is None or (md.get("extraMetadata") or {}).get(QUERY_ID_KEY) == query_id):
+            todo.append(inst)
+    done = []
+    txn = Transaction(table, options or {})
+    for inst in sorted(todo, key=lambda i: i.timestamp):
+        txn.complete_prepared(inst)
+        done.append(inst.timestamp)
+    if done:
+        log.info("completed prepared streaming commits %s of %s", done, path)
+    return done
+
+
+def last_batch_id(path: str, query_id: str) -> int | None:
+    """The highest batch id of `query_id` committed (or prepared: guaranteed to commit) on the table."""
+    if not HoodieTable.exists(path):
+        return None
+    last, prepared = _stream_commits(HoodieTable.open(path).reload(), query_id)
+    ids = [int(md["extraMetadata"][BATCH_ID_KEY]) for _i, md in prepared]
+    return max([x for x in [last, *ids] if x is not None], default=None)
+
+
+# ---------------------------------------------------------------------------------------------
+class StreamingSink:
+    """A `foreachBatch` function: `df.writeStream.foreachBatch(StreamingSink(path, record_key=...))`.
+
+    One object per streaming query (it keeps the query's pending commits). `query_id` identifies the
+    stream across restarts; by default the Spark query id (stable for a checkpoint location)."""
+
+    def __init__(self, path, *, record_key, precombine_field=None, partition_by=(), operation="upsert",
+                 table_type=COPY_ON_WRITE, options=None, query_id: str | None = None,
+                 async_instants: bool = True, checkpoint_location: str | None = None):
+        from hudilite.writer.options import resolve
+
+        if operation not in ("upsert", "insert", "bulk_insert", "delete"):
+            raise InvalidWriteError(f"streaming sink operation {operation!r}: expected upsert, insert, bulk_insert "
+                                    "or delete (an overwrite per micro-batch is not a stream)")
+        self.path = path
+        self.kwargs = dict(record_key=record_key, precombine_field=precombine_field, partition_by=partition_by,
+                           operation=operation, table_type=table_type)
+        self.options = {str(k): str(v) for k, v in (options or {}).items()}
+        resolve(path, record_key, precombine_field, partition_by, operation, table_type, self.options)  # validate
+        self.query_id = query_id
+        self.checkpoint_location = checkpoint_location
+        self.async_instants = async_instants
+        self.conflict_retries = int(self.options.get(CONFLICT_RETRIES_KEY, 3))
+        self._recovered = False
+        self._last_batch: int | None = None
+        self._outstanding: list[tuple[Instant, dict]] = []  # prepared, not completed, in instant order
+        self._guard = threading.Condition()
+        self._queue: queue.Queue = queue.Queue()
+        self._committer: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self.skipped: list[int] = []  # batch ids recognised as replays (for tests and logs)
+        self.committed: list[tuple[int, str]] = []  # (batch id, instant) completed by this object
+        _LIVE.add(self)
+
+    # ---- the foreachBatch function -------------------------------------------------------------
+    def __call__(self, df, batch_id) -> None:
+        batch_id = int(batch_id)
+        qid = self._resolve_query_id(df)
+        self._raise_committer_error()
+        if not self._recovered:
+            if HoodieTable.exists(self.path):
+                recover(self.path, qid, self.options)
+            self._last_batch = last_batch_id(self.path, qid)
+            self._recovered = True
+        if self._last_batch is not None and batch_id <= self._last_batch:
+            log.info("batch %s of query %s is already committed on %s: skipped (replay)", batch_id, qid, self.path)
+            self.skipped.append(batch_id)
+            return
+        extra = {QUERY_ID_KEY: qid, BATCH_ID_KEY: str(batch_id)}
+        attempt = 0
+        while True:
+            try:
+                result = self._write(df, extra)
+                break
+            except CommitConflictError:
+                attempt += 1
+                if attempt > self.conflict_retries:
+                    raise
+                log.warning("batch %s of %s conflicted with another writer; retrying (%d/%d)", batch_id,
+                            self.path, attempt, self.conflict_retries)
+                self._wait_outstanding(0)
+        self._last_batch = batch_id
+        if not self.async_instants:
+            self.committed.append((batch_id, str(result)))
+
+    def _write(self, df, extra: dict):
+        from hudilite.writer.client import WriteClient
+        from hudilite.writer.options import resolve
+
+        wo = resolve(self.path, self.kwargs["record_key"], self.kwargs["precombine_field"],
+                     self.kwargs["partition_by"], self.kwargs["operation"], self.kwargs["table_type"], self.options)
+        if not self.async_instants:
+            return WriteClient(df.sparkSession, wo).run(df, extra)
+        self._wait_outstanding(1)  # at most one commit completing while this batch writes
+        sink = self
+
+        class _PreparingTransaction(Transaction):
+            def complete(self, inst, metadata, validate=None, **kw):
+                self.prepare(inst, metadata)
+                sink._enqueue(inst, metadata)
+                return None
+
+        return WriteClient(df.sparkSession, wo, transaction_factory=_PreparingTransaction,
+                           open_table=self._open_table).run(df, extra)
+
+    # ---- planning on top of prepared commits ---------------------------------------------------
+    def _open_table(self, path):
+        """The table with this sink's prepared commits presented as completed (they are guaranteed to)."""
+        table = HoodieTable.open(path)
+        with self._guard:
+            pending = list(self._outstanding)
+        if not pending:
+            return table
+        tl = table.timeline
+        have = {i.timestamp: i for i in tl.instants}
+        instants = [i for i in tl.instants]
+        overlay = []
+        for inst, md in pending:
+            cur = have.get(inst.timestamp)
+            if cur is not None and cur.is_completed:
+                continue
+            overlay.append((inst, md))
+        instants = [i for i in instants if i.timestamp not in {o.timestamp for o, _ in overlay}]
+        instants += [Instant(o.timestamp, o.action, COMPLETED) for o, _ in overlay]
+        ov = Timeline(tl.meta_dir, tl.layout, instants)
+        for o, md in overlay:
+            ov._meta_cache[(o.timestamp, COMPLETED)] = md
+        table._timeline = ov
+        return table
+
+    # ---- the committer -------------------------------------------------------------------------
+    def _enqueue(self, inst: Instant, metadata: dict) -> None:
+        with self._guard:
+            self._outstanding.append((inst, metadata))
+        if self._committer is None or not self._committer.is_alive():
+            self._committer = threading.Thread(target=self._commit_loop, name="hudilite-stream-committer",
+                                               daemon=True)
+            self._committer.start()
+        self._queue.put(inst)
+
+    def _commit_loop(self) -> None:
+        table = HoodieTable.open(self.path)
+        txn = Transaction(table, self.options)
+        while True:
+            inst = self._queue.get()
+            if inst is None:
+                return
+            try:
+                if self._error is None:
+                    self._complete(txn, inst)
+            except BaseException as e:  # noqa: BLE001 - surfaced on the next batch / flush
+                log.exception("completing prepared streaming commit %s failed", inst.timestamp)
+                with self._guard:
+                    self._error = e
+                    self._guard.notify_all()
+
+    def _complete(self, txn: Transaction, inst: Instant) -> None:
+        txn.complete_prepared(inst)
+        with self._guard:
+            _i, md = self._outstanding.pop(0)
+            assert _i.timestamp == inst.timestamp, "commits complete in instant order"
+            self.committed.append((int(md["extraMetadata"][BATCH_ID_KEY]), inst.timestamp))
+            self._guard.notify_all()
+
+    def _wait_outstanding(self, limit: int) -> None:
+        with self._guard:
+            while len(self._outstanding) > limit and self._error is None:
+                self._guard.wait(0.5)
+        self._raise_committer_error()
+
+    def _raise_committer_error(self) -> None:
+        if self._error is not None:
+            raise StreamingSinkError(
+                f"completing a prepared commit on {self.path} failed: {self._error!r}. Restart the query: the "
+                "prepared commits are completed on restart (or call hudilite.streaming.recover)") from self._error
+
+    def flush(self) -> None:
+        """Wait until every prepared commit of this sink completed (raises the committer's error)."""
+        self._wait_outstanding(0)
+
+    def close(self) -> None:
+        """Flush and stop the committer thread."""
+        try:
+            self.flush()
+        finally:
+            if self._committer is not None and self._committer.is_alive():
+                self._queue.put(None)
+                self._committer.join()
+
+    # ---- the query id --------------------------------------------------------------------------
+    def _resolve_query_id(self, df) -> str:
+        if self.query_id:
+            return self.query_id
+        qid = None
+        if self.checkpoint_location:
+            try:
+                with open(os.path.join(_local(self.checkpoint_location), "metadata")) as f:
+                    qid = json.load(f).get("id")
+            except (FileNotFoundError, ValueError):
+                qid = None
+        if not qid:
+            try:
+                qid = df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+            except Exception:  # noqa: BLE001 - not available (e.g. Spark Connect)
+                qid = None
+        if not qid:
+            raise InvalidWriteError(
+                "the streaming sink cannot tell which query it serves: pass query_id=... (a name that stays the "
+                "same across restarts of the query) or use hudilite.streaming.write_stream(checkpointLocation=...)")
+        self.query_id = str(qid)
+        return self.query_id
+
+
+_LIVE: "weakref.WeakSet[StreamingSink]" = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """A script that ends right after its query stops still completes the last prepared commit."""
+    for s in list(_LIVE):
+        try:
+            s.close()
+        except Exception:  # noqa: BLE001 - the prepared commit is completed by the next run or recover()
+            log.warning("could not complete the prepared commits of %s at exit", s.path, exc_info=True)
+
+
+def _local(p: str) -> str:
+    return p[len("file://"):] if p.startswith("file://") else p
+
+
+def sink(path, **kwargs) -> StreamingSink:
+    """A foreachBatch function writing each micro-batch as one commit (see StreamingSink)."""
+    return StreamingSink(path, **kwargs)
+
+
+def write_stream(df, path, *, checkpointLocation: str, trigger: dict | None = None, query_name: str | None = None,
+                 **kwargs):
+    """Start a streaming query writing `df` to the table at `path` (one commit per micro-batch). `trigger`:
+    keyword arguments of `DataStreamWriter.trigger` (e.g. {"processingTime": "10 seconds"},
+    {"availableNow": True}). Returns the StreamingQuery; `query.hudilite_sink` is the sink."""
+    s = StreamingSink(path, checkpoint_location=checkpointLocation, **kwargs)
+    w = df.writeStream.foreachBatch(s).option("checkpointLocation", checkpointLocation)
+    if query_name:
+        w = w.queryName(query_name)
+    if trigger:
+        w = w.trigger(**trigger)
+    q = w.start()
+    try:
+        q.hudilite_sink = s
+    except AttributeError:  # pragma: no cover - a query object that takes no attributes
+        pass
+    return q

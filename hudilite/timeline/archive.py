@@ -1,0 +1,169 @@
+"""The archived timeline of table version 6 (timeline layout 1): `.hoodie/archived/`.
+
+Layout (as Apache Hudi 0.14/0.15 writes it): Hudi log files named `.commits_.archive.<N>_<writeToken>` (file id
+`commits`, empty base instant, extension `archive`), made of `#HUDI#` AVRO_DATA blocks whose SCHEMA header is
+`HoodieArchivedMetaEntry`; one record per archived instant *file* (requested / inflight / completed) with
+`commitTime`, `actionType`, `actionState` and the instant's metadata in the field for its kind
+(`hoodieCommitMetadata`, `hoodieReplaceCommitMetadata`, `hoodieCleanMetadata`, `hoodieCompactionPlan`,
+`hoodieCleanerPlan`, `hoodieRequestedReplaceMetadata`). hudi-rs never reads the archive; hudilite reads it so
+that log-block and file validity is judged against the whole timeline (`Timeline.committed_times`).
+
+Reading is tolerant: damaged byte ranges are skipped (the log reader's corrupt-block handling), records whose
+schema cannot be decoded are skipped with a warning, and an instant that is both archived and still on the
+active timeline (an archival killed before it removed the active files) counts once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from hudilite.timeline.instant import COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
+
+log = logging.getLogger(__name__)
+
+ARCHIVE_FILE_ID = "commits"
+ARCHIVE_EXT = "archive"
+_NAME_RE = re.compile(r"^\.commits_\.archive\.(\d+)_(.+)$")
+ARCHIVE_WRITE_TOKEN = "1-0-1"
+MAX_ARCHIVE_FILE_BYTES = 128 * 1024 * 1024
+
+
+def archive_dir(meta_dir: str, folder: str = "archived") -> str:
+    return os.path.join(meta_dir, folder or "archived")
+
+
+def archive_file_name(version: int, token: str = ARCHIVE_WRITE_TOKEN) -> str:
+    return f".{ARCHIVE_FILE_ID}_.{ARCHIVE_EXT}.{version}_{token}"
+
+
+def list_archive_files(directory: str) -> list[tuple[int, str]]:
+    """(version, path) of the archive files, oldest first."""
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out = []
+    for n in names:
+        m = _NAME_RE.match(n)
+        if m:
+            out.append((int(m.group(1)), os.path.join(directory, n)))
+    return sorted(out)
+
+
+@dataclass
+class ArchivedEntry:
+    timestamp: str
+    action: str
+    state: str
+    metadata: dict | None = None
+
+
+@dataclass
+class ArchivedTimeline:
+    """Instants moved out of the active timeline."""
+
+    entries: list = field(default_factory=list)  # ArchivedEntry, in archive order
+
+    @cached_property
+    def instants(self) -> list[Instant]:
+        """One Instant per archived instant time (its most advanced state)."""
+        best: dict[str, ArchivedEntry] = {}
+        order = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2}
+        for e in self.entries:
+            cur = best.get(e.timestamp)
+            if cur is None or order.get(e.state, 2) >= order.get(cur.state, 2):
+                best[e.timestamp] = e
+        out = []
+        for t, e in best.items():
+            action = e.action
+            if e.state == COMPLETED and action == "compaction":
+                action = "commit"
+            out.append(Instant(t, action, e.state if e.state in order else COMPLETED))
+        return sorted(out, key=Instant.sort_key)
+
+    @cached_property
+    def completed_write_times(self) -> frozenset:
+        return frozenset(i.timestamp for i in self.instants if i.is_completed and i.action in WRITE_ACTIONS)
+
+    @cached_property
+    def all_times(self) -> frozenset:
+        return frozenset(e.timestamp for e in self.entries)
+
+    @cached_property
+    def first_time(self) -> str | None:
+        return min((e.timestamp for e in self.entries), default=None)
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+
+def load_archive(directory: str) -> ArchivedTimeline:
+    from hudilite.log.blocks import AvroDataBlock, _decode_avro_rows
+    from hudilite.log.reader import scan_log_file
+
+    import fastavro
+
+    entries: list[ArchivedEntry] = []
+    parsed_cache: dict[str, dict] = {}
+    for _version, path in list_archive_files(directory):
+        try:
+            items = scan_log_file(path)
+        except OSError as e:
+            log.warning("cannot read archive file %s: %s", path, e)
+            continue
+        for b in items:
+            if not isinstance(b, AvroDataBlock) or not b.schema:
+                continue
+            try:
+                parsed = parsed_cache.get(b.schema)
+                if parsed is None:
+                    parsed = fastavro.parse_schema(json.loads(b.schema), named_schemas={})
+                    parsed_cache[b.schema] = parsed
+                rows = _decode_avro_rows(b.content, parsed)
+            except Exception as e:  # noqa: BLE001 - a damaged block is skipped, the rest still counts
+                log.warning("skipping an undecodable archive block in %s at %s: %s", path, b.offset, e)
+                continue
+            for r in rows:
+                t = r.get("commitTime")
+                action = r.get("actionType")
+                if not t or not action:
+                    continue
+                state = (r.get("actionState") or COMPLETED).upper()
+                md = None
+                for k in ("hoodieCommitMetadata", "hoodieReplaceCommitMetadata", "hoodieCleanMetadata",
+                          "hoodieCompactionPlan", "hoodieCleanerPlan", "hoodieRequestedReplaceMetadata"):
+                    if r.get(k) is not None:
+                        md = r[k]
+                        break
+                entries.append(ArchivedEntry(t, action, state, md))
+    return ArchivedTimeline(entries)
+
+
+def append_archive_records(directory: str, records: list[dict], *, max_file_bytes: int = MAX_ARCHIVE_FILE_BYTES
+                           ) -> str:
+    """Append one AVRO_DATA block of HoodieArchivedMetaEntry records to the current archive file (a new
+    version once the current one is over `max_file_bytes`). Returns the file written."""
+    import struct
+
+    from hudilite.log.blocks import LogBlock, _encode_avro_rows
+    from hudilite.log.format import BlockType, HeaderKey
+    from hudilite.log.writer import append_blocks
+    from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, parsed
+
+    os.makedirs(directory, exist_ok=True)
+    files = list_archive_files(directory)
+    if files and os.path.getsize(files[-1][1]) < max_file_bytes:
+        path = files[-1][1]
+    else:
+        path = os.path.join(directory, archive_file_name((files[-1][0] + 1) if files else 1))
+    schema_json = json.dumps(ARCHIVED_META_ENTRY)
+    content = _encode_avro_rows(records, parsed(ARCHIVED_META_ENTRY))
+    assert struct.unpack(">i", content[4:8])[0] == len(records)
+    block = LogBlock(BlockType.AVRO_DATA, {HeaderKey.SCHEMA: schema_json}, content)
+    append_blocks(path, [block])
+    return path
