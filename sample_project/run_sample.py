@@ -1,113 +1,86 @@
 #!/usr/bin/env python
-"""Run the sample dbt project end to end on hudilite's embedded default and print what it built.
+"""Run the sample pipeline end to end on hudilite's embedded default and check it against a reference.
 
     ./scripts/setup.sh && .venv/bin/python sample_project/run_sample.py
 
-Steps: start from an empty warehouse (sample_project/warehouse), `dbt seed` (the order change log and the
-customers), `dbt run` for batch 1, `dbt run` for batch 2 (updates, a delete, duplicates and a late replayed
-event), `dbt test`, then print the tables and check them against the change events. Everything runs in this
-one process: one SparkSession, shared by every dbt command (dbt's programmatic runner).
-Options: --keep (do not reset the warehouse first), --batches N (default 2).
+ods_orders -> dwd_orders (hudilite.changes) -> ads_orders_hourly / ads_orders_daily (materialized='aggregate'),
+driven by pipeline.py: `dbt seed`; batch 1; a late ingestion commit into the ODS (started before batch 2,
+completed after the DWD consumed batch 2); batch 3 with a DWD run that fails while writing, then the recovery
+run; batch 4; `dbt test`. Then the tables are printed and compared with the reference computed in plain
+Python (every ODS commit consumed exactly once, aggregates equal a full recomputation). Everything runs in
+this one process: one SparkSession, shared by every dbt command (dbt's programmatic runner).
+Options: --keep (do not reset the warehouse first).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import shutil
 import sys
 import time
-from decimal import Decimal
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import pipeline  # noqa: E402
 
 
-def dbt(*args: str):
+def dbt(*args: str, ok: bool = True):
     from dbt.cli.main import dbtRunner
 
     t0 = time.perf_counter()
-    print(f"\n$ dbt {' '.join(args)}", flush=True)
+    print(f"\n$ dbt {' '.join(args)}" + ("" if ok else "    (expected to fail)"), flush=True)
     res = dbtRunner().invoke([*args, "--project-dir", HERE, "--profiles-dir", HERE])
-    if not res.success:
-        print(f"dbt {args[0]} failed: {res.exception or 'see the log above'}", file=sys.stderr)
+    if res.success != ok:
+        print(f"dbt {args[0]} {'failed' if ok else 'succeeded unexpectedly'}: {res.exception or 'see the log above'}",
+              file=sys.stderr)
         sys.exit(1)
     for r in getattr(res.result, "results", None) or []:
         resp = r.adapter_response or {}
         if resp.get("operation"):
-            print(f"    {r.node.name:<16} {resp.get('_message')}  (commit {resp.get('commit_time')})")
+            print(f"    {r.node.name:<18} {resp.get('_message')}  (commit {resp.get('commit_time')})")
+        elif str(r.status) in ("error", "skipped"):
+            print(f"    {r.node.name:<18} {str(r.status).upper()}")
     print(f"    ({time.perf_counter() - t0:.1f}s)")
     return res
-
-
-def expected_orders(batches: int) -> dict:
-    """The reference: apply the change events batch by batch (highest event_seq per order wins, a stored
-    row is only replaced by a newer event, 'd' deletes)."""
-    with open(os.path.join(HERE, "seeds", "order_events.csv"), newline="") as f:
-        events = list(csv.DictReader(f))
-    state: dict = {}
-    for b in range(1, batches + 1):
-        winners: dict = {}
-        for e in events:
-            if int(e["batch"]) != b:
-                continue
-            k = int(e["order_id"])
-            if k not in winners or int(e["event_seq"]) >= int(winners[k]["event_seq"]):
-                winners[k] = e
-        for k, e in winners.items():
-            if k in state and int(e["event_seq"]) < int(state[k]["event_seq"]):
-                continue
-            if e["op"] == "d":
-                state.pop(k, None)
-            else:
-                state[k] = e
-    return {k: (e["status"], Decimal(e["amount"])) for k, e in state.items()}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--keep", action="store_true", help="keep the existing warehouse")
-    ap.add_argument("--batches", type=int, default=2)
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    warehouse = os.path.join(HERE, "warehouse")
     if not args.keep:
-        shutil.rmtree(os.path.join(HERE, "warehouse"), ignore_errors=True)
-
-    t0 = time.perf_counter()
-    dbt("seed")
-    for b in range(1, args.batches + 1):
-        dbt("run", "--vars", f"{{batch: {b}}}")
-    dbt("test")
+        shutil.rmtree(warehouse, ignore_errors=True)
 
     from pyspark.sql import SparkSession
 
-    import hudilite
+    def spark_of():
+        return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
 
-    spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
-    ods_path = os.path.join(HERE, "warehouse", "shop", "ods_orders")
-    print("\n== shop.ods_orders (current state of each order; read with hudilite.read to show the Hudi commit "
-          "that last changed each row) ==")
-    hudilite.read(spark, ods_path).select("order_id", "customer_id", "status", "amount", "event_seq",
-                                          "_hoodie_commit_time").orderBy("order_id").show(truncate=False)
-    print("== shop.dwd_orders (cleaned, enriched; plain Spark SQL over the catalog) ==")
-    spark.sql("select order_id, customer_name, country, status, amount, order_date "
+    t0 = time.perf_counter()
+    seen = pipeline.run(dbt, spark_of, "shop", warehouse)
+    spark = spark_of()
+
+    print("\n== shop.dwd_orders (cleaned, enriched; plain Spark SQL over the catalog) ==")
+    spark.sql("select order_id, customer_name, country, status, amount, order_date, order_hour "
               "from shop.dwd_orders order by order_id").show(truncate=False)
-    print("== shop.order_summary ==")
-    spark.sql("select * from shop.order_summary order by status").show()
-
-    want = expected_orders(args.batches)
-    got = {r["order_id"]: (r["status"], r["amount"]) for r in
-           spark.sql("select order_id, status, amount from shop.ods_orders").collect()}
-    dwd = {r["order_id"]: (r["status"], r["amount"]) for r in
-           spark.sql("select order_id, status, amount from shop.dwd_orders").collect()}
-    ok = got == want and dwd == {k: (s.upper(), a) for k, (s, a) in want.items()}
-    print(f"Orders expected from the change events of batches 1..{args.batches}: {len(want)} "
-          f"({', '.join(str(k) for k in sorted(want))})")
-    print(f"ods_orders: {len(got)} rows, dwd_orders: {len(dwd)} rows -> "
-          + ("OK: both match the change events" if ok else "MISMATCH"))
-    print(f"Tables are in {os.path.join(HERE, 'warehouse', 'shop')} (Hudi format; catalog in "
-          f"{os.path.join(HERE, 'warehouse', '.metastore')}). Total {time.perf_counter() - t0:.0f}s.")
-    return 0 if ok else 1
+    print("== shop.ads_orders_hourly ==")
+    spark.sql("select * from shop.ads_orders_hourly order by order_date, order_hour, status").show(truncate=False)
+    print("== shop.ads_orders_daily ==")
+    spark.sql("select * from shop.ads_orders_daily order by order_date, country").show(truncate=False)
+    print(f"late ODS commit {seen['late_instant']} completed at {seen['late_completion']}, after the DWD "
+          f"checkpoint {seen['checkpoint_before_late']}; DWD checkpoints: {seen['dwd_checkpoints']}")
+    problems = pipeline.check(spark, "shop", seen)
+    want = pipeline.expected_dwd()
+    print(f"Orders expected from the change events: {len(want)} ({', '.join(str(k) for k in sorted(want))})")
+    print("OK: every ODS commit consumed exactly once; dwd and ads match the reference" if not problems
+          else "MISMATCH:\n  " + "\n  ".join(problems))
+    print(f"Tables are in {os.path.join(warehouse, 'shop')} (Hudi format; catalog in "
+          f"{os.path.join(warehouse, '.metastore')}). Total {time.perf_counter() - t0:.0f}s.")
+    return 0 if not problems else 1
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ from dbt.adapters.hudilite.connections import HudiliteConnectionManager  # noqa:
 from dbt.adapters.hudilite.credentials import HudiliteCredentials
 from dbt.adapters.hudilite.impl import HudiliteAdapter
 from dbt.adapters.hudilite.relation import HudiliteRelation  # noqa: F401
+from dbt.adapters.hudilite.namespace import install as _install_namespace
 from dbt.include import hudilite
+
+_install_namespace()  # `{{ hudilite.changes(...) }}` in model SQL (namespace.py)
 
 Plugin = AdapterPlugin(
     adapter=HudiliteAdapter,  # type: ignore[arg-type]

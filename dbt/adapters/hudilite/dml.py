@@ -1,4 +1,6 @@
-"""SQL DML on hudilite tables: `UPDATE`, `DELETE FROM`, `INSERT INTO` / `INSERT OVERWRITE`, `TRUNCATE TABLE`.
+"""SQL DML on hudilite tables: `UPDATE`, `DELETE FROM`, `INSERT INTO` / `INSERT OVERWRITE`, `TRUNCATE TABLE`,
+`ALTER TABLE ... ADD COLUMNS`, and `CREATE [OR REPLACE] TABLE ... AS SELECT` (without a `USING` other than hudi:
+in a hudilite warehouse a table created from a query is a hudilite table).
 
 A hudilite table's catalog entry is a parquet table over a snapshot directory, so Spark itself would either
 refuse these statements or (INSERT) write stray parquet files that are not part of the Hudi table. Statements
@@ -24,11 +26,18 @@ INSERT_RE = re.compile(rf"^\s*insert\s+(?P<mode>into|overwrite)\s+(?:table\s+)?{
                        r"(?:\((?P<cols>[^()]*)\))?\s*(?P<query>(?:select|values|with|from|table|\().+)$",
                        re.IGNORECASE | re.DOTALL)
 TRUNCATE_RE = re.compile(rf"^\s*truncate\s+table\s+{_REL}\s*$", re.IGNORECASE | re.DOTALL)
+CTAS_RE = re.compile(rf"^\s*create\s+(?P<replace>or\s+replace\s+)?table\s+(?P<ine>if\s+not\s+exists\s+)?{_REL}\s+"
+                     r"(?:using\s+(?P<using>\w+)\s+)?(?:partitioned\s+by\s*\((?P<parts>[^()]*)\)\s+)?"
+                     r"as\s+(?P<query>(?:select|with|from|table|values|\().+)$", re.IGNORECASE | re.DOTALL)
+ADD_COLUMNS_RE = re.compile(rf"^\s*alter\s+table\s+{_REL}\s+add\s+columns?\s+(?P<cols>.+)$",
+                            re.IGNORECASE | re.DOTALL)
+_DEFAULT_NULL = re.compile(r"\s+default\s+null\s*$", re.IGNORECASE)
+_COMMENT = re.compile(r"\s+comment\s+'(?:[^'\\]|\\.)*'\s*$", re.IGNORECASE)
 
 
 @dataclass
 class Dml:
-    kind: str  # update | delete | insert | overwrite | truncate
+    kind: str  # update | delete | insert | overwrite | truncate | ctas | add_columns
     schema: Optional[str]
     identifier: str
     alias: Optional[str] = None
@@ -36,6 +45,10 @@ class Dml:
     where: Optional[str] = None
     columns: Optional[List[str]] = None
     query: Optional[str] = None
+    replace: bool = False  # ctas: CREATE OR REPLACE
+    if_not_exists: bool = False  # ctas: CREATE TABLE IF NOT EXISTS
+    partition_by: Optional[List[str]] = None  # ctas
+    new_columns: Optional[List[Tuple[str, str]]] = None  # add_columns: (name, type)
 
 
 def _unquote(name: str) -> str:
@@ -98,8 +111,31 @@ def strip_leading_comments(sql: str) -> str:
 def parse(sql: str) -> Optional[Dml]:
     sql = strip_leading_comments(sql).strip().rstrip(";").strip()
     head = sql[:16].lower().lstrip()
-    if not head.startswith(("update", "delete", "insert", "truncate")):
+    if not head.startswith(("update", "delete", "insert", "truncate", "create", "alter")):
         return None
+    m = CTAS_RE.match(sql)
+    if m:
+        if m.group("using") and m.group("using").lower() not in ("hudi", "hudilite"):
+            return None  # another format: Spark's own CTAS
+        schema, ident = _split_rel(m.group("rel"))
+        parts = [_unquote(c) for c in split_top_level(m.group("parts"))] if m.group("parts") else None
+        return Dml("ctas", schema, ident, query=m.group("query"), replace=bool(m.group("replace")),
+                   if_not_exists=bool(m.group("ine")), partition_by=parts)
+    m = ADD_COLUMNS_RE.match(sql)
+    if m:
+        text = m.group("cols").strip()
+        if text.startswith("(") and text.endswith(")"):
+            text = text[1:-1]
+        cols = []
+        for part in split_top_level(text):
+            part = _COMMENT.sub("", part.strip())
+            part = _DEFAULT_NULL.sub("", part)  # a new column is null in the stored rows anyway
+            bits = part.split(None, 1)
+            if len(bits) != 2 or re.search(r"\b(default|not\s+null|first|after)\b", bits[1], re.IGNORECASE):
+                return None  # not a plain `name type` definition: leave it to Spark (which reports it)
+            cols.append((_unquote(bits[0]), bits[1].strip()))
+        schema, ident = _split_rel(m.group("rel"))
+        return Dml("add_columns", schema, ident, new_columns=cols)
     m = UPDATE_RE.match(sql)
     if m:
         assignments = []

@@ -89,8 +89,8 @@ class ModelSpec:
         hoodie = {k: str(v) for k, v in merged.items() if k.startswith("hoodie.")}
         props = {k: str(v) for k, v in merged.items()
                  if not k.startswith("hoodie.") and k not in ("primaryKey", "preCombineField", "type")}
-        unique_key = _as_list(cfg.get("unique_key"))
-        pk = _as_list(merged.get("primaryKey"))
+        unique_key = _unique_names(_as_list(cfg.get("unique_key")))  # dbt accepts ['state', 'state']
+        pk = _unique_names(_as_list(merged.get("primaryKey")))
         if pk and unique_key and [k.lower() for k in pk] != [k.lower() for k in unique_key]:
             raise DbtRuntimeError(f"unique_key {unique_key} and options.primaryKey {pk} must name the same columns")
         record_key = unique_key or pk or _as_list(hoodie.get("hoodie.datasource.write.recordkey.field"))
@@ -131,6 +131,15 @@ class ModelSpec:
             hoodie_options=hoodie, table_props=props, location_root=cfg.get("location_root"),
             full_refresh=bool(cfg.get("full_refresh")),
         )
+
+
+def _unique_names(names: List[str]) -> List[str]:
+    seen, out = set(), []
+    for n in names:
+        if n.lower() not in seen:
+            seen.add(n.lower())
+            out.append(n)
+    return out
 
 
 def _as_list(v) -> List[str]:
@@ -421,6 +430,18 @@ class HudiliteEnvironment:
             return None
         schema = d.schema or self.spark.catalog.currentDatabase()
         entry = self.describe(schema, d.identifier)
+        if d.kind == "ctas":  # CREATE TABLE ... AS SELECT: a hudilite table (dbt's `test` store_failures, hooks)
+            if entry is not None and not d.replace:
+                if d.if_not_exists:
+                    from dbt.adapters.contracts.connection import AdapterResponse
+
+                    return AdapterResponse(_message="OK")
+                return None  # Spark reports that the table exists
+            if entry is not None and entry.kind == "VIEW":
+                self.sql(f"DROP VIEW IF EXISTS {self.qualified(schema, d.identifier)}")
+            with self.tagged(tag):
+                return self.materialize(schema, d.identifier, d.query, "table",
+                                        {"partition_by": d.partition_by, "full_refresh": True})
         if entry is None or not entry.is_hudilite or entry.kind != "TABLE":
             return None
         with self.tagged(tag), self._table_lock(schema, d.identifier):
@@ -441,7 +462,23 @@ class HudiliteEnvironment:
             current = current.alias(d.alias)
         cond = F.coalesce(F.expr(d.where).cast("boolean"), F.lit(False)) if d.where else F.lit(True)
         keyed = list(cfg.record_key_fields) != [ROW_ID]
-        if d.kind == "update":
+        added: List[str] = []
+        if d.kind == "add_columns":
+            # the Hudi schema gets the nullable columns through an empty upsert commit (schema evolution), so
+            # every reader (catalog, hudi-rs) sees them, null in the stored rows
+            from pyspark.sql.types import CharType, DataType, StringType, StructField, StructType, VarcharType
+
+            fields = list(current.select(*[F.col(f"`{c}`") for c in data_cols]).schema.fields)
+            for name, typ in d.new_columns:
+                if name.lower() in lower or is_hidden_column(name):
+                    raise DbtRuntimeError(f"ALTER TABLE {schema}.{d.identifier} ADD COLUMNS: column {name!r} exists")
+                dtype = DataType.fromDDL(typ)
+                if isinstance(dtype, (CharType, VarcharType)):
+                    dtype = StringType()
+                fields.append(StructField(name, dtype, True))
+                added.append(name)
+            df, op = self.spark.createDataFrame([], StructType(fields)), "upsert"
+        elif d.kind == "update":
             sets = {}
             for col, expr in d.assignments:
                 if col.lower() not in lower or is_hidden_column(col):
@@ -487,7 +524,7 @@ class HudiliteEnvironment:
         props = {k: v for k, v in entry.props.items() if not k.startswith(("hudilite.path", "hudilite.instant",
                                                                           "hudilite.snapshot", "transient_"))}
         props = {k: v for k, v in props.items() if not k.startswith("spark.sql.")}
-        self.publish(schema, d.identifier, path, entry.columns, props, entry)
+        self.publish(schema, d.identifier, path, entry.columns + added, props, entry)
         return self._response(op, result, path)
 
     # ---- models ----------------------------------------------------------------------------
@@ -520,6 +557,16 @@ class HudiliteEnvironment:
             drop = [c for c in df.columns if c.lower() in {d.lower() for d in cfg.get("drop_columns") or ()}]
             if drop:
                 df = df.drop(*drop)
+            if cfg.get("cast_to_target") and entry is not None and entry.kind == "TABLE":
+                # store assignment (as an INSERT/MERGE into the table would): values take the stored column
+                # types. Snapshots need it: dbt's staging query mixes the source's types (e.g. a `date`
+                # updated_at) with snapshot_get_time()'s timestamp.
+                from pyspark.sql import functions as F
+
+                stored = {f.name.lower(): f.dataType for f in self.spark.table(self.qualified(schema, identifier)).schema}
+                df = df.select(*[F.col(f"`{c}`").cast(stored[c.lower()]).alias(c) if c.lower() in stored
+                                 and df.schema[c].dataType != stored[c.lower()] else F.col(f"`{c}`")
+                                 for c in df.columns])
             from hudilite.table import HoodieTable
 
             incremental = (kind == "incremental" and entry is not None and entry.is_hudilite
@@ -551,7 +598,16 @@ class HudiliteEnvironment:
         from hudilite.table import HoodieTable
         from pyspark.sql import functions as F
 
-        keyed = bool(spec.record_key)
+        missing = [k for k in spec.record_key if k.lower() not in {c.lower() for c in df.columns}]
+        if missing and not seed:
+            # dbt applies unique_key on merges only ("unique keys are not applied on first run"): the first
+            # build succeeds, the next incremental run fails naming the column
+            logger.warning(f"hudilite: unique_key column(s) {missing} of {schema}.{identifier} are not columns of "
+                           "the model: the table is built without a record key; incremental runs will fail")
+        # delete+insert keeps every row the model produces (dbt's semantics: several rows may share a key, and
+        # incremental_predicates can keep a stored row beside a new one with its key): such tables are keyed
+        # by the hidden row id; the adapter resolves unique_key itself (see _delete_insert)
+        keyed = bool(spec.record_key) and not missing and spec.strategy != "delete+insert"
         record_key = spec.record_key if keyed else [ROW_ID]
         deleted = None
         if spec.delete_condition:
@@ -578,7 +634,10 @@ class HudiliteEnvironment:
             op = "bulk_insert" if not keyed else "insert"
             result = self._rebuild_beside(df, path, record_key, spec, op, options, schema, identifier)
         else:
-            op = "bulk_insert" if not keyed else "insert"  # keyed: insert de-duplicates keys (precombine)
+            # keyed with a precombine_field (or delete_condition): change events, insert de-duplicates keys
+            # (the highest precombine value wins); otherwise the model's rows are written as they are (dbt:
+            # unique_key applies to merges, not to the first build)
+            op = "insert" if keyed and (spec.precombine_field or deleted is not None) else "bulk_insert"
             result = self._write(df, path, record_key, spec, op, options, schema, identifier)
         self.publish(schema, identifier, path, visible, self._props(spec, record_key, keyed), entry)
         return self._response(op, result, path, seed=seed)
@@ -640,13 +699,21 @@ class HudiliteEnvironment:
         cfg = HoodieTable.open(path).config
         stored_key = list(cfg.record_key_fields)
         keyed = stored_key != [ROW_ID]
-        if spec.record_key and [k.lower() for k in spec.record_key] != [k.lower() for k in stored_key]:
+        cols = {c.lower() for c in df.columns}
+        missing = [k for k in spec.record_key if k.lower() not in cols]
+        if missing:
+            raise DbtRuntimeError(f"unique_key column(s) {', '.join(repr(k) for k in missing)} of {schema}.{identifier} "
+                                  f"are not columns of the model (columns: {', '.join(df.columns)})")
+        # delete+insert on a table keyed by the row id: unique_key is resolved here (_delete_insert)
+        by_row_id = not keyed and spec.strategy == "delete+insert" and bool(spec.record_key)
+        if spec.record_key and not by_row_id and \
+                [k.lower() for k in spec.record_key] != [k.lower() for k in stored_key]:
             raise DbtRuntimeError(
                 f"unique_key of {schema}.{identifier} changed (table: {stored_key if keyed else 'none'}, "
                 f"model: {spec.record_key}): run it with --full-refresh to rebuild the table")
         record_key = stored_key
         strategy = spec.strategy or ("upsert" if keyed else "append")
-        if strategy in ("upsert", "delete+insert") and not keyed:
+        if strategy in ("upsert", "delete+insert") and not keyed and not by_row_id:
             raise DbtRuntimeError(
                 f"incremental_strategy '{strategy}' needs a unique_key (the table {schema}.{identifier} has "
                 "none): set unique_key and run with --full-refresh, or use 'append' / 'insert_overwrite'")
@@ -662,7 +729,10 @@ class HudiliteEnvironment:
         df, visible = self._schema_change(df, entry.columns, spec, record_key, cfg, schema, identifier)
         self._check_columns(df, spec, record_key if keyed else [])
         options = self._options(spec, identifier)
-        if strategy in ("upsert", "delete+insert"):
+        if by_row_id:
+            df = self._delete_insert(df, path, spec)
+            op = "upsert"
+        elif strategy in ("upsert", "delete+insert"):
             if spec.delete_condition:  # evaluated on the model's rows, before any stored value is joined in
                 df = df.withColumn(IS_DELETED, F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"),
                                                           F.lit(False)))
@@ -685,6 +755,40 @@ class HudiliteEnvironment:
                              precombine=spec.precombine_field or cfg.precombine_field)
         self.publish(schema, identifier, path, visible, self._props(spec, record_key, keyed, cfg), entry)
         return self._response(op, result, path, strategy=strategy)
+
+    def _delete_insert(self, df, path, spec: ModelSpec):
+        """delete+insert on a row-id keyed table, as ONE upsert commit: the stored rows whose unique_key is in
+        the batch (and that satisfy incremental_predicates) are deleted, every batch row is inserted (rows
+        matching delete_condition only delete). dbt's semantics: keys compare with `=` (null keys never match),
+        duplicate keys in the batch are all inserted, a protected stored row stays beside the new one."""
+        from pyspark.sql import functions as F
+
+        flag = (F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"), F.lit(False))
+                if spec.delete_condition else
+                F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False)) if IS_DELETED in df.columns
+                else F.lit(False))
+        batch = df.withColumn("__hl_del", flag)
+        if IS_DELETED in batch.columns:
+            batch = batch.drop(IS_DELETED)
+        target = self._target_frame(path)
+        tcols = {c.lower(): c for c in target.columns}
+        keys = batch.select(*[F.col(f"`{k}`").alias(f"__hl_k{i}") for i, k in enumerate(spec.record_key)]).distinct()
+        dest = target.alias("DBT_INTERNAL_DEST")
+        if spec.predicates:
+            dest = dest.filter(F.coalesce(F.expr(" AND ".join(f"({p})" for p in spec.predicates)), F.lit(False)))
+        on = [F.col(f"DBT_INTERNAL_DEST.`{tcols[k.lower()]}`") == keys[f"__hl_k{i}"]
+              for i, k in enumerate(spec.record_key)]
+        data = [c for c in batch.columns if c != "__hl_del"]
+        stored = [c for c in data if c.lower() in tcols]
+        deleted = dest.join(keys, on=on, how="left_semi").select(
+            F.col(f"DBT_INTERNAL_DEST.`{ROW_ID}`").alias(ROW_ID),
+            *[F.col(f"DBT_INTERNAL_DEST.`{tcols[c.lower()]}`").cast(batch.schema[c].dataType).alias(c)
+              for c in stored],
+            *[F.lit(None).cast(batch.schema[c].dataType).alias(c) for c in data if c not in stored],
+            F.lit(True).alias(IS_DELETED))
+        inserted = _with_row_id(batch.filter(~F.col("__hl_del")).select(*[F.col(f"`{c}`") for c in data]))
+        inserted = inserted.withColumn(IS_DELETED, F.lit(False))
+        return deleted.unionByName(inserted.select(*deleted.columns))
 
     def _schema_change(self, df, target: List[str], spec: ModelSpec, record_key, cfg, schema, identifier):
         incoming = [c for c in df.columns if not is_hidden_column(c)]
@@ -795,6 +899,8 @@ class HudiliteEnvironment:
     def _props(self, spec: ModelSpec, record_key, keyed: bool, cfg=None) -> Dict[str, str]:
         props = dict(spec.table_props)
         props["hudilite.record_key"] = ",".join(record_key) if keyed else ""
+        if spec.record_key and not keyed:
+            props["hudilite.unique_key"] = ",".join(spec.record_key)
         pcf = spec.precombine_field or (cfg.precombine_field if cfg is not None else None)
         if pcf:
             props["hudilite.precombine_field"] = pcf
@@ -805,16 +911,20 @@ class HudiliteEnvironment:
         return props
 
     def _write(self, df, path, record_key, spec: ModelSpec, op, options, schema, identifier, precombine=None):
-        import hudilite
-
         import time
 
+        from dbt.adapters.hudilite.incremental import checkpoint_metadata, write_model
+
         t0 = time.perf_counter()
+        # the upstream ranges this run consumed (hudilite.changes) commit together with its output
+        extra = {"dbt.model": f"{schema}.{identifier}",
+                 **checkpoint_metadata(self, schema, identifier, path, spec.full_refresh)}
         try:
-            result = hudilite.write(df, path, record_key=record_key,
+            # write_model: hudilite.write, or audit_before_publish / mark_ready (write-audit-publish)
+            result = write_model(self, schema, identifier, df, path, record_key=record_key,
                                   precombine_field=precombine or spec.precombine_field,
                                   partition_by=spec.partition_by, operation=op, table_type=spec.table_type,
-                                  options=options, extra_metadata={"dbt.model": f"{schema}.{identifier}"})
+                                  options=options, extra_metadata=extra)
             logger.debug(f"hudilite: {op} into {schema}.{identifier} took {time.perf_counter() - t0:.2f}s "
                          f"(commit {result})")
             return result

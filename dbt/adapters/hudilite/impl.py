@@ -95,12 +95,29 @@ class HudiliteAdapter(SparkAdapter):
         except Exception as e:  # noqa: BLE001
             logger.debug(f"columns of {relation} for the catalog: {e}")
             columns = self.parse_columns_from_information(relation)
+        owner = None
         for column in columns:
             as_dict = column.to_column_dict()
             as_dict["column_name"] = as_dict.pop("column", None)
             as_dict["column_type"] = as_dict.pop("dtype")
             as_dict["table_database"] = None
+            if as_dict.get("table_owner") in (None, "", "None"):
+                # Spark's in-memory catalog records no owner (and dbt-spark then reports the string "None"):
+                # the relation was created by this profile's user (else: the OS user, as Hive records it)
+                owner = owner or self.catalog_owner()
+                as_dict["table_owner"] = owner
             yield as_dict
+
+    def catalog_owner(self) -> str:
+        import getpass
+
+        user = getattr(self.config.credentials, "user", None)
+        if user:
+            return str(user)
+        try:
+            return getpass.getuser()
+        except Exception:  # noqa: BLE001 - no user name in this environment
+            return "unknown"
 
     def get_column_schema_from_query(self, sql: str):
         return [c for c in super().get_column_schema_from_query(sql) if not is_hidden_column(c.name)]
@@ -118,6 +135,9 @@ class HudiliteAdapter(SparkAdapter):
     def hudilite_materialize(self, relation, compiled_code: str, kind: str, cfg: Dict[str, Any]):
         """Build (`kind` 'table', or 'incremental' first run / full refresh) or update the model's table: one
         hudilite commit, then the catalog entry points at the new snapshot. Returns the adapter response."""
+        from dbt.adapters.hudilite.incremental import set_publish_options
+
+        set_publish_options(self.env, relation.schema, relation.identifier, cfg)  # audit_before_publish, mark_ready
         return self.env.materialize(relation.schema, relation.identifier, compiled_code, kind, cfg)
 
     @available
@@ -152,3 +172,28 @@ class HudiliteAdapter(SparkAdapter):
     @available
     def hudilite_session_info(self) -> str:
         return self.env.describe_session()
+
+    # ---- incremental reads, aggregates (dbt/adapters/hudilite/incremental.py, aggregate.py) ----------------
+    @available
+    def hudilite_changes(self, this, relation, begin=None, end=None, include_deletes=True, before_image=False,
+                         materialized=None, full_refresh=False) -> str:
+        """`{{ hudilite.changes(ref('x')) }}`: a temporary view of the upstream's changes since this model's
+        checkpoint (or the explicit `begin`/`end` range); returns its quoted name."""
+        from dbt.adapters.hudilite.incremental import changes_relation
+
+        return changes_relation(self.env, this, relation, begin, end, include_deletes, before_image,
+                                materialized, bool(full_refresh))
+
+    @available
+    def hudilite_read(self, relation, as_of=None, ready_only=False) -> str:
+        """`{{ hudilite.as_of(ref('x'), t) }}` / `{{ hudilite.read(ref('x'), ready_only=true) }}`."""
+        from dbt.adapters.hudilite.incremental import read_relation
+
+        return read_relation(self.env, relation, as_of, ready_only)
+
+    @available
+    def hudilite_materialize_aggregate(self, relation, compiled_code: str, cfg: Dict[str, Any]):
+        """`materialized='aggregate'`: full build, or the detail's changes folded into the affected groups."""
+        from dbt.adapters.hudilite.aggregate import materialize_aggregate
+
+        return materialize_aggregate(self.env, relation.schema, relation.identifier, compiled_code, cfg)

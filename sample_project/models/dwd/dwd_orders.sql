@@ -1,19 +1,13 @@
 {#-
-  DWD: cleaned, enriched orders, kept as an incremental upsert from the ODS table.
-  Each run reads only the ODS orders that changed since the DWD's last run — an order whose (order_id,
-  event_seq) is not in this table yet — and deletes orders that disappeared from the ODS: those rows carry
-  `_hoodie_is_deleted = true` (Hudi's delete-marker column; hudilite turns them into deletes and never shows
-  the column).
+  DWD: cleaned, enriched orders, kept as an incremental upsert of the ODS table's CHANGES.
+  `hudilite.changes(ref('ods_orders'))` reads every ODS record committed after this model's checkpoint, up to
+  the ODS's newest commit when this model starts — exactly once: the checkpoint is stored in the commit that
+  writes this table, ranges follow completion order (a late ODS commit that started earlier is still read), and
+  a failed run consumes nothing. First run / --full-refresh: the whole ODS snapshot.
+  Orders deleted in the ODS arrive with _change_op = 'D' and become deletes here (_hoodie_is_deleted).
+  `--vars '{fail_dwd: true}'` makes the run fail while writing (run_sample.py's failure drill).
 -#}
-{{ config(materialized='incremental', unique_key='order_id', precombine_field='event_seq') }}
-
-with changed as (
-    select o.*
-    from {{ ref('ods_orders') }} o
-    {% if is_incremental() %}
-    left anti join {{ this }} t on o.order_id = t.order_id and o.event_seq = t.event_seq
-    {% endif %}
-)
+{{ config(materialized='incremental', unique_key='order_id', partition_by='order_date') }}
 
 select
     o.order_id,
@@ -22,17 +16,10 @@ select
     c.country,
     upper(o.status) as status,
     o.amount,
-    cast(o.changed_at as date) as order_date,
+    o.order_date,
+    date_trunc('hour', o.created_at) as order_hour,
     o.event_seq,
-    false as _hoodie_is_deleted
-from changed o
+    o._change_op = 'D' as _hoodie_is_deleted
+from {{ hudilite.changes(ref('ods_orders')) }} o
 left join {{ ref('customers') }} c on o.customer_id = c.customer_id
-
-{% if is_incremental() %}
-union all
--- orders deleted upstream since the last run
-select t.order_id, t.customer_id, t.customer_name, t.country, t.status, t.amount, t.order_date, t.event_seq,
-       true as _hoodie_is_deleted
-from {{ this }} t
-left anti join {{ ref('ods_orders') }} o on t.order_id = o.order_id
-{% endif %}
+where ({{ var('fail_dwd', false) }} = false or raise_error('injected failure: dwd_orders fails while writing') is null)

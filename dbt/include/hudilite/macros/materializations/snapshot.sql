@@ -44,7 +44,9 @@
       {%- if config.get('unique_key') | is_list -%}
         {%- for key in strategy.unique_key -%}{%- do drop.append('dbt_unique_key_' ~ loop.index) -%}{%- endfor -%}
       {%- endif -%}
-      {%- do cfg.update({'drop_columns': drop}) -%}
+      {#-- cast_to_target: the staging query's values take the snapshot table's column types (store assignment,
+           as dbt's insert/merge into the snapshot does elsewhere) --#}
+      {%- do cfg.update({'drop_columns': drop, 'cast_to_target': true}) -%}
       {%- set write_sql -%}
         select * from ( {{ staging_sql }} ) as dbt_snapshot_staging
         where dbt_change_type in ('insert', 'update', 'delete')

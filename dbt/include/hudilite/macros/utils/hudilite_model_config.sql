@@ -16,5 +16,8 @@
       'tblproperties': config.get('tblproperties'),
       'location_root': config.get('location_root'),
       'full_refresh': should_full_refresh(),
+      'audit_before_publish': config.get('audit_before_publish'),
+      'mark_ready': config.get('mark_ready'),
+      'audit_tests': hudilite_audit_tests() if config.get('audit_before_publish') else [],
   }) -%}
 {% endmacro %}

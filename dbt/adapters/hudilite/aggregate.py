@@ -1,0 +1,549 @@
+"""`materialized='aggregate'`: an aggregate table kept up to date from its detail table's changes.
+
+Supported model SQL (one statement, parsed with sqlparse; anything else is a compilation error naming why):
+
+    select <group key expr> [as k], ..., count(*), count(x), sum(x), avg(x), min(x), max(x), count(distinct y)
+    from {{ ref('detail') }} [alias]
+    [where <condition on detail columns>]
+    group by <the key expressions, their aliases or ordinals>
+
+First run (and --full-refresh, or after the model's SQL changed): computed in full from the detail snapshot
+as of the end fixed when the model starts. Later runs read the detail's changes since the checkpoint with
+before images (`hudilite.changes`): inserted rows add (+1), the before image of an updated row retracts (-1)
+and its new image adds (+1), deleted rows retract; the WHERE applies to each image. Per group the table keeps
+hidden state (`_hudilite_agg_rows` = rows in the group, sums and non-null counts for sum/avg/count(x)), so
+count/sum/avg fold the deltas in; min/max/count(distinct) are recomputed for the affected groups only, from
+the detail snapshot. Groups whose row count drops to 0 are deleted. The result is ONE upsert commit keyed by
+the group keys (`_hudilite_group_key`), carrying the checkpoint: re-running the same range is idempotent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from dbt_common.exceptions import CompilationError, DbtRuntimeError
+
+GROUP_KEY = "_hudilite_group_key"
+ROWS = "_hudilite_agg_rows"
+SIGNATURE_KEY = "hudilite.aggregate.signature"
+_AGG_FUNCS = ("count", "sum", "min", "max", "avg")
+_OTHER_AGGS = re.compile(
+    r"(?i)\b(count|sum|min|max|avg|mean|first|last|any_value|collect_list|collect_set|stddev\w*|std|var\w*|"
+    r"percentile\w*|approx_\w+|median|mode|bool_and|bool_or|every|some|max_by|min_by|count_if|array_agg|"
+    r"string_agg|listagg|corr|covar\w*|kurtosis|skewness|grouping\w*|bit_\w+|regr_\w+|histogram_numeric|"
+    r"row_number|rank|dense_rank|lag|lead|ntile)\s*\(")
+_IDENT = r"(?:`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)"
+
+
+def _err(msg: str) -> CompilationError:
+    return CompilationError(
+        f"materialized='aggregate': {msg}. Supported: select <group keys>, count(*), count(x), sum(x), avg(x), "
+        "min(x), max(x), count(distinct x) from {{ ref('detail') }} [where ...] group by <keys>")
+
+
+@dataclass
+class Item:
+    expr: str  # SQL text (aggregates: the argument; '*' for count(*))
+    name: str  # output column name
+    func: Optional[str] = None  # None: a group key
+    distinct: bool = False
+
+    @property
+    def is_key(self) -> bool:
+        return self.func is None
+
+
+@dataclass
+class AggregateQuery:
+    items: List[Item]
+    relation: str  # as written (e.g. `schema`.`detail`)
+    alias: Optional[str]
+    where: Optional[str]
+    group_by: List[str] = field(default_factory=list)  # key expressions
+
+    @property
+    def keys(self) -> List[Item]:
+        return [i for i in self.items if i.is_key]
+
+    @property
+    def aggs(self) -> List[Item]:
+        return [i for i in self.items if not i.is_key]
+
+    @property
+    def recomputed(self) -> List[Item]:
+        return [i for i in self.aggs if i.func in ("min", "max") or i.distinct]
+
+    def signature(self) -> str:
+        blob = json.dumps([[i.expr, i.name, i.func, i.distinct] for i in self.items] + [self.where or ""])
+        return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+
+# ---- parsing -------------------------------------------------------------------------------------------
+def _split_top(text: str, sep: str = ",") -> List[str]:
+    out, depth, cur, quote = [], 0, [], None
+    for ch in text:
+        if quote:
+            cur.append(ch)
+            if ch == quote:
+                quote = None
+            continue
+        if ch in ("'", '"', "`"):
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == sep and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+            continue
+        cur.append(ch)
+    if "".join(cur).strip():
+        out.append("".join(cur).strip())
+    return out
+
+
+def _norm(expr: str) -> str:
+    return re.sub(r"\s+", " ", expr.strip().replace("`", "")).lower()
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1] if name.startswith("`") and name.endswith("`") else name
+
+
+def _call(expr: str):
+    """(func, inner) when `expr` is exactly one call `f(...)` of a supported aggregate."""
+    m = re.match(r"(?is)^\s*([A-Za-z_]+)\s*\((.*)\)\s*$", expr)
+    if not m or m.group(1).lower() not in _AGG_FUNCS:
+        return None
+    inner = m.group(2)
+    depth = 0
+    for ch in inner:  # the closing parenthesis must be the call's own
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth < 0:
+            return None
+    return m.group(1).lower(), inner.strip()
+
+
+def _item(text: str) -> Item:
+    import sqlparse
+    from sqlparse.sql import Identifier
+
+    alias = None
+    parsed = [t for t in sqlparse.parse(text)[0].tokens if not t.is_whitespace]
+    if len(parsed) == 1 and isinstance(parsed[0], Identifier) and parsed[0].get_alias():
+        m = re.match(rf"(?is)^(.*?)\s+(?:as\s+)?({_IDENT})\s*$", text)
+        if m:
+            text, alias = m.group(1).strip(), _unquote(m.group(2))
+    call = _call(text)
+    if call is None:
+        if _OTHER_AGGS.search(text):
+            raise _err(f"unsupported select expression {text!r} (an aggregate must be a single call, not part of "
+                       "an expression)")
+        return Item(text, alias or _unquote(text.split(".")[-1].strip()))
+    func, inner = call
+    distinct = bool(re.match(r"(?is)^distinct\s+", inner))
+    if distinct:
+        inner = re.sub(r"(?is)^distinct\s+", "", inner).strip()
+        if func != "count":
+            raise _err(f"{func}(distinct ...) is not supported (only count(distinct x))")
+    if inner == "*" and (func != "count" or distinct):
+        raise _err(f"{func}(*) is not supported")
+    if inner in ("1",) and func == "count":
+        inner = "*"
+    if _OTHER_AGGS.search(inner):
+        raise _err(f"nested aggregate in {text!r}")
+    if "," in _split_top(inner)[0] or len(_split_top(inner)) != 1:
+        raise _err(f"{text!r}: one argument expected")
+    return Item(inner, alias or "", func, distinct)
+
+
+def parse(sql: str) -> AggregateQuery:
+    import sqlparse
+    from sqlparse.sql import Where
+    from sqlparse.tokens import CTE, DML, Keyword, Punctuation
+
+    text = sqlparse.format(sql, strip_comments=True).strip().rstrip(";").strip()
+    stmts = [s for s in sqlparse.parse(text) if str(s).strip()]
+    if len(stmts) != 1:
+        raise _err("the model must be exactly one SELECT statement")
+    section, parts = None, {"select": [], "from": [], "where": [], "group": []}
+    for tok in stmts[0].tokens:
+        if tok.is_whitespace:
+            continue
+        v = tok.value.upper() if tok.ttype is not None else ""
+        if tok.ttype is CTE:
+            raise _err("WITH (common table expressions) is not supported")
+        if tok.ttype is DML:
+            if v != "SELECT" or section is not None:
+                raise _err(f"unexpected {tok.value}")
+            section = "select"
+            continue
+        if isinstance(tok, Where):
+            if section != "from":
+                raise _err("WHERE in an unexpected place")
+            section = "where"
+            parts["where"].append(str(tok)[len("where"):].strip())
+            continue
+        if tok.ttype in Keyword and v == "FROM":
+            section = "from"
+            continue
+        if tok.ttype in Keyword and re.sub(r"\s+", " ", v) == "GROUP BY":
+            section = "group"
+            continue
+        if tok.ttype in Keyword and v in ("DISTINCT", "ALL") and section == "select" and not parts["select"]:
+            raise _err("SELECT DISTINCT is not supported")
+        if tok.ttype in Keyword and section in ("from", "where", "group"):
+            what = re.sub(r"\s+", " ", v)
+            if "JOIN" in what:
+                raise _err("joins are not supported (aggregate one hudilite table; join in the detail model)")
+            raise _err(f"{what} is not supported")
+        if tok.ttype is Punctuation and tok.value == ";":
+            continue
+        if section is None:
+            raise _err("the model must be a SELECT")
+        parts[section].append(str(tok))
+    if not parts["select"] or not parts["from"]:
+        raise _err("SELECT ... FROM expected")
+    if not parts["group"]:
+        raise _err("GROUP BY expected")
+    rel_text = " ".join(parts["from"]).strip()
+    m = re.match(rf"(?is)^({_IDENT}(?:\.{_IDENT})*)(?:\s+(?:as\s+)?({_IDENT}))?$", rel_text)
+    if not m:
+        raise _err(f"FROM must name one table (got {rel_text!r}; subqueries and joins are not supported)")
+    items = [_item(t) for t in _split_top(" ".join(parts["select"]))]
+    if not any(not i.is_key for i in items):
+        raise _err("no aggregate in the select list")
+    keys = [i for i in items if i.is_key]
+    group = _split_top(" ".join(parts["group"]))
+    matched: List[Item] = []
+    for g in group:
+        hit = None
+        if g.strip().isdigit():
+            n = int(g)
+            if not 1 <= n <= len(items) or not items[n - 1].is_key:
+                raise _err(f"GROUP BY {g}: not the position of a group key in the select list")
+            hit = items[n - 1]
+        else:
+            for k in keys:
+                if _norm(k.expr) == _norm(g) or _norm(k.name) == _norm(g):
+                    hit = k
+                    break
+        if hit is None:
+            raise _err(f"GROUP BY {g.strip()!r} must also be in the select list (the group keys are the table's key)")
+        matched.append(hit)
+    missing = [k.expr for k in keys if all(k is not h for h in matched)]
+    if missing:
+        raise _err(f"select expressions {missing} are neither aggregates nor in GROUP BY")
+    if not keys:
+        raise _err("at least one group key is needed (the group keys are the table's record key)")
+    where = " ".join(parts["where"]).strip() or None
+    if where and _OTHER_AGGS.search(where) and re.search(r"(?i)\b(count|sum|min|max|avg)\s*\(", where):
+        raise _err("aggregates in WHERE are not supported (HAVING is not supported either)")
+    return AggregateQuery(items, m.group(1), _unquote(m.group(2)) if m.group(2) else None, where,
+                          [k.expr for k in keys])
+
+
+# ---- SQL over a view of the detail rows -------------------------------------------------------------------
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _from(q: AggregateQuery, view: str) -> str:
+    return f"{view} {_q(q.alias)}" if q.alias else f"{view} {_q(q.relation.split('.')[-1].strip('`'))}"
+
+
+def _group_key_sql(keys: List[str]) -> str:
+    return "to_json(named_struct(" + ", ".join(f"'k{i}', {k}" for i, k in enumerate(keys)) + "))"
+
+
+def _state_sql(q: AggregateQuery, view: str, signed: bool) -> str:
+    """Per group: keys, row count and the foldable state (sums and non-null counts); `signed`: each image
+    contributes +1/-1 (column __hl_sign)."""
+    sign = "__hl_sign" if signed else "1"
+    cols = [f"{k.expr} AS {_q(f'__hl_k{i}')}" for i, k in enumerate(q.keys)]
+    cols.append(f"{_group_key_sql([k.expr for k in q.keys])} AS {GROUP_KEY}")
+    cols.append(f"sum({sign}) AS {ROWS}")
+    for n, a in enumerate(q.aggs):
+        if a.func in ("sum", "avg"):
+            cols.append(f"sum({sign} * ({a.expr})) AS {_q(f'_hudilite_agg_s{n}')}")
+        if a.func in ("sum", "avg") or (a.func == "count" and a.expr != "*" and not a.distinct):
+            cols.append(f"sum(CASE WHEN ({a.expr}) IS NOT NULL THEN {sign} ELSE 0 END) AS {_q(f'_hudilite_agg_c{n}')}")
+    where = f" WHERE {q.where}" if q.where else ""
+    return f"SELECT {', '.join(cols)} FROM {_from(q, view)}{where} GROUP BY {', '.join(q.group_by)}"
+
+
+def _recompute_sql(q: AggregateQuery, view: str) -> str:
+    cols = [f"{_group_key_sql([k.expr for k in q.keys])} AS {GROUP_KEY}"]
+    for n, a in enumerate(q.aggs):
+        if a in q.recomputed:
+            fn = f"count(DISTINCT {a.expr})" if a.distinct else f"{a.func}({a.expr})"
+            cols.append(f"{fn} AS {_q(f'_hudilite_agg_r{n}')}")
+    where = f" WHERE {q.where}" if q.where else ""
+    return f"SELECT {', '.join(cols)} FROM {_from(q, view)}{where} GROUP BY {', '.join(q.group_by)}"
+
+
+def _outputs(q: AggregateQuery, out_schema):
+    """Output columns (model's names and types) from the state columns."""
+    from pyspark.sql import functions as F
+
+    cols = []
+    for i, item in enumerate(q.items):
+        field = out_schema.fields[i]
+        if item.is_key:
+            expr = F.col(_q(f"__hl_k{q.keys.index(item)}"))
+        else:
+            n = q.aggs.index(item)
+            s, c = F.col(f"_hudilite_agg_s{n}"), F.col(f"_hudilite_agg_c{n}")
+            if item.func == "count" and item.expr == "*":
+                expr = F.col(ROWS)
+            elif item.func == "count" and not item.distinct:
+                expr = c
+            elif item.func == "sum":
+                expr = F.when(c > 0, s)
+            elif item.func == "avg":
+                expr = F.when(c > 0, s.cast("double") / c.cast("double")) if not _is_decimal(field.dataType) \
+                    else F.when(c > 0, s / c.cast("decimal(20,0)"))
+            else:
+                expr = F.col(f"_hudilite_agg_r{n}")
+        cols.append(expr.cast(field.dataType).alias(field.name))
+    return cols
+
+
+def _is_decimal(t) -> bool:
+    from pyspark.sql.types import DecimalType
+
+    return isinstance(t, DecimalType)
+
+
+# ---- the materialization --------------------------------------------------------------------------------
+def materialize_aggregate(env, schema: str, identifier: str, sql: str, cfg: Dict[str, Any]):
+    from dbt.adapters.hudilite.environment import ModelSpec
+    from dbt.adapters.hudilite.incremental import model_key, run_state, stored_checkpoints
+    from hudilite.reader.changes import latest_position
+    from hudilite.table import HoodieTable
+
+    from dbt.adapters.hudilite.incremental import set_publish_options
+
+    q = parse(sql)
+    spec = ModelSpec.from_config(cfg)
+    set_publish_options(env, schema, identifier, cfg)
+    if spec.record_key:
+        raise CompilationError("materialized='aggregate': the group keys are the table's key; do not set unique_key")
+    names = [i.name for i in q.items]
+    if spec.partition_by and any(p not in [k.name for k in q.keys] for p in spec.partition_by):
+        raise CompilationError(f"materialized='aggregate': partition_by {spec.partition_by} must name group keys")
+    parts = [p.strip("`") for p in re.findall(_IDENT, q.relation)]
+    d_schema = parts[-2] if len(parts) >= 2 else env.spark.catalog.currentDatabase()
+    d_entry = env.describe(d_schema, parts[-1])
+    if d_entry is None or not d_entry.is_hudilite:
+        raise CompilationError(f"materialized='aggregate': {q.relation} is not a hudilite table (aggregate a "
+                               "ref() to a hudilite model)")
+    detail = d_entry.path
+    key = model_key(schema, identifier)
+    state = run_state(env)
+    end = state.fixed_end(key, detail, lambda: latest_position(detail))
+    state.set_extra(key, {SIGNATURE_KEY: q.signature()})
+    with env._table_lock(schema, identifier):
+        entry = env.describe(schema, identifier)
+        path = env.table_path(schema, identifier, spec)
+        start = None
+        if (entry is not None and entry.is_hudilite and not spec.full_refresh and HoodieTable.exists(path)
+                and _stored_signature(path) == q.signature()):
+            start = stored_checkpoints(path).get(detail)
+        spec.record_key = [GROUP_KEY]
+        if start is None:
+            return _full(env, q, schema, identifier, path, detail, end, spec, entry)
+        return _incremental(env, q, schema, identifier, path, detail, start, end, spec, entry, names)
+
+
+def _stored_signature(path: str) -> Optional[str]:
+    from hudilite.table import HoodieTable
+
+    tl = HoodieTable.open(path).timeline
+    for inst in reversed(tl.completed()):
+        v = (tl.read_metadata(inst).get("extraMetadata") or {}).get(SIGNATURE_KEY)
+        if v:
+            return v
+    return None
+
+
+def _view(df, tag: str) -> str:
+    import uuid
+
+    name = f"hudilite_agg_{tag}_{uuid.uuid4().hex[:10]}"
+    df.createOrReplaceTempView(name)
+    return _q(name)
+
+
+def _snapshot(spark, detail: str, end: Optional[str]):
+    from hudilite.reader.changes import snapshot_plan
+    from hudilite.reader.spark_read import plan_to_dataframe
+    from hudilite.table import HoodieTable
+
+    return plan_to_dataframe(spark, snapshot_plan(HoodieTable.open(detail), end))
+
+
+def _out_schema(spark, q: AggregateQuery, view: str):
+    from pyspark.sql.types import StructField, StructType
+
+    where = f" WHERE {q.where}" if q.where else ""
+    select = ", ".join(
+        (i.expr if i.is_key else (f"count(DISTINCT {i.expr})" if i.distinct else f"{i.func}({i.expr})"))
+        + f" AS {_q(i.name or f'_c{n}')}" for n, i in enumerate(q.items))
+    df = spark.sql(f"SELECT {select} FROM {_from(q, view)}{where} GROUP BY {', '.join(q.group_by)}")
+    return StructType([StructField(i.name or _default_name(i), f.dataType, True)
+                       for i, f in zip(q.items, df.schema.fields)])
+
+
+def _default_name(i: Item) -> str:
+    inner = "1" if i.expr == "*" else i.expr
+    return f"{i.func}({'DISTINCT ' if i.distinct else ''}{inner})"
+
+
+# ---- the engine (SparkSession only: dbt, the property test and the benchmark use it) -----------------------
+def full_frame(spark, q: AggregateQuery, detail: str, end: Optional[str]):
+    """(rows to write, visible columns): the aggregate computed in full from the detail as of `end`."""
+    from pyspark.sql import functions as F
+
+    snap = _view(_snapshot(spark, detail, end), "snap")
+    out_schema = _out_schema(spark, q, snap)
+    st = spark.sql(_state_sql(q, snap, signed=False))
+    if q.recomputed:
+        st = st.join(spark.sql(_recompute_sql(q, snap)), GROUP_KEY, "left")
+    hidden = [c for c in st.columns if c.startswith("_hudilite_agg_") or c == ROWS]
+    df = st.select(*_outputs(q, out_schema), F.col(GROUP_KEY), *[F.col(c) for c in hidden])
+    return df, [f.name for f in out_schema.fields]
+
+
+def incremental_frame(spark, q: AggregateQuery, detail: str, agg_path: str, start: str, end: str):
+    """(upsert rows incl. `_hoodie_is_deleted`, visible columns, persisted frames to release): the detail's
+    changes in (start, end] folded into the affected groups of the aggregate table at `agg_path`."""
+    import hudilite
+    from pyspark.sql import functions as F
+
+    ch = hudilite.changes(spark, detail, begin=start, end=end, before_image=True, completion_bounds=True)
+    ch = ch.withColumn("__hl_sign", F.when(F.col("_change_op").isin("I", "U"), F.lit(1)).otherwise(F.lit(-1)))
+    cview = _view(ch, "chg")
+    snap = _view(_snapshot(spark, detail, end), "snap")
+    out_schema = _out_schema(spark, q, snap)
+    delta = spark.sql(_state_sql(q, cview, signed=True)).persist()
+    cur = hudilite.read(spark, agg_path)
+    stored = {f.name: f.dataType for f in cur.schema.fields}
+    state_cols = [c for c in delta.columns if c.startswith("_hudilite_agg_") or c == ROWS]
+    cur = cur.select(F.col(GROUP_KEY), *[F.col(c).alias(f"__cur_{c}") for c in state_cols])
+    j = delta.join(cur, GROUP_KEY, "left")
+    merged = [F.col(GROUP_KEY)] + [F.col(_q(f"__hl_k{i}")) for i in range(len(q.keys))]
+    for c in state_cols:  # old state + delta, in the stored column's type
+        v = F.coalesce(F.col(f"__cur_{c}"), F.lit(0)) + F.coalesce(F.col(c), F.lit(0))
+        merged.append((v.cast(stored[c]) if c in stored else v).alias(c))
+    new = j.select(*merged)
+    if q.recomputed:  # min / max / count(distinct): only the affected groups, from the detail snapshot
+        affected = _view(new.filter(F.col(ROWS) > 0).select(GROUP_KEY), "aff")
+        alias = _from(q, snap).split(" ", 1)[1]
+        rows_of = _view(spark.sql(
+            f"SELECT {alias}.* FROM {_from(q, snap)} LEFT SEMI JOIN {affected} __hl_a "
+            f"ON {_group_key_sql([k.expr for k in q.keys])} = __hl_a.{GROUP_KEY}"), "rows")
+        new = new.join(spark.sql(_recompute_sql(q, rows_of)), GROUP_KEY, "left")
+    hidden = [c for c in new.columns if c.startswith("_hudilite_agg_") or c == ROWS]
+    out_cols = _outputs(q, out_schema)
+    live = new.filter(F.col(ROWS) > 0).select(*out_cols, F.col(GROUP_KEY), *[F.col(c) for c in hidden],
+                                              F.lit(False).alias("_hoodie_is_deleted"))
+    gone = new.filter(F.col(ROWS) <= 0).select(*out_cols, F.col(GROUP_KEY), *[F.col(c) for c in hidden],
+                                               F.lit(True).alias("_hoodie_is_deleted"))
+    return live.unionByName(gone), [f.name for f in out_schema.fields], [delta]
+
+
+def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optional[Dict[str, str]] = None):
+    """Bring the aggregate table at `agg_path` up to date with `detail` outside dbt (same engine, same
+    checkpoint metadata): full when it has no checkpoint for `detail` (or another signature), else
+    incremental. Returns the commit (None: nothing new upstream)."""
+    import hudilite
+    from dbt.adapters.hudilite.incremental import CHECKPOINT_KEY, stored_checkpoints
+    from hudilite.reader.changes import latest_position
+    from hudilite.table import HoodieTable
+
+    end = latest_position(detail)
+    start = None
+    if HoodieTable.exists(agg_path) and _stored_signature(agg_path) == q.signature():
+        start = stored_checkpoints(agg_path).get(detail)
+    extra = {SIGNATURE_KEY: q.signature(), CHECKPOINT_KEY: json.dumps({detail: end})}
+    opts = {"hoodie.write.input.persist": "true", **(options or {})}
+    if start is None:
+        df, _ = full_frame(spark, q, detail, end)
+        op = "insert_overwrite_table" if HoodieTable.exists(agg_path) else "insert"
+        return hudilite.write(df, agg_path, record_key=GROUP_KEY, operation=op, options=opts, extra_metadata=extra)
+    if end is None or start >= end:
+        return None
+    df, _, release = incremental_frame(spark, q, detail, agg_path, start, end)
+    try:
+        return hudilite.write(df, agg_path, record_key=GROUP_KEY, operation="upsert", options=opts,
+                              extra_metadata=extra)
+    finally:
+        for r in release:
+            r.unpersist()
+
+
+# ---- dbt: write + publish ----------------------------------------------------------------------------
+def _full(env, q, schema, identifier, path, detail, end, spec, entry):
+    from hudilite.table import HoodieTable
+
+    df, visible = _spark_errors(lambda: full_frame(env.spark, q, detail, end))
+    options = env._options(spec, identifier)
+    exists = HoodieTable.exists(path)
+    if exists and env._compatible(path, spec, [GROUP_KEY], df):
+        op = "insert_overwrite_table"
+        result = env._write(df, path, [GROUP_KEY], spec, op, options, schema, identifier)
+    elif exists:
+        op = "insert"
+        result = env._rebuild_beside(df, path, [GROUP_KEY], spec, op, options, schema, identifier)
+    else:
+        op = "insert"
+        result = env._write(df, path, [GROUP_KEY], spec, op, options, schema, identifier)
+    env.publish(schema, identifier, path, visible, env._props(spec, [GROUP_KEY], True), entry)
+    return env._response(op, result, path, strategy="aggregate")
+
+
+def _incremental(env, q, schema, identifier, path, detail, start, end, spec, entry, names):
+    import hudilite
+
+    if end is None or start >= end:  # nothing committed upstream since the checkpoint
+        from dbt.adapters.hudilite.incremental import model_key, run_state
+
+        run_state(env).take(model_key(schema, identifier))
+        return _no_change(env, path)
+    try:
+        df, visible, release = _spark_errors(lambda: incremental_frame(env.spark, q, detail, path, start, end))
+    except hudilite.RangeUnavailableError as e:
+        raise DbtRuntimeError(f"aggregate {schema}.{identifier}: {e}") from None
+    try:
+        result = env._write(df, path, [GROUP_KEY], spec, "upsert", env._options(spec, identifier), schema,
+                            identifier)
+    finally:
+        for r in release:
+            r.unpersist()
+    env.publish(schema, identifier, path, visible, env._props(spec, [GROUP_KEY], True), entry)
+    return env._response("upsert", result, path, strategy="aggregate")
+
+
+def _spark_errors(fn):
+    from pyspark.errors import PySparkException
+
+    try:
+        return fn()
+    except PySparkException as e:
+        raise DbtRuntimeError(f"materialized='aggregate': {e}") from None
+
+
+def _no_change(env, path):
+    from dbt.adapters.hudilite.impl import HudiliteAdapterResponse
+
+    return HudiliteAdapterResponse(_message="AGGREGATE up to date (no upstream commits)", code="UPSERT",
+                                   rows_affected=0, rows_inserted=0, rows_updated=0, rows_deleted=0,
+                                   commit_time=None, operation="none", strategy="aggregate", table_path=path,
+                                   files_written=0, replaced_file_groups=0)

@@ -1,0 +1,14 @@
+{#- ADS: orders per creation hour and status, maintained from dwd_orders' changes (materialized='aggregate'):
+    new orders add, status changes move an order from one group to another, deleted orders retract; min/max and
+    count(distinct) are recomputed for the affected groups only. -#}
+{{ config(materialized='aggregate') }}
+
+select order_date, order_hour, status,
+       count(*) as orders,
+       sum(amount) as revenue,
+       avg(amount) as avg_amount,
+       min(amount) as min_amount,
+       max(amount) as max_amount,
+       count(distinct customer_id) as customers
+from {{ ref('dwd_orders') }}
+group by order_date, order_hour, status
