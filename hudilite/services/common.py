@@ -119,13 +119,11 @@ def read_requested(tl: Timeline, inst: Instant) -> dict | None:
     from hudilite.errors import CorruptTableError
     from hudilite.timeline.avro_models import from_container
 
+    from hudilite.storage.local import read_nonblank
+
     path = os.path.join(tl.meta_dir, inst.with_state(REQUESTED).file_name(tl.layout))
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return None
-    if not data.strip():
+    data = read_nonblank(path)
+    if data is None:
         return None
     try:
         return from_container(data)

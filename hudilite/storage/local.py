@@ -21,6 +21,17 @@ def normalize_path(path: str) -> str:
     return os.path.abspath(path)
 
 
+def read_nonblank(path: str) -> bytes | None:
+    """The bytes of a small metadata file (plan, instant), or None when it is absent or blank (requested
+    instant files are often empty)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    return data if data.strip() else None
+
+
 class LocalStorage:
     """POSIX file operations. `put_if_absent` is atomic: content is written to a temp file and hard-linked
     into place, which fails if the target exists (no reader ever sees a half-written file)."""

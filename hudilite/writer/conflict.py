@@ -115,12 +115,11 @@ def _unseen(tl: Timeline, inst: Instant, basis) -> bool:
 
 # ---- pending plans --------------------------------------------------------------------------
 def _read(path: str) -> dict | None:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return None
-    if not data.strip():
+    """A plan or inflight file as a dict (Avro container or JSON); None when absent, blank or unreadable."""
+    from hudilite.storage.local import read_nonblank
+
+    data = read_nonblank(path)
+    if data is None:
         return None
     if data[:4] == b"Obj\x01":
         import fastavro
