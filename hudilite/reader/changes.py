@@ -24,6 +24,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import numpy as np
+import pyarrow as pa
+
 from hudilite.errors import InvalidWriteError, RangeUnavailableError, UnsupportedTableError
 from hudilite.file_group import FileSlice
 from hudilite.table import HoodieTable
@@ -273,18 +276,24 @@ def check_before(rng: ChangeRange, t: _Touched, before: dict) -> None:
 
 # ---- the change read ------------------------------------------------------------------------------------
 def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, before_image: bool = False,
-            filters=None, completion_bounds: bool = False):
+            filters=None, completion_bounds: bool = False, columns=None):
     """Latest image of every record changed in `(begin, end]` (completion order) plus `_change_op`:
     'I' / 'U' / 'D' (deleted: the row as of `begin`), and with `before_image` also 'B' rows (updated records as
-    of `begin`). `begin=None`: the whole snapshot as of `end`, every row 'I'."""
+    of `begin`). `begin=None`: the whole snapshot as of `end`, every row 'I'. `columns`: only these columns of
+    the table (plus `_change_op`; filter columns must be among them); None: all."""
     from pyspark.sql import functions as F
 
+    from hudilite.reader.planner import table_schema
     from hudilite.reader.spark_read import plan_to_dataframe
 
     table = path if isinstance(path, HoodieTable) else HoodieTable.open(path)
+    if columns is not None:
+        columns = _columns(table_schema(table), columns, filters)
     rng = resolve_range(table, begin, end, completion_bounds=completion_bounds)
     if rng.begin is None:
         df = plan_to_dataframe(spark, snapshot_plan(table, rng.end, filters, rng=rng))
+        if columns is not None:
+            df = df.select(*[F.col(f"`{c}`") for c in columns])
         return df.withColumn(CHANGE_OP, F.lit(INSERT))
     if not table.config.populate_meta_fields:
         raise UnsupportedTableError(f"{table.base_path}: change reads need record keys (the table does not "
@@ -296,43 +305,106 @@ def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, 
     before = slices_at(table, t.groups | t.replaced, rng.visible(rng.begin), _replaced_upto(rng, rng.begin),
                        view=view)
     check_before(rng, t, before)
-    from hudilite.reader.planner import ReadPlan, prune_partitions, table_schema
+    return _group_changes(spark, table, rng, t, after, before, filters, include_deletes, before_image, columns)
+
+
+def _columns(schema, columns, filters) -> tuple:
+    """`columns` in table order, checked against the table schema (filter columns are needed too)."""
+    wanted = list(columns)
+    unknown = [c for c in wanted if c not in schema.names]
+    if unknown:
+        raise InvalidWriteError(f"changes(columns=...): no such column(s) {unknown} (table columns: {schema.names})")
+    missing = sorted({f[0] for f in (filters or [])} - set(wanted))
+    if missing:
+        raise InvalidWriteError(f"changes(columns=...): the filter column(s) {missing} must be among the columns")
+    return tuple(c for c in schema.names if c in set(wanted))
+
+
+def _group_changes(spark, table, rng: ChangeRange, t: _Touched, after: dict, before: dict, filters,
+                   include_deletes: bool, before_image: bool, columns: tuple | None):
+    """The change rows of the touched file groups, computed per group in Spark tasks (one per group) by
+    `hudilite.reader.group_changes`: a first job classifies the record keys (small results, collected), the
+    driver resolves keys that moved between groups, the returned DataFrame reads the full rows of the picks."""
+    from hudilite.reader.group_changes import CANDIDATES, ChangeContext, GroupTask, classify, images, resolve
+    from hudilite.reader.merge import SliceDesc, to_spark_arrow
+    from hudilite.reader.planner import ReadPlan, _check_readable, prune_partitions, table_schema
+    from hudilite.reader.spark_read import apply_filters
+    from hudilite.schema import arrow_to_spark
 
     schema = table_schema(table)
-    keep = set(prune_partitions(table, schema, sorted({p for p, _ in after} | {p for p, _ in before}),
-                                list(filters or [])))
+    filters = list(filters or [])
+    keep = set(prune_partitions(table, schema, sorted({p for p, _ in after} | {p for p, _ in before}), filters))
+    _check_readable(table, [s for g, s in list(after.items()) + list(before.items()) if g[0] in keep])
+    out = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+    out_arrow = to_spark_arrow(out).append(pa.field(CHANGE_OP, pa.string(), True))
+    out_spark = arrow_to_spark(out).add(CHANGE_OP, "string", True)
+    times = tuple(rng.instant_times)
+    vis_b, vis_e = rng.visible(rng.begin), rng.visible(rng.end)
+    # a replaced group's keys may live on in other groups of its partition (clustering keeps commit times)
+    replaced_parts = {g[0] for g in t.replaced if g in before}
+    maybe_before = t.updates | t.deletes | t.replaced
+    tasks = []
+    for g in sorted((t.groups | t.replaced) & (set(after) | set(before))):
+        if g[0] not in keep:
+            continue
+        a = after.get(g)
+        b = before.get(g) if (g in maybe_before or a is None) else None
+        if a is None and b is None:
+            continue
+        tasks.append(GroupTask(len(tasks), g[0], g[1], SliceDesc.of(a) if a else None, SliceDesc.of(b) if b else None,
+                               deletes=g in (t.deletes | t.replaced), present=a is not None and g[0] in replaced_parts))
+    if not tasks or not times:
+        return spark.createDataFrame([], out_spark)
+    ctx = ChangeContext(times, ReadPlan(table, schema, [], "snapshot", visible=vis_e).merge_spec(),
+                        ReadPlan(table, schema, [], "snapshot", visible=vis_b).merge_spec(), before_image, columns)
 
-    def frame(sls: dict, visible, groups=None):
-        chosen = [s for g, s in sorted(sls.items()) if g[0] in keep and (groups is None or g in groups)]
-        return plan_to_dataframe(spark, ReadPlan(table, schema, chosen, "snapshot", filters=list(filters or []),
-                                                 visible=visible))
+    def classify_task(batches):
+        for batch in batches:
+            for d in batch.column(0).to_pylist():
+                yield from classify(GroupTask.from_json(d), ctx).to_batches()
 
-    key = ["_hoodie_partition_path", "_hoodie_record_key"]
-    times = rng.instant_times
-    after_all = frame(after, rng.visible(rng.end))
-    changed = after_all.filter(F.col("_hoodie_commit_time").isin(times)) if times else after_all.limit(0)
-    if times:  # also as a range: parquet row-group statistics skip the unchanged rows
-        ct = F.col("_hoodie_commit_time")
-        changed = changed.filter((ct >= min(times)) & (ct <= max(times)))
-    maybe_updated = t.updates | t.deletes | t.replaced
-    vis_b = rng.visible(rng.begin)
-    before_upd = frame(before, vis_b, maybe_updated)
-    had = before_upd.select(*key).withColumn("__hl_had", F.lit(True))
-    out = (changed.join(had, key, "left")
-           .withColumn(CHANGE_OP, F.when(F.col("__hl_had"), F.lit(UPDATE)).otherwise(F.lit(INSERT)))
-           .drop("__hl_had"))
-    cols = out.columns
-    if include_deletes:
-        gone = t.deletes | t.replaced
-        if gone & set(before):
-            dels = (frame(before, vis_b, gone).join(after_all.select(*key), key, "left_anti")
-                    .withColumn(CHANGE_OP, F.lit(DELETE)))
-            out = out.unionByName(dels.select(*cols))
-    if before_image:
-        upd_keys = out.filter(F.col(CHANGE_OP) == UPDATE).select(*key)
-        pre = before_upd.join(upd_keys, key, "left_semi").withColumn(CHANGE_OP, F.lit(BEFORE))
-        out = out.unionByName(pre.select(*cols))
-    return out
+    cands = _task_frame(spark, [(x.to_json(),) for x in tasks]).mapInArrow(
+        classify_task, arrow_to_spark(CANDIDATES)).toArrow()
+    picks = resolve(cands.cast(CANDIDATES), [x.partition for x in tasks], include_deletes=include_deletes,
+                    before_image=before_image)
+    picks = picks.sort_by("grp")
+    grp = picks.column("grp").to_numpy()
+    bounds = np.searchsorted(grp, np.arange(len(tasks) + 1))  # picks of task i: rows bounds[i]:bounds[i + 1]
+    work = [(x.to_json(), _ipc(picks.slice(bounds[i], bounds[i + 1] - bounds[i]).select(["kind", "pos"])))
+            for i, x in enumerate(tasks) if bounds[i + 1] > bounds[i]]
+    if not work:
+        return spark.createDataFrame([], out_spark)
+
+    def image_task(batches):
+        for batch in batches:
+            for d, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                yield from images(GroupTask.from_json(d), ctx, _from_ipc(blob), out_arrow).to_batches(
+                    max_chunksize=65536)
+
+    df = _task_frame(spark, work).mapInArrow(image_task, out_spark)
+    return apply_filters(df, filters)
+
+
+def _task_frame(spark, rows: list):
+    """A DataFrame with one input partition (task) per row: (task json[, arrow ipc bytes])."""
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+    fields = [StructField("task", StringType(), False)]
+    if len(rows[0]) > 1:
+        fields.append(StructField("picks", BinaryType(), False))
+    rdd = spark.sparkContext.parallelize(rows, len(rows))
+    return spark.createDataFrame(rdd, StructType(fields))
+
+
+def _ipc(table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_ipc(blob: bytes):
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
 
 
 def check_incremental(rng: ChangeRange, slices: dict, t: _Touched | None = None) -> None:

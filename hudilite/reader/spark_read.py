@@ -30,7 +30,14 @@ def plan_to_dataframe(spark, plan: ReadPlan):
     if merged:
         mdf = _merged(spark, plan, schema, merged)
         df = mdf if df is None else df.unionByName(mdf)
-    for c, op, v in plan.filters:
+    return apply_filters(df, plan.filters)
+
+
+def apply_filters(df, filters):
+    """`df` filtered by (column, op, value) triples."""
+    from pyspark.sql import functions as F
+
+    for c, op, v in filters:
         col = F.col(f"`{c}`")
         op = op.lower()
         if op in ("=", "=="):

@@ -421,17 +421,31 @@ def full_frame(spark, q: AggregateQuery, detail: str, end: Optional[str]):
     return df, [f.name for f in out_schema.fields]
 
 
+def detail_columns(q: AggregateQuery, names: List[str]) -> List[str]:
+    """The detail columns the query may reference: every identifier of its SQL text that names a column (a
+    superset is harmless; Spark resolves names case-insensitively); the record key when none is."""
+    text = " ".join([i.expr for i in q.items] + [q.where or ""] + list(q.group_by))
+    tokens = {t.strip("`").lower() for t in re.findall(r"`[^`]+`|[A-Za-z_][A-Za-z0-9_]*", text)}
+    return [n for n in names if n.lower() in tokens] or ["_hoodie_record_key"]
+
+
 def incremental_frame(spark, q: AggregateQuery, detail: str, agg_path: str, start: str, end: str):
     """(upsert rows incl. `_hoodie_is_deleted`, visible columns, persisted frames to release): the detail's
     changes in (start, end] folded into the affected groups of the aggregate table at `agg_path`."""
     import hudilite
     from pyspark.sql import functions as F
 
-    ch = hudilite.changes(spark, detail, begin=start, end=end, before_image=True, completion_bounds=True)
+    from hudilite.reader.changes import changes
+    from hudilite.reader.planner import table_schema
+    from hudilite.table import HoodieTable
+
+    cols = detail_columns(q, table_schema(HoodieTable.open(detail)).names)
+    ch = changes(spark, detail, begin=start, end=end, before_image=True, completion_bounds=True, columns=cols)
     ch = ch.withColumn("__hl_sign", F.when(F.col("_change_op").isin("I", "U"), F.lit(1)).otherwise(F.lit(-1)))
     cview = _view(ch, "chg")
     snap = _view(_snapshot(spark, detail, end), "snap")
     out_schema = _out_schema(spark, q, snap)
+    # the per-group deltas, persisted: the change rows are read once, however often the plan below uses them
     delta = spark.sql(_state_sql(q, cview, signed=True)).persist()
     cur = hudilite.read(spark, agg_path)
     stored = {f.name: f.dataType for f in cur.schema.fields}
@@ -444,19 +458,19 @@ def incremental_frame(spark, q: AggregateQuery, detail: str, agg_path: str, star
         merged.append((v.cast(stored[c]) if c in stored else v).alias(c))
     new = j.select(*merged)
     if q.recomputed:  # min / max / count(distinct): only the affected groups, from the detail snapshot
-        affected = _view(new.filter(F.col(ROWS) > 0).select(GROUP_KEY), "aff")
+        aff = _view(delta.select(*[_q(f"__hl_k{i}") for i in range(len(q.keys))]), "aff")
         alias = _from(q, snap).split(" ", 1)[1]
+        # a broadcast semi join on the group key expressions (null-safe: a null key is a group too)
+        on = " AND ".join(f"({k.expr}) <=> __hl_a.{_q(f'__hl_k{i}')}" for i, k in enumerate(q.keys))
         rows_of = _view(spark.sql(
-            f"SELECT {alias}.* FROM {_from(q, snap)} LEFT SEMI JOIN {affected} __hl_a "
-            f"ON {_group_key_sql([k.expr for k in q.keys])} = __hl_a.{GROUP_KEY}"), "rows")
+            f"SELECT /*+ BROADCAST(__hl_a) */ {alias}.* FROM {_from(q, snap)} LEFT SEMI JOIN {aff} __hl_a ON {on}"),
+            "rows")
         new = new.join(spark.sql(_recompute_sql(q, rows_of)), GROUP_KEY, "left")
     hidden = [c for c in new.columns if c.startswith("_hudilite_agg_") or c == ROWS]
-    out_cols = _outputs(q, out_schema)
-    live = new.filter(F.col(ROWS) > 0).select(*out_cols, F.col(GROUP_KEY), *[F.col(c) for c in hidden],
-                                              F.lit(False).alias("_hoodie_is_deleted"))
-    gone = new.filter(F.col(ROWS) <= 0).select(*out_cols, F.col(GROUP_KEY), *[F.col(c) for c in hidden],
-                                               F.lit(True).alias("_hoodie_is_deleted"))
-    return live.unionByName(gone), [f.name for f in out_schema.fields], [delta]
+    # one pass: groups whose row count dropped to 0 are written as deletes
+    out = new.select(*_outputs(q, out_schema), F.col(GROUP_KEY), *[F.col(c) for c in hidden],
+                     (F.col(ROWS) <= 0).alias("_hoodie_is_deleted"))
+    return out, [f.name for f in out_schema.fields], [delta]
 
 
 def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optional[Dict[str, str]] = None):
