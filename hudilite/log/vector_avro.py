@@ -176,17 +176,62 @@ def encode_records(table: pa.Table, schema_json: str) -> bytes | None:
 
 # ---- decoding ------------------------------------------------------------------------------------------------
 def _read_varint(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    idx = np.minimum(pos[:, None] + np.arange(10)[None, :], len(buf) - 1)
-    b = buf[idx]
-    stop = (b & 0x80) == 0
-    if not stop.any(axis=1).all():
+    """Zigzag varints starting at `pos`: (values, byte counts). One pass per byte position, over the varints
+    still continuing (most are short: union branches and lengths take one or two bytes)."""
+    m = len(pos)
+    z = np.zeros(m, dtype=np.uint64)
+    n = np.zeros(m, dtype=np.int64)
+    active = None  # indices still continuing (None: all)
+    last = len(buf) - 1
+    for k in range(10):
+        p = pos if active is None else pos[active]
+        b = buf[np.minimum(p + k, last)]
+        part = (b & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        cont = (b & 0x80) != 0
+        if active is None:
+            z |= part
+            if not cont.any():
+                n[:] = k + 1
+                break
+            n[~cont] = k + 1
+            active = np.flatnonzero(cont)
+        else:
+            z[active] |= part
+            n[active[~cont]] = k + 1
+            active = active[cont]
+            if not len(active):
+                break
+    else:
         raise ValueError("varint longer than 10 bytes")
-    n = np.argmax(stop, axis=1) + 1
-    parts = (b & 0x7F).astype(np.uint64) << (np.uint64(7) * _K)[None, :]
-    parts[np.arange(10)[None, :] >= n[:, None]] = 0
-    z = parts.sum(axis=1, dtype=np.uint64)
     v = (z >> np.uint64(1)).astype(np.int64) ^ -(z & np.uint64(1)).astype(np.int64)
-    return v, n.astype(np.int64)
+    return v, n
+
+
+def _record_bounds(content: bytes, count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(start, end) of each record's datum: each is `int32 length` + datum, so the positions chain."""
+    unpack = struct.Struct(">i").unpack_from
+    lens = [0] * count
+    p = 8
+    for i in range(count):  # sequential by nature; kept to the minimum per record
+        ln = unpack(content, p)[0]
+        if ln < 0:
+            return None
+        lens[i] = ln
+        p += 4 + ln
+    if p != len(content):
+        return None
+    ln = np.array(lens, dtype=np.int64)
+    ends = 8 + np.cumsum(ln + 4)
+    return ends - ln, ends
+
+
+def _with_nulls(vals: np.ndarray, valid: np.ndarray, allv: bool, dtype) -> pa.Array:
+    """An Arrow array of `count` values: `vals` at the valid positions, nulls elsewhere."""
+    if allv:
+        return pa.array(vals.astype(dtype, copy=False))
+    full = np.zeros(len(valid), dtype=dtype)
+    full[valid] = vals
+    return pa.array(full, mask=~valid)
 
 
 def decode_records(content: bytes, schema_json: str, arrow_schema: pa.Schema | None = None) -> pa.Table | None:
@@ -200,37 +245,27 @@ def decode_records(content: bytes, schema_json: str, arrow_schema: pa.Schema | N
         if version != 3 or count < 0:
             return None
         buf = np.frombuffer(content, dtype=np.uint8)
-        starts = np.empty(count, dtype=np.int64)
-        ends = np.empty(count, dtype=np.int64)
-        p = 8
-        unpack = struct.Struct(">i").unpack_from
-        for i in range(count):
-            (ln,) = unpack(content, p)
-            if ln < 0 or p + 4 + ln > len(content):
-                return None
-            starts[i] = p + 4
-            p += 4 + ln
-            ends[i] = p
-        if p != len(content):
+        bounds = _record_bounds(content, count)
+        if bounds is None:
             return None
+        starts, ends = bounds
         pos = starts.copy()
         cols = {}
         for name, kind, vb, nb in plan:
             if vb is not None:
                 br, bl = _read_varint(buf, pos)
-                if not np.isin(br, (vb, nb)).all():
+                valid = br == vb
+                if not (valid | (br == nb)).all():
                     return None
                 pos = pos + bl
-                valid = br == vb
             else:
                 valid = np.ones(count, dtype=bool)
-            vp = pos[valid]
+            allv = bool(valid.all())  # no nulls: skip the scatter into full-length arrays
+            vp = pos if allv else pos[valid]
             nv = len(vp)
             if kind in ("int", "long", "date", "ts_us", "ts_ms", "lts_us", "lts_ms"):
                 vals, ln = _read_varint(buf, vp) if nv else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-                full = np.zeros(count, dtype=np.int64)
-                full[valid] = vals
-                arr = pa.array(full, mask=~valid)
+                arr = _with_nulls(vals, valid, allv, np.int64)
                 typ = {"int": pa.int32(), "long": pa.int64(), "date": pa.date32(),
                        "ts_us": pa.timestamp("us", tz="UTC"), "ts_ms": pa.timestamp("ms", tz="UTC"),
                        "lts_us": pa.timestamp("us"), "lts_ms": pa.timestamp("ms")}[kind]
@@ -241,9 +276,7 @@ def decode_records(content: bytes, schema_json: str, arrow_schema: pa.Schema | N
                 if nv and idx.max() >= len(buf):
                     return None
                 vals = buf[idx].reshape(-1).view("<f4" if w == 4 else "<f8") if nv else np.zeros(0)
-                full = np.zeros(count, dtype=np.float32 if w == 4 else np.float64)
-                full[valid] = vals
-                arr = pa.array(full, mask=~valid)
+                arr = _with_nulls(vals, valid, allv, np.float32 if w == 4 else np.float64)
                 ln = np.full(nv, w, dtype=np.int64)
             elif kind == "boolean":
                 full = np.zeros(count, dtype=bool)
@@ -271,8 +304,11 @@ def decode_records(content: bytes, schema_json: str, arrow_schema: pa.Schema | N
                 if kind == "string":
                     arr.validate(full=True)  # UTF-8 check
                 ln = sl + slen
-            pos = pos.copy()
-            pos[valid] += ln
+            if allv:
+                pos = pos + ln
+            else:
+                pos = pos.copy()
+                pos[valid] += ln
             cols[name] = arr
         if not np.array_equal(pos, ends):
             return None

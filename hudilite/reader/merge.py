@@ -299,10 +299,13 @@ def _ge(a, b) -> bool:
         return True
 
 
-def merge_records(base: pa.Table, data: pa.Table, events, spec: MergeSpec) -> pa.Table:
-    """Merge folded log records into base rows (all in the table schema)."""
+def resolve(base: pa.Table, data: pa.Table, events, spec: MergeSpec) -> tuple[np.ndarray, pa.Table]:
+    """Decide folded log records against base rows: (superseded: bool mask over `base`'s rows that a log record
+    replaces or deletes, the log rows that win). `base` needs only the record key and, for event-time
+    ordering, the ordering column (in the table schema's types)."""
+    keep_base = np.ones(base.num_rows, dtype=bool)
     if events is None:
-        return base
+        return ~keep_base, data.slice(0, 0)
     event_time = spec.event_time
     lkeys, lkinds, lords, lidx = _fold_log(events, event_time)
     if base.num_rows:
@@ -319,12 +322,18 @@ def merge_records(base: pa.Table, data: pa.Table, events, spec: MergeSpec) -> pa
         l_ord = lords.take(pa.array(m_log))
         ge = pc.fill_null(pc.greater_equal(l_ord, b_ord), True).to_numpy(zero_copy_only=False)
         log_wins = natural | ge
-    keep_base = np.ones(base.num_rows, dtype=bool)
     keep_base[m_base[log_wins]] = False
     keep_log = lkinds == _DATA
     keep_log[m_log[~log_wins]] = False
-    out_base = base.filter(pa.array(keep_base)) if base.num_rows else base
-    out_log = data.take(pa.array(lidx[keep_log], pa.int64()))
+    return ~keep_base, data.take(pa.array(lidx[keep_log], pa.int64()))
+
+
+def merge_records(base: pa.Table, data: pa.Table, events, spec: MergeSpec) -> pa.Table:
+    """Merge folded log records into base rows (all in the table schema)."""
+    if events is None:
+        return base
+    superseded, out_log = resolve(base, data, events, spec)
+    out_base = base.filter(pa.array(~superseded)) if base.num_rows else base
     return pa.concat_tables([out_base, out_log]) if out_log.num_rows else out_base
 
 
@@ -340,6 +349,57 @@ def merge_slice(desc: SliceDesc, spec: MergeSpec) -> pa.Table:
     if not spec.keyed:  # no record keys: append-only
         return pa.concat_tables([base, data]) if data.num_rows else base
     return merge_records(base, data, events, spec)
+
+
+@dataclass(frozen=True)
+class SliceOverlay:
+    """What the log files change in a slice's base file: the base rows they supersede (row positions in the
+    base file) and the log rows that win. base rows (minus `superseded`) + `rows` == merge_slice's rows."""
+
+    rows: pa.Table  # in the table schema
+    superseded: np.ndarray  # int64 row positions in the base file, ascending
+
+
+def read_base_keys(path: str, spec: MergeSpec) -> tuple[pa.Table, np.ndarray]:
+    """The base file's columns the merge decides on (record key; ordering field for event time; commit time for
+    an incremental row range), conformed like `read_base`, with each row's position in the file."""
+    cols = [KEY]
+    if spec.event_time:
+        cols.append(spec.ordering_field)
+    if spec.row_range is not None:
+        cols.append(COMMIT_TIME_COL)
+    cols = list(dict.fromkeys(cols))
+    pf = pq.ParquetFile(path)
+    present = [c for c in cols if c in pf.schema_arrow.names]
+    t = pf.read(columns=present) if present else pa.table({"_": pa.nulls(pf.metadata.num_rows)})
+    t = conform(t, pa.schema([spec.schema.field(c) for c in cols]))
+    pos = np.arange(t.num_rows, dtype=np.int64)
+    if spec.row_range is not None:
+        mask = pc.is_in(t.column(COMMIT_TIME_COL), value_set=pa.array(sorted(spec.row_range), pa.string()))
+        mask = pc.fill_null(mask, False)
+        t, pos = t.filter(mask), pos[mask.to_numpy(zero_copy_only=False)]
+    return t, pos
+
+
+def slice_overlay(desc: SliceDesc, spec: MergeSpec) -> SliceOverlay:
+    """The log side of `merge_slice` without reading the base file's other columns (the Spark read scans base
+    files natively and drops `superseded` rows there)."""
+    empty = conform(pa.table({}), spec.schema).slice(0, 0)
+    none = np.array([], dtype=np.int64)
+    blocks = valid_blocks(desc.log_paths, spec) if desc.log_paths else []
+    if not blocks:
+        return SliceOverlay(empty, none)
+    data, events = _log_records(blocks, spec)
+    if not spec.keyed:  # no record keys: append-only
+        return SliceOverlay(data, none)
+    if events is None:
+        return SliceOverlay(empty, none)
+    if desc.base_path:
+        keys, pos = read_base_keys(desc.base_path, spec)
+    else:
+        keys, pos = conform(pa.table({}), pa.schema([spec.schema.field(KEY)])).slice(0, 0), none
+    superseded, rows = resolve(keys, data, events, spec)
+    return SliceOverlay(rows, pos[superseded])
 
 
 def to_spark_arrow(schema: pa.Schema) -> pa.Schema:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import pyarrow as pa
 
 from hudilite.reader.planner import ReadPlan, plan_read
+from hudilite.reader.spark_merge import FILE, ROW, file_ids, merged_dataframe
 from hudilite.schema import arrow_to_spark
 
 
 def plan_to_dataframe(spark, plan: ReadPlan):
-    """Slices without log files: Spark's native parquet scan. Slices with log files (merge-on-read): merged in
-    Python workers, one task per slice. The union of both, with the plan's filters."""
+    """Slices without log files: Spark's native parquet scan. Slices with log files (merge-on-read): their base
+    files natively scanned minus the rows log records supersede, plus the winning log rows (`spark_merge`;
+    the whole slice merged in Python workers if base file names are ambiguous). The union, with the plan's
+    filters."""
     from pyspark.sql import functions as F
 
     schema = arrow_to_spark(plan.schema)
@@ -18,17 +21,25 @@ def plan_to_dataframe(spark, plan: ReadPlan):
     merged = plan.merged_slices
     if not files and not merged:
         return spark.createDataFrame([], schema)
-    df = None
-    if files:
-        df = _scan(spark, schema, files, check_file_types=_keygen_may_retype(plan.table.config))
+    check = _keygen_may_retype(plan.table.config)
+
+    def scan(paths, row_ids=False):
+        d = _scan(spark, schema, paths, check_file_types=check, row_ids=row_ids)
         if plan.query == "incremental" and plan.commit_times is not None:
             times = plan.commit_times
-            df = df.filter(F.col("_hoodie_commit_time").isin(times)) if times else df.limit(0)
+            d = d.filter(F.col("_hoodie_commit_time").isin(times)) if times else d.limit(0)
             if times:  # a range too, so parquet row-group statistics prune old row groups
                 ct = F.col("_hoodie_commit_time")
-                df = df.filter((ct >= min(times)) & (ct <= max(times)))
+                d = d.filter((ct >= min(times)) & (ct <= max(times)))
+        return d
+
+    df = scan(files) if files else None
     if merged:
-        mdf = _merged(spark, plan, schema, merged)
+        ids = file_ids(spark, merged)
+        if ids is not None:
+            mdf = merged_dataframe(spark, plan, schema, merged, ids, lambda paths: scan(paths, row_ids=True))
+        else:
+            mdf = _merged(spark, plan, schema, merged)
         df = mdf if df is None else df.unionByName(mdf)
     return apply_filters(df, plan.filters)
 
@@ -60,8 +71,8 @@ def apply_filters(df, filters):
 
 
 def _merged(spark, plan: ReadPlan, schema, slices):
-    """Merge-on-read slices, merged by `hudilite.reader.merge` in Python workers: one input partition (task)
-    per slice, yielding Arrow batches in the table schema."""
+    """Merge-on-read slices, merged whole by `hudilite.reader.merge` in Python workers: one input partition
+    (task) per slice, yielding Arrow batches in the table schema."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     from hudilite.reader.merge import SliceDesc, merge_slice, to_spark_arrow
@@ -119,13 +130,16 @@ def _keygen_may_retype(config) -> bool:
     return "TIMESTAMP" in kg or "CUSTOM" in kg
 
 
-def _scan(spark, schema, files, *, check_file_types: bool = True):
-    """Spark's native parquet scan of `files` in the table schema (columns missing from a file read as null)."""
+def _scan(spark, schema, files, *, check_file_types: bool = True, row_ids: bool = False):
+    """Spark's native parquet scan of `files` in the table schema (columns missing from a file read as null);
+    `row_ids` adds each row's file name and row position (FILE, ROW)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, StructType
 
+    ids = [F.col("_metadata.file_name").alias(FILE), F.col("_metadata.row_index").alias(ROW)] if row_ids else []
     if not check_file_types:
-        return spark.read.schema(schema).parquet(*files)
+        part = spark.read.schema(schema).parquet(*files)
+        return part.select("*", *ids) if ids else part
     by_overrides: dict[tuple, list[str]] = {}
     for f in files:
         by_overrides.setdefault(_file_type_overrides(schema, f), []).append(f)
@@ -133,13 +147,14 @@ def _scan(spark, schema, files, *, check_file_types: bool = True):
     for overrides, group in by_overrides.items():
         if not overrides:
             part = spark.read.schema(schema).parquet(*group)
+            part = part.select("*", *ids) if ids else part
         else:
             o = dict(overrides)
             read_schema = StructType([StructField(fl.name, o.get(fl.name, fl.dataType), fl.nullable)
                                       for fl in schema.fields])
             part = spark.read.schema(read_schema).parquet(*group)
             part = part.select(*[F.col(f"`{fl.name}`").cast(fl.dataType).alias(fl.name) if fl.name in o
-                                 else F.col(f"`{fl.name}`") for fl in schema.fields])
+                                 else F.col(f"`{fl.name}`") for fl in schema.fields], *ids)
         df = part if df is None else df.unionByName(part)
     return df
 

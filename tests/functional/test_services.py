@@ -234,7 +234,9 @@ def test_compaction_without_valid_log_blocks_keeps_the_base_rows(spark, tmp_path
     part = os.path.join(path, "region=us")
     bad = rec.set_column(rec.schema.get_field_index("_hoodie_record_key"), "_hoodie_record_key", pa.array(["2"]))
     bad = bad.set_column(bad.schema.get_field_index("name"), "name", pa.array(["ghost"]))
-    ghost_instant = c2[:-3] + "001" if c2[-3:] != "001" else c2[:-3] + "002"  # in the active range, never on it
+    from hudilite.timeline.instant_time import format_instant, parse_instant
+
+    ghost_instant = format_instant(parse_instant(c1) + 1)  # in the active range (c1 < ghost < c2), never on it
     assert c1 < ghost_instant and ghost_instant not in timeline(path).all_times
     append_blocks(os.path.join(part, format_log_file_name(fid, c1, 1, "9-9-9")),
                   [AvroDataBlock.from_table(bad, block.schema, ghost_instant)])
