@@ -70,3 +70,45 @@ def partition_values(spec: KeySpec, partition: str) -> dict[str, str]:
             seg = seg.split("=", 1)[1]
         out[f] = seg
     return out
+
+
+def arrow_keygen(spec: KeySpec, schema):
+    """For bulk inserts: a function that adds the record key and partition path columns to an Arrow table in
+    the Python worker, so Spark ships only the data columns (its row -> Arrow conversion is the costly part
+    of a bulk insert). Only where the string forms are the same as `record_key_expr` / `partition_path_expr`
+    compute them in Spark (a simple key of an integer or string column; partition columns of integer, string
+    or date type); otherwise None and the JVM expressions are used."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def plain(name: str, allow_date: bool) -> bool:
+        if name not in schema.names:
+            return False
+        t = schema.field(name).type
+        return (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+                or (allow_date and pa.types.is_date32(t)))
+
+    if spec.complex_key or not plain(spec.record_key_fields[0], False):
+        return None
+    if not all(plain(f, True) for f in spec.partition_fields):
+        return None
+
+    def as_string(table, name):
+        return pc.cast(table.column(name), pa.string())
+
+    def add(table):
+        from hudilite.writer.context import KEY_COL, PART_COL
+
+        key = as_string(table, spec.record_key_fields[0])
+        if spec.partition_fields:
+            segs = []
+            for f in spec.partition_fields:
+                v = as_string(table, f)
+                v = pc.if_else(pc.or_kleene(pc.is_null(v), pc.equal(v, "")), DEFAULT_PARTITION, v)
+                segs.append(pc.binary_join_element_wise(f"{f}=", v, "") if spec.hive_style else v)
+            part = segs[0] if len(segs) == 1 else pc.binary_join_element_wise(*segs, "/")
+        else:
+            part = pa.array([""], pa.string()).take(pa.array([0] * table.num_rows, pa.int32()))
+        return table.append_column(KEY_COL, key).append_column(PART_COL, part)
+
+    return add

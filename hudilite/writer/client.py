@@ -130,7 +130,7 @@ class WriteClient:
             ctx.markers().init()
             txn.mark_inflight(inst, _metadata({}, OPERATION_TYPES[wo.operation], None))
             if wo.operation == "bulk_insert":
-                stats = self._bulk_insert(prepared, ctx)
+                stats = self._bulk_insert(prepared, ctx, spec)
                 replaced = {}
             else:
                 stats, replaced = plan.execute(ctx)
@@ -250,11 +250,18 @@ class WriteClient:
         )
 
     # ------------------------------------------------------------------------------------------
-    def _bulk_insert(self, prepared, ctx: WriteContext) -> list[dict]:
+    def _bulk_insert(self, prepared, ctx: WriteContext, spec: KeySpec) -> list[dict]:
         from pyspark.sql import functions as F
+
+        from hudilite.keygen import arrow_keygen
 
         mode = str(self.wo.get("hoodie.bulkinsert.sort.mode", "NONE")).upper()
         rows = prepared.filter(~F.col(DELETE_COL))
+        # unsorted: the key and partition path are computed in the Python worker where that gives the same
+        # strings, so Spark converts and ships only the data columns
+        keygen = arrow_keygen(spec, spark_to_arrow(prepared.schema)) if mode == "NONE" else None
+        if keygen is not None:
+            rows = rows.drop(KEY_COL, PART_COL, SEQ_COL, DELETE_COL)
         if mode == "GLOBAL_SORT":
             rows = rows.orderBy(PART_COL, KEY_COL)
         elif mode == "PARTITION_SORT":
@@ -267,8 +274,11 @@ class WriteClient:
             w = StreamingBaseFileWriter(ctx)
 
             def consume(b):
-                _check_keys(b, key_fields)
-                w.write(pa.Table.from_batches([b]))
+                t = pa.Table.from_batches([b])
+                if keygen is not None:
+                    t = keygen(t)
+                _check_keys(t, key_fields)
+                w.write(t)
 
             # reading Spark's Arrow stream overlaps with encoding/writing parquet, within a memory bound
             run_bounded([batches], consume, ctx.buffer_limit_bytes)
