@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 hudi = pytest.importorskip("hudi")
-from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder  # noqa: E402
+from tests.hudi_rs import read_hudi_rs  # noqa: E402
 
 import hudilite  # noqa: E402
 from hudilite.reader.merge import SliceDesc, merge_slice  # noqa: E402
@@ -45,17 +45,9 @@ def ours(path, **kw) -> list[tuple]:
     return _rows(pa.concat_tables(parts)) if parts else []
 
 
-def theirs(path, *, as_of=None, begin=None, end=None, read_optimized=False) -> list[tuple]:
-    opts = HudiReadOptions()
-    if as_of is not None:
-        opts = opts.with_as_of_timestamp(as_of)
-    if begin is not None:
-        opts = opts.with_query_type(HudiQueryType.Incremental).with_start_timestamp(begin).with_end_timestamp(end)
-    if read_optimized:
-        opts = opts.with_hudi_option("hoodie.read.use.read_optimized.mode", "true")
-    batches = HudiTableBuilder.from_base_uri(path).build().read(opts)
-    return _rows(pa.Table.from_batches(batches)) if batches else []
-
+def theirs(path, **kw) -> list[tuple]:
+    t = read_hudi_rs(path, **kw)
+    return _rows(t) if t is not None else []
 
 class Model:
     def __init__(self):

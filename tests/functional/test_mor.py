@@ -34,7 +34,7 @@ from hudilite.services.rollback import rollback_failed_writes
 from hudilite.table import HoodieTable
 
 hudi = pytest.importorskip("hudi")
-from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder  # noqa: E402
+from tests.hudi_rs import read_hudi_rs  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -113,19 +113,10 @@ def ours(spark, path, **kw) -> list[tuple]:
     return sorted(tuple(r) for r in hudilite.read(spark, path, **kw).select(*COLS).collect())
 
 
-def hudi_rs(path, *, as_of=None, begin=None, end=None, read_optimized=False) -> list[tuple]:
-    table = HudiTableBuilder.from_base_uri(path).build()
-    opts = HudiReadOptions()
-    if as_of is not None:
-        opts = opts.with_as_of_timestamp(as_of)
-    if begin is not None:
-        opts = opts.with_query_type(HudiQueryType.Incremental).with_start_timestamp(begin).with_end_timestamp(end)
-    if read_optimized:
-        opts = opts.with_hudi_option("hoodie.read.use.read_optimized.mode", "true")
-    batches = table.read(opts)
-    if not batches:
+def hudi_rs(path, **kw) -> list[tuple]:
+    t = read_hudi_rs(path, **kw)
+    if t is None:
         return []
-    t = pa.Table.from_batches(batches)
     return sorted(tuple(r[c] for c in COLS) for r in t.select(list(COLS)).to_pylist())
 
 

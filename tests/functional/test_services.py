@@ -31,7 +31,7 @@ from hudilite.services.compaction import run_compaction, schedule_compaction
 from hudilite.table import HoodieTable
 
 hudi = pytest.importorskip("hudi")
-from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder  # noqa: E402
+from tests.hudi_rs import read_hudi_rs  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -58,18 +58,10 @@ def pyread(path, **kw) -> list[tuple]:
     return sorted(tuple(r[c] for c in COLS) for r in t.select(list(COLS)).to_pylist())
 
 
-def rs(path, *, as_of=None, begin=None, end=None, read_optimized=False) -> list[tuple]:
-    opts = HudiReadOptions()
-    if as_of is not None:
-        opts = opts.with_as_of_timestamp(as_of)
-    if begin is not None:
-        opts = opts.with_query_type(HudiQueryType.Incremental).with_start_timestamp(begin).with_end_timestamp(end)
-    if read_optimized:
-        opts = opts.with_hudi_option("hoodie.read.use.read_optimized.mode", "true")
-    batches = HudiTableBuilder.from_base_uri(path).build().read(opts)
-    if not batches:
+def rs(path, **kw) -> list[tuple]:
+    t = read_hudi_rs(path, **kw)
+    if t is None:
         return []
-    t = pa.Table.from_batches(batches)
     return sorted(tuple(r[c] for c in COLS) for r in t.select(list(COLS)).to_pylist())
 
 
@@ -237,7 +229,7 @@ def test_compaction_without_valid_log_blocks_keeps_the_base_rows(spark, tmp_path
     from hudilite.timeline.instant_time import format_instant, parse_instant
 
     ghost_instant = format_instant(parse_instant(c1) + 1)  # in the active range (c1 < ghost < c2), never on it
-    assert c1 < ghost_instant and ghost_instant not in timeline(path).all_times
+    assert c1 < ghost_instant < c2 and ghost_instant not in timeline(path).all_times
     append_blocks(os.path.join(part, format_log_file_name(fid, c1, 1, "9-9-9")),
                   [AvroDataBlock.from_table(bad, block.schema, ghost_instant)])
     before = pyread(path)
