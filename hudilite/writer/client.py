@@ -315,6 +315,7 @@ class _Planner:
         self.counts: dict[str, dict] = {}
         self.index = RangeIndex(None)
         self.slices = []
+        self.log_bases: dict = {}  # merge-on-read: groups of pending compaction plans -> their instant
         self.persisted = False
         self.mor = False  # merge-on-read table: updates/deletes of existing groups go to log files
         self.block_format = None
@@ -329,7 +330,11 @@ class _Planner:
 
         wo = self.wo
         if self.table is not None and self.table.timeline.completed():
-            self.slices = self.table.view().latest_slices(self.table.partitions())
+            view = self.table.view()
+            self.slices = view.latest_slices(self.table.partitions())
+            # from the same timeline as the slices (the transaction reloads the table later): logs of a group
+            # in a pending compaction plan start the slice of the compaction instant
+            self.log_bases = view.log_base_instants()
             self.index = RangeIndex.build(self.slices, wo.record_key, self.data_schema)
         tagged = self.prepared.withColumn(FID_COL, F.lit(None).cast("string")) if self.overwrite \
             else self._tag(self.prepared)
@@ -474,8 +479,7 @@ class _Planner:
         lookup: dict[str, tuple[str, str | None, str | None]] = {
             fid: (part, None, None) for fid, part in new_groups.items()}
         if not self.overwrite:
-            # merge-on-read: logs of a group in a pending compaction plan start the slice of the compaction instant
-            log_base = self.table.view().log_base_instants() if self.mor and self.slices else {}
+            log_base = self.log_bases if self.mor else {}
             for sl in self.slices:
                 if sl.base_file is not None:
                     lookup[sl.file_id] = (sl.partition, sl.base_file.path,
