@@ -11,6 +11,7 @@ from hudilite.file_group import BaseFile, FileGroup, FileSlice, LogFile, parse_b
 from hudilite.log.format import is_log_file_name, parse_log_file_name
 from hudilite.storage import storage_for
 from hudilite.timeline import Timeline
+from hudilite.timeline.plans import pending_compaction_instants
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 
@@ -129,8 +130,6 @@ class FileSystemView:
         pending compaction plan: the compaction instant (their logs start the slice the compaction creates;
         until it completes they are read with the previous slice, whose base file they follow). Other groups
         append to their latest slice."""
-        from hudilite.services.common import pending_compaction_instants
-
         return pending_compaction_instants(self.timeline)
 
     def latest_slices(self, partitions: list[str], as_of: str | None = None) -> list[FileSlice]:

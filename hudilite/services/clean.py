@@ -29,10 +29,10 @@ import os
 import time
 
 from hudilite.errors import CorruptTableError, HudiliteError, InvalidWriteError
-from hudilite.services.common import (Progress, open_table, opt_choice, opt_int, pending_service_groups,
-                                      read_requested)
+from hudilite.services.common import Progress, open_table, opt_choice, opt_int
 from hudilite.table import HoodieTable
 from hudilite.timeline import CLEAN, COMPLETED, INFLIGHT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, Timeline
+from hudilite.timeline.plans import pending_service_groups, read_requested
 
 log = logging.getLogger(__name__)
 

@@ -33,13 +33,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hudilite.errors import CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError
-from hudilite.services.common import (Progress, clustering_plan, commit_metadata, default_parallelism,
-                                      merge_spec, open_table, opt_columns, opt_int, pending_service_groups,
-                                      rollback_partial_attempt, run_parallel, write_base_file, write_context,
-                                      write_stat)
+from hudilite.services.common import (Progress, commit_metadata, default_parallelism, merge_spec, open_table,
+                                      opt_columns, opt_int, rollback_partial_attempt, run_parallel, write_base_file,
+                                      write_context, write_stat)
 from hudilite.services.compaction import _log_instants
 from hudilite.table import HoodieTable
 from hudilite.timeline import INFLIGHT, REPLACE_COMMIT, REQUESTED, Instant, Timeline
+from hudilite.timeline.plans import clustering_plan, pending_service_groups
 
 log = logging.getLogger(__name__)
 

@@ -44,12 +44,12 @@ from hudilite.log.blocks import CommandBlock, LogBlock
 from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
 from hudilite.services.common import (Progress, commit_metadata, default_parallelism, merge_spec, open_table,
-                                      opt_choice, opt_int, pending_service_groups, read_requested,
-                                      rollback_partial_attempt, run_parallel, write_base_file, write_context,
-                                      write_stat)
+                                      opt_choice, opt_int, rollback_partial_attempt, run_parallel, write_base_file,
+                                      write_context, write_stat)
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, COMPACTION, DELTA_COMMIT, INFLIGHT, REQUESTED, Instant, Timeline
 from hudilite.timeline.instant_time import now_ms, parse_instant
+from hudilite.timeline.plans import pending_service_groups, read_requested
 
 log = logging.getLogger(__name__)
 
