@@ -220,7 +220,7 @@ def execute_clustering(table: HoodieTable, instant: Instant, options: dict | Non
     if cur.state == REQUESTED:
         table.fs.write_bytes(tl.instant_path(cur.with_state(INFLIGHT)), b"")
     rollback_partial_attempt(table, cur.timestamp)
-    spec = merge_spec(table, tl, as_of=cur.timestamp)
+    spec = merge_spec(table, as_of=cur.timestamp)
     ctx = write_context(table, cur.timestamp, spec, options)
     ctx.markers().init()
     bar = Progress(len(groups), f"clustering {cur.timestamp}", progress)

@@ -12,7 +12,6 @@ import pyarrow as pa
 
 from hudilite.errors import InvalidWriteError
 from hudilite.table import HoodieTable
-from hudilite.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
@@ -115,16 +114,14 @@ class Progress:
 
 
 # ---- reading and writing file slices -------------------------------------------------------------------
-def merge_spec(table: HoodieTable, tl: Timeline, as_of: str | None = None):
-    """The MergeSpec of a table service: log blocks count iff their instant is a completed write of the whole
-    timeline (archive included), not rolled back, and (with `as_of`) not newer than it."""
-    from hudilite.reader.merge import MergeSpec
-    from hudilite.reader.planner import merge_mode, table_schema
+def merge_spec(table: HoodieTable, as_of: str | None = None):
+    """The MergeSpec of a table service: the read planner's (`ReadPlan.merge_spec`) for a snapshot at `as_of` -
+    log blocks count iff their instant is a completed write of the whole timeline (archive included), not
+    rolled back, and (with `as_of`) not newer than it. The timeline is the table's current one (services reload
+    it before they execute a plan)."""
+    from hudilite.reader.planner import ReadPlan, table_schema
 
-    cfg = table.config
-    return MergeSpec(schema=table_schema(table), merge_mode=merge_mode(cfg), ordering_field=cfg.precombine_field,
-                     as_of=as_of, committed=tl.committed_times, known=tl.known_times,
-                     archived_before=tl.timeline_start, keyed=cfg.populate_meta_fields)
+    return ReadPlan(table, table_schema(table), [], "snapshot", as_of=as_of).merge_spec()
 
 
 def write_context(table: HoodieTable, instant: str, spec, options: dict | None):

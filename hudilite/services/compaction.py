@@ -272,7 +272,7 @@ def execute_compaction(table: HoodieTable, instant: Instant, options: dict | Non
     if cur.state == REQUESTED:
         table.fs.write_bytes(tl.instant_path(infl), b"")
     rollback_partial_attempt(table, cur.timestamp)
-    spec = merge_spec(table, tl, as_of=cur.timestamp)
+    spec = merge_spec(table, as_of=cur.timestamp)
     ctx = write_context(table, cur.timestamp, spec, options)
     ctx.markers().init()
     par = opt_int(options, PARALLELISM_KEY, default_parallelism(), minimum=1)
