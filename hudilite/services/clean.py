@@ -29,7 +29,7 @@ import os
 import time
 
 from hudilite.errors import CorruptTableError, HudiliteError, InvalidWriteError
-from hudilite.services.common import Progress, open_table, opt_choice, opt_int
+from hudilite.services.common import Progress, open_table, opt_choice, opt_int, pending_plan, schedule_plan
 from hudilite.table import HoodieTable
 from hudilite.timeline import CLEAN, COMPLETED, INFLIGHT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, Timeline
 from hudilite.timeline.plans import pending_service_groups, read_requested
@@ -125,19 +125,10 @@ def plan_clean(table: HoodieTable, tl: Timeline, options: dict | None) -> dict |
 
 def schedule_clean(table_or_path, options: dict | None = None) -> str | None:
     """Plan a clean (`<t>.clean.requested`). Returns its instant, or None when nothing is to be removed."""
-    from hudilite.timeline.avro_models import CLEANER_PLAN, to_container
-    from hudilite.writer.transaction import Transaction
+    from hudilite.timeline.avro_models import CLEANER_PLAN
 
     check_options(options)
-    table = open_table(table_or_path)
-
-    def plan(tl: Timeline, t: str):
-        rec = plan_clean(table, tl, options)
-        return None if rec is None else to_container(CLEANER_PLAN, rec)
-
-    inst = Transaction(table, options).start(CLEAN, plan=plan)
-    table.reload()
-    return inst.timestamp if inst is not None else None
+    return schedule_plan(open_table(table_or_path), options, CLEAN, CLEANER_PLAN, plan_clean)
 
 
 def execute_clean(table: HoodieTable, instant: Instant, options: dict | None = None, *,
@@ -147,13 +138,7 @@ def execute_clean(table: HoodieTable, instant: Instant, options: dict | None = N
     from hudilite.writer.transaction import Transaction
 
     t0 = time.monotonic()
-    tl = table.reload()
-    cur = tl.get(instant.timestamp)
-    if cur is None or cur.action != CLEAN or cur.is_completed:
-        raise CleanError(f"{instant.timestamp} is not a pending clean of {table.base_path}")
-    plan = read_requested(tl, cur)
-    if plan is None:
-        raise CorruptTableError(f"clean {cur.timestamp}: the plan file is empty or missing")
+    tl, cur, plan = pending_plan(table, instant, CLEAN, CleanError, CorruptTableError)
     base = os.path.realpath(table.base_path)
     per_part = plan.get("filePathsToBeDeletedPerPartition") or {}
     if not per_part and plan.get("filesToBeDeletedPerPartition"):  # version 1 plans: file names

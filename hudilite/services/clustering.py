@@ -33,12 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hudilite.errors import CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError
-from hudilite.services.common import (Progress, commit_metadata, default_parallelism, merge_spec, open_table,
-                                      opt_columns, opt_int, rollback_partial_attempt, run_parallel, write_base_file,
-                                      write_context, write_stat)
+from hudilite.services.common import (begin_execution, commit_metadata, default_parallelism, open_table,
+                                      opt_columns, opt_int, rollback_partial_attempt, run_parallel, schedule_plan,
+                                      write_base_file, write_stat)
 from hudilite.services.compaction import _log_instants
 from hudilite.table import HoodieTable
-from hudilite.timeline import INFLIGHT, REPLACE_COMMIT, REQUESTED, Instant, Timeline
+from hudilite.timeline import INFLIGHT, REPLACE_COMMIT, Instant, Timeline
 from hudilite.timeline.plans import clustering_plan, pending_service_groups
 
 log = logging.getLogger(__name__)
@@ -141,20 +141,12 @@ def plan_clustering(table: HoodieTable, tl: Timeline, options: dict | None) -> d
 def schedule_clustering(table_or_path, options: dict | None = None) -> str | None:
     """Schedule a clustering plan; returns its instant, or None when no partition has small file groups to
     combine."""
-    from hudilite.timeline.avro_models import REQUESTED_REPLACE, to_container
-    from hudilite.writer.transaction import Transaction
+    from hudilite.timeline.avro_models import REQUESTED_REPLACE
 
     check_options(options)
     table = open_table(table_or_path)
     _check_sort_columns(table, opt_columns(options, SORT_KEY))
-
-    def plan(tl: Timeline, t: str):
-        rec = plan_clustering(table, tl, options)
-        return None if rec is None else to_container(REQUESTED_REPLACE, rec)
-
-    inst = Transaction(table, options).start(REPLACE_COMMIT, plan=plan)
-    table.reload()
-    return inst.timestamp if inst is not None else None
+    return schedule_plan(table, options, REPLACE_COMMIT, REQUESTED_REPLACE, plan_clustering)
 
 
 def pending_clusterings(table: HoodieTable) -> list[Instant]:
@@ -217,19 +209,10 @@ def execute_clustering(table: HoodieTable, instant: Instant, options: dict | Non
     sort_cols = opt_columns((plan.get("strategy") or {}).get("strategyParams") or {}, SORT_KEY)
     target = opt_int(options, TARGET_KEY, 2 ** 30, minimum=1)
     t0 = time.monotonic()
-    if cur.state == REQUESTED:
-        table.fs.write_bytes(tl.instant_path(cur.with_state(INFLIGHT)), b"")
-    rollback_partial_attempt(table, cur.timestamp)
-    spec = merge_spec(table, as_of=cur.timestamp)
-    ctx = write_context(table, cur.timestamp, spec, options)
-    ctx.markers().init()
-    bar = Progress(len(groups), f"clustering {cur.timestamp}", progress)
+    spec, ctx = begin_execution(table, tl, cur, options)
     par = opt_int(options, PARALLELISM_KEY, default_parallelism(), minimum=1)
-    try:
-        per_group = run_parallel(lambda ig: _cluster_group(table, ctx, spec, ig[1], sort_cols, target, ig[0]),
-                                 list(enumerate(groups)), par, bar)
-    finally:
-        bar.close()
+    per_group = run_parallel(lambda ig: _cluster_group(table, ctx, spec, ig[1], sort_cols, target, ig[0]),
+                             list(enumerate(groups)), par, f"clustering {cur.timestamp}", progress)
     stats = [s for g in per_group for s in g]
     replaced: dict[str, list[str]] = {}
     for g in groups:

@@ -1,5 +1,5 @@
-"""Shared pieces of the table services: options, progress, merged base files, write stats. (Reading the pending
-plans on the timeline: hudilite/timeline/plans.py.)"""
+"""Shared pieces of the table services: options, progress, scheduling and executing plans, merged base files,
+write stats. (Reading the pending plans on the timeline: hudilite/timeline/plans.py.)"""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import pyarrow as pa
 
 from hudilite.errors import InvalidWriteError
 from hudilite.table import HoodieTable
+from hudilite.timeline import INFLIGHT, REQUESTED, Instant, Timeline
+from hudilite.timeline.plans import read_requested
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,51 @@ class Progress:
             sys.stderr.write("\n")
 
 
+# ---- scheduling and executing plans --------------------------------------------------------------------
+def schedule_plan(table: HoodieTable, options: dict | None, action: str, avro_schema, make_plan) -> str | None:
+    """Start a `action` instant whose requested file is the plan `make_plan(table, tl, options)` (a record of
+    `avro_schema`), decided under the table lock on one timeline. Returns the instant, or None when
+    `make_plan` returns None (nothing to do: no instant)."""
+    from hudilite.timeline.avro_models import to_container
+    from hudilite.writer.transaction import Transaction
+
+    def plan(tl: Timeline, t: str):
+        rec = make_plan(table, tl, options)
+        return None if rec is None else to_container(avro_schema, rec)
+
+    inst = Transaction(table, options).start(action, plan=plan)
+    table.reload()
+    return inst.timestamp if inst is not None else None
+
+
+def pending_plan(table: HoodieTable, instant: Instant, action: str, error: type[Exception],
+                 empty_error: type[Exception] | None = None) -> tuple[Timeline, Instant, dict]:
+    """(reloaded timeline, the instant on it, its plan) of the pending `action` plan `instant`. Raises `error`
+    when the instant is not a pending `action`, `empty_error` (default `error`) when its plan file is empty or
+    missing."""
+    tl = table.reload()
+    cur = tl.get(instant.timestamp)
+    if cur is None or cur.action != action or cur.is_completed:
+        raise error(f"{instant.timestamp} is not a pending {action} of {table.base_path}")
+    plan = read_requested(tl, cur)
+    if plan is None:
+        raise (empty_error or error)(f"{action} {cur.timestamp}: the plan file is empty or missing")
+    return tl, cur, plan
+
+
+def begin_execution(table: HoodieTable, tl: Timeline, cur: Instant, options: dict | None):
+    """Start (or restart) executing the pending plan `cur` that writes new base files: its inflight file, the
+    files of an earlier failed attempt removed, the MergeSpec of the slices as of the plan's instant and a
+    write context with its markers. Returns (spec, ctx)."""
+    if cur.state == REQUESTED:
+        table.fs.write_bytes(tl.instant_path(cur.with_state(INFLIGHT)), b"")
+    rollback_partial_attempt(table, cur.timestamp)
+    spec = merge_spec(table, as_of=cur.timestamp)
+    ctx = write_context(table, cur.timestamp, spec, options)
+    ctx.markers().init()
+    return spec, ctx
+
+
 # ---- reading and writing file slices -------------------------------------------------------------------
 def merge_spec(table: HoodieTable, as_of: str | None = None):
     """The MergeSpec of a table service: the read planner's (`ReadPlan.merge_spec`) for a snapshot at `as_of` -
@@ -210,24 +257,29 @@ def rollback_partial_attempt(table: HoodieTable, instant: str) -> list[str]:
     return deleted
 
 
-def run_parallel(fn, items, parallelism: int, progress: Progress) -> list:
+def run_parallel(fn, items, parallelism: int, desc: str, progress: bool = False) -> list:
     """fn(item) for every item on a thread pool (pyarrow releases the GIL for decoding/encoding), results in
-    item order; the first error is raised after the running tasks finish."""
+    item order, with a progress bar (`Progress`, shown when `progress`); the first error is raised after the
+    running tasks finish."""
     from concurrent.futures import ThreadPoolExecutor
 
-    if parallelism <= 1 or len(items) <= 1:
-        out = []
-        for it in items:
-            out.append(fn(it))
-            progress.update()
+    bar = Progress(len(items), desc, progress)
+    try:
+        if parallelism <= 1 or len(items) <= 1:
+            out = []
+            for it in items:
+                out.append(fn(it))
+                bar.update()
+            return out
+        with ThreadPoolExecutor(max_workers=parallelism) as ex:
+            futs = [ex.submit(fn, it) for it in items]
+            out = []
+            for f in futs:
+                out.append(f.result())
+                bar.update()
         return out
-    with ThreadPoolExecutor(max_workers=parallelism) as ex:
-        futs = [ex.submit(fn, it) for it in items]
-        out = []
-        for f in futs:
-            out.append(f.result())
-            progress.update()
-    return out
+    finally:
+        bar.close()
 
 
 def default_parallelism() -> int:

@@ -43,13 +43,12 @@ from hudilite.errors import CorruptTableError, HudiliteError, InvalidWriteError
 from hudilite.log.blocks import CommandBlock, LogBlock
 from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
-from hudilite.services.common import (Progress, commit_metadata, default_parallelism, merge_spec, open_table,
-                                      opt_choice, opt_int, rollback_partial_attempt, run_parallel, write_base_file,
-                                      write_context, write_stat)
+from hudilite.services.common import (begin_execution, commit_metadata, default_parallelism, open_table,
+                                      opt_choice, opt_int, pending_plan, run_parallel, write_base_file, write_stat)
 from hudilite.table import HoodieTable
-from hudilite.timeline import COMMIT, COMPACTION, DELTA_COMMIT, INFLIGHT, REQUESTED, Instant, Timeline
+from hudilite.timeline import COMMIT, COMPACTION, DELTA_COMMIT, INFLIGHT, Instant, Timeline
 from hudilite.timeline.instant_time import now_ms, parse_instant
-from hudilite.timeline.plans import pending_service_groups, read_requested
+from hudilite.timeline.plans import pending_service_groups
 
 log = logging.getLogger(__name__)
 
@@ -259,29 +258,13 @@ def execute_compaction(table: HoodieTable, instant: Instant, options: dict | Non
     from hudilite.markers import delete_markers
     from hudilite.writer.transaction import Transaction
 
-    tl = table.reload()
-    cur = tl.get(instant.timestamp)
-    if cur is None or cur.action != COMPACTION or cur.is_completed:
-        raise CompactionError(f"{instant.timestamp} is not a pending compaction of {table.base_path}")
-    plan = read_requested(tl, cur)
-    if plan is None:
-        raise CompactionError(f"compaction {cur.timestamp}: the plan file is empty or missing")
+    tl, cur, plan = pending_plan(table, instant, COMPACTION, CompactionError)
     ops = list(plan.get("operations") or [])
     t0 = time.monotonic()
-    infl = cur.with_state(INFLIGHT)
-    if cur.state == REQUESTED:
-        table.fs.write_bytes(tl.instant_path(infl), b"")
-    rollback_partial_attempt(table, cur.timestamp)
-    spec = merge_spec(table, as_of=cur.timestamp)
-    ctx = write_context(table, cur.timestamp, spec, options)
-    ctx.markers().init()
+    spec, ctx = begin_execution(table, tl, cur, options)
     par = opt_int(options, PARALLELISM_KEY, default_parallelism(), minimum=1)
-    bar = Progress(len(ops), f"compaction {cur.timestamp}", progress)
-    try:
-        stats = run_parallel(lambda iop: _compact_slice(table, ctx, spec, iop[1], f"{iop[0]}-0-0"),
-                             list(enumerate(ops)), par, bar)
-    finally:
-        bar.close()
+    stats = run_parallel(lambda iop: _compact_slice(table, ctx, spec, iop[1], f"{iop[0]}-0-0"),
+                         list(enumerate(ops)), par, f"compaction {cur.timestamp}", progress)
     md = commit_metadata(stats, "COMPACT", table, compacted=True)
     md["extraMetadata"]["hudilite.compaction.millis"] = str(int((time.monotonic() - t0) * 1000))
     Transaction(table, options).complete(Instant(cur.timestamp, COMPACTION, INFLIGHT), md, check_conflicts=False)
