@@ -207,40 +207,21 @@ class _ArrowToAvro:
             return self.type(t.storage_type, name, namespace, path)
         if T.is_dictionary(t):
             return self.type(t.value_type, name, namespace, path)
-        if T.is_boolean(t):
-            return "boolean"
-        if T.is_int8(t) or T.is_int16(t) or T.is_int32(t) or T.is_uint8(t) or T.is_uint16(t):
-            return "int"
-        if T.is_int64(t) or T.is_uint32(t):
-            return "long"
-        if T.is_float16(t) or T.is_float32(t):
-            return "float"
-        if T.is_float64(t):
-            return "double"
-        if T.is_string(t) or T.is_large_string(t) or T.is_string_view(t):
-            return "string"
-        if T.is_binary(t) or T.is_large_binary(t) or T.is_binary_view(t):
-            return "bytes"
-        if T.is_fixed_size_binary(t) and not T.is_decimal(t):
+        kind = _kind(t)  # the type family decides the Avro type (one mapping for schemas and evolution)
+        if kind in _AVRO_PRIMITIVES:
+            return kind
+        if kind in _AVRO_LOGICAL:
+            return {"type": _AVRO_LOGICAL[kind], "logicalType": kind}
+        if kind == "fixed":
             return self._fixed(name, namespace, t.byte_width)
-        if T.is_date(t):
-            return {"type": "int", "logicalType": "date"}
-        if T.is_timestamp(t):
-            if t.unit == "ms":
-                return {"type": "long", "logicalType": "timestamp-millis"}
-            return {"type": "long", "logicalType": "timestamp-micros"}
-        if T.is_time32(t):
-            return {"type": "int", "logicalType": "time-millis"}
-        if T.is_time64(t):
-            return {"type": "long", "logicalType": "time-micros"}
-        if T.is_decimal(t):
+        if kind == "decimal":
             fixed = self._fixed(name, namespace, _min_bytes_for_precision(t.precision))
             fixed.update({"logicalType": "decimal", "precision": t.precision, "scale": t.scale})
             return fixed
-        if T.is_list(t) or T.is_large_list(t) or T.is_fixed_size_list(t) or _is_list_view(t):
+        if kind == "array":
             items = self.type(t.value_type, name, namespace, f"{path}.element")
             return {"type": "array", "items": ["null", items]}
-        if T.is_map(t):
+        if kind == "map":
             if _kind(t.key_type) != "string":
                 raise SchemaError(
                     f"{_col(path)}: map keys must be strings for Avro/Hudi, got {t.key_type} "
@@ -248,7 +229,7 @@ class _ArrowToAvro:
                 )
             values = self.type(t.item_type, name, namespace, f"{path}.value")
             return {"type": "map", "values": ["null", values]}
-        if T.is_struct(t):
+        if kind == "record":
             return self.record(list(t), name, namespace, f"{path}.")
         hint = ""
         if T.is_null(t):
@@ -600,8 +581,15 @@ def spark_to_arrow(struct) -> pa.Schema:
 # --------------------------------------------------------------------------------------------
 
 
+# Type families (`_kind`) that are Avro primitive types, and the logical types with their Avro base type.
+_AVRO_PRIMITIVES = frozenset(("boolean", "int", "long", "float", "double", "string", "bytes"))
+_AVRO_LOGICAL = {"date": "int", "timestamp-millis": "long", "timestamp-micros": "long", "time-millis": "int",
+                 "time-micros": "long"}
+
+
 def _kind(t: pa.DataType) -> Optional[str]:
-    """The Avro-level type family of an Arrow type (types of one family share an Avro type)."""
+    """The Avro-level type family of an Arrow type (types of one family share an Avro type): an Avro primitive
+    type, logical type, or 'decimal', 'fixed', 'array', 'record', 'map', 'null'; None if Avro has none."""
     T = pa.types
     if isinstance(t, pa.ExtensionType):
         return _kind(t.storage_type)
