@@ -32,6 +32,7 @@ from hudilite.reader.merge import MergeSpec, SliceDesc, merge_slice, valid_block
 from hudilite.reader.planner import plan_read
 from hudilite.services.rollback import rollback_failed_writes
 from hudilite.table import HoodieTable
+from tests.functional.helpers import fail_deltacommit
 
 hudi = pytest.importorskip("hudi")
 from tests.hudi_rs import read_hudi_rs  # noqa: E402
@@ -209,24 +210,6 @@ def test_mor_inserts_go_to_new_base_files_and_updates_to_logs(spark, tmp_path):
             assert lf.name.file_id == sl.file_id and lf.name.instant == sl.base_file.instant
 
 
-def _fail_deltacommit(spark, path, rows, monkeypatch):
-    """Run a MOR upsert that writes its files but never completes (as if the writer died before the commit):
-    the instant stays pending with its markers."""
-    from hudilite.writer import client
-
-    def die(*a, **k):
-        raise KeyboardInterrupt("writer killed")
-
-    monkeypatch.setattr(client.Transaction, "complete", die)
-    monkeypatch.setattr(client, "rollback_instant", lambda *a, **k: [])
-    with pytest.raises(KeyboardInterrupt):
-        write(spark, path, rows)
-    monkeypatch.undo()
-    pending = HoodieTable.open(path).timeline.pending()
-    assert [i.action for i in pending] == ["deltacommit"]
-    return pending[0].timestamp
-
-
 def test_failed_deltacommit_is_invisible_and_rolled_back(spark, tmp_path, monkeypatch):
     path = str(tmp_path / "mor")
     write(spark, path, [(i, 10, f"n{i}", False) for i in range(8)])
@@ -236,8 +219,8 @@ def test_failed_deltacommit_is_invisible_and_rolled_back(spark, tmp_path, monkey
     logs_before = set(log_files(path))
     bases_before = set(glob.glob(os.path.join(path, "*", "*.parquet")))
 
-    failed = _fail_deltacommit(spark, path, [(1, 30, "bad1", False), (3, 30, "bad3", False),
-                                             (5, None, None, True), (50, 1, "bad-insert", False)], monkeypatch)
+    failed = fail_deltacommit(monkeypatch, path, lambda: write(spark, path, [
+        (1, 30, "bad1", False), (3, 30, "bad3", False), (5, None, None, True), (50, 1, "bad-insert", False)]))
     new_logs = set(log_files(path)) - logs_before
     assert new_logs and set(glob.glob(os.path.join(path, "*", "*.parquet"))) - bases_before
     # A log file the failed instant appended to that also holds committed blocks: simulated by appending one

@@ -29,6 +29,7 @@ from hudilite.services.clean import run_clean, schedule_clean
 from hudilite.services.clustering import ClusteringError, cluster, run_clustering, schedule_clustering
 from hudilite.services.compaction import run_compaction, schedule_compaction
 from hudilite.table import HoodieTable
+from tests.functional.helpers import fail_deltacommit
 
 hudi = pytest.importorskip("hudi")
 from tests.hudi_rs import read_hudi_rs  # noqa: E402
@@ -84,23 +85,6 @@ def logs(path):
 
 def timeline(path):
     return HoodieTable.open(path).reload()
-
-
-def fail_deltacommit(spark, path, rows, monkeypatch):
-    """A MOR upsert that writes its files but never completes: the instant stays pending with its markers."""
-    from hudilite.writer import client
-
-    def die(*a, **k):
-        raise KeyboardInterrupt("writer killed")
-
-    monkeypatch.setattr(client.Transaction, "complete", die)
-    monkeypatch.setattr(client, "rollback_instant", lambda *a, **k: [])
-    with pytest.raises(KeyboardInterrupt):
-        write(spark, path, rows)
-    monkeypatch.undo()
-    pending = timeline(path).pending()
-    assert [i.action for i in pending] == ["deltacommit"]
-    return pending[0].timestamp
 
 
 def base_rows(n=8, ts=1):
@@ -249,7 +233,8 @@ def test_plan_skips_slices_with_blocks_of_inflight_instants(spark, tmp_path, mon
     path = str(tmp_path / "t")
     write(spark, path, base_rows(6))
     write(spark, path, [(1, 2, "u1"), (2, 2, "u2")])  # both groups have committed logs
-    failed = fail_deltacommit(spark, path, [(3, 9, "inflight3")], monkeypatch)  # eu group: in-flight block
+    # eu group: in-flight block
+    failed = fail_deltacommit(monkeypatch, path, lambda: write(spark, path, [(3, 9, "inflight3")]))
     c = schedule_compaction(path, EVERY)
     ops = avro_file(meta(path, f"{c}.compaction.requested"))["operations"]
     parts = {op["partitionPath"] for op in ops}
