@@ -7,26 +7,14 @@
                                                     deleted; ONE upsert commit carrying the new checkpoint
      Unsupported SQL shapes are compilation errors. Configs: partition_by (group keys), options. --#}
 {% materialization aggregate, adapter='hudilite', supported_languages=['sql'] %}
-  {%- set grant_config = config.get('grants') -%}
-  {%- set existing_relation = load_relation(this) -%}
+  {%- set existing_relation = hudilite_existing_table() -%}
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set full_refresh_mode = should_full_refresh() -%}
-
-  {%- if existing_relation is not none and existing_relation.is_view -%}
-    {% do adapter.drop_relation(existing_relation) %}
-    {%- set existing_relation = none -%}
-  {%- endif -%}
 
   {{ run_hooks(pre_hooks) }}
 
   {%- set response = adapter.hudilite_materialize_aggregate(target_relation, compiled_code, hudilite_model_config()) -%}
   {%- do store_result('main', response=response) -%}
 
-  {% set should_revoke = should_revoke(existing_relation, full_refresh_mode) %}
-  {% do apply_grants(target_relation, grant_config, should_revoke) %}
-  {% do persist_docs(target_relation, model) %}
-
-  {{ run_hooks(post_hooks) }}
-
-  {{ return({'relations': [target_relation]}) }}
+  {{ return(hudilite_finish_table(target_relation, existing_relation, full_refresh_mode)) }}
 {% endmaterialization %}

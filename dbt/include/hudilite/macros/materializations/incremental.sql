@@ -9,16 +9,9 @@
                                          the table is not partitioned)
      on_schema_change: ignore | fail | append_new_columns | sync_all_columns. --#}
 {% materialization incremental, adapter='hudilite', supported_languages=['sql'] %}
-  {%- set grant_config = config.get('grants') -%}
-  {%- set existing_relation = load_relation(this) -%}
+  {%- set existing_relation = hudilite_existing_table() -%}
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set full_refresh_mode = should_full_refresh() -%}
-
-  {%- if existing_relation is not none and existing_relation.is_view -%}
-    {#-- a view of the same name (model changed from view to incremental) is replaced --#}
-    {% do adapter.drop_relation(existing_relation) %}
-    {%- set existing_relation = none -%}
-  {%- endif -%}
 
   {{ run_hooks(pre_hooks) }}
 
@@ -26,11 +19,5 @@
   {%- set response = adapter.hudilite_materialize(target_relation, code, 'incremental', hudilite_model_config()) -%}
   {%- do store_result('main', response=response) -%}
 
-  {% set should_revoke = should_revoke(existing_relation, full_refresh_mode) %}
-  {% do apply_grants(target_relation, grant_config, should_revoke) %}
-  {% do persist_docs(target_relation, model) %}
-
-  {{ run_hooks(post_hooks) }}
-
-  {{ return({'relations': [target_relation]}) }}
+  {{ return(hudilite_finish_table(target_relation, existing_relation, full_refresh_mode)) }}
 {% endmaterialization %}
