@@ -11,27 +11,10 @@ metastore per warehouse, persistence across processes, the locked-catalog error 
 
 import os
 
-import pytest
 from dbt.tests.fixtures.project import *  # noqa: F401,F403 - dbt's harness fixtures (project, adapter, ...)
 
-
-@pytest.fixture(scope="session", autouse=True)
-def _one_spark_session(spark):
-    """Start the suite's SparkSession before any dbt adapter opens: the adapter then reuses it."""
-    yield spark
-
-
-@pytest.fixture(scope="class")
-def dbt_profile_target():
-    # `user` is required by dbt's docs tests; no warehouse: the default <project dir>/warehouse is used.
-    return {"type": "hudilite", "threads": 2, "master": "local[2]", "user": "dbt"}
+from tests.functional.dbt_fixtures import _one_spark_session, dbt_profile_target, logs_dir  # noqa: F401
 
 
 def table_dir(project, identifier: str) -> str:
     return os.path.join(str(project.project_root), "warehouse", project.test_schema, identifier)
-
-
-@pytest.fixture(scope="class")
-def logs_dir(tmp_path_factory, prefix):
-    """dbt's harness writes logs under <rootdir>/logs; keep them out of the source tree."""
-    return str(tmp_path_factory.mktemp("dbt-logs") / prefix)
