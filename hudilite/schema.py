@@ -497,14 +497,9 @@ def _map_leaves(t: pa.DataType, fn, path: str) -> pa.DataType:
     return fn(t, path)
 
 
-def _spark_leaf(t: pa.DataType, path: str) -> pa.DataType:
+def _widened(t: pa.DataType) -> Optional[pa.DataType]:
+    """The type Spark and Hudi store an Arrow type they have no type for (losslessly widened), else None."""
     T = pa.types
-    if isinstance(t, pa.ExtensionType):
-        return _map_leaves(t.storage_type, _spark_leaf, path)
-    if T.is_dictionary(t):
-        return _map_leaves(t.value_type, _spark_leaf, path)
-    if T.is_timestamp(t):
-        return pa.timestamp("us", tz="UTC")
     if T.is_string_view(t):
         return pa.string()
     if T.is_binary_view(t):
@@ -517,10 +512,24 @@ def _spark_leaf(t: pa.DataType, path: str) -> pa.DataType:
         return pa.int32()
     if T.is_uint32(t):
         return pa.int64()
-    if T.is_uint64(t):
-        raise SchemaError(f"{_col(path)}: unsupported type {t} for Spark (cast to int64 or decimal)")
     if T.is_date64(t):
         return pa.date32()
+    return None
+
+
+def _spark_leaf(t: pa.DataType, path: str) -> pa.DataType:
+    T = pa.types
+    if isinstance(t, pa.ExtensionType):
+        return _map_leaves(t.storage_type, _spark_leaf, path)
+    if T.is_dictionary(t):
+        return _map_leaves(t.value_type, _spark_leaf, path)
+    if T.is_timestamp(t):
+        return pa.timestamp("us", tz="UTC")
+    widened = _widened(t)
+    if widened is not None:
+        return widened
+    if T.is_uint64(t):
+        raise SchemaError(f"{_col(path)}: unsupported type {t} for Spark (cast to int64 or decimal)")
     if T.is_time(t):
         return pa.time64("us")
     if T.is_decimal(t):
@@ -671,20 +680,9 @@ def _canonical_leaf(t: pa.DataType, path: str) -> pa.DataType:
         # reuse arrow_to_avro's messages for unsupported types
         _ArrowToAvro().type(t, "x", "ns", path)
         raise SchemaError(f"{_col(path)}: unsupported type {t}")  # pragma: no cover
-    if T.is_string_view(t):
-        return pa.string()
-    if T.is_binary_view(t):
-        return pa.binary()
-    if T.is_float16(t):
-        return pa.float32()
-    if T.is_uint8(t):
-        return pa.int16()
-    if T.is_uint16(t):
-        return pa.int32()
-    if T.is_uint32(t):
-        return pa.int64()
-    if T.is_date64(t):
-        return pa.date32()
+    widened = _widened(t)
+    if widened is not None:
+        return widened
     if T.is_timestamp(t) and t.unit in ("s", "ns"):
         return pa.timestamp("us", tz=t.tz)
     if T.is_time32(t) and t.unit == "s":
