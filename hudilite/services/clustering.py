@@ -34,8 +34,8 @@ import pyarrow.compute as pc
 
 from hudilite.errors import CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError
 from hudilite.services.common import (begin_execution, commit_metadata, default_parallelism, open_table,
-                                      opt_columns, opt_int, rollback_partial_attempt, run_parallel, schedule_plan,
-                                      write_base_file, write_stat)
+                                      opt_columns, opt_int, rollback_partial_attempt, run_parallel, run_pending,
+                                      schedule_plan, write_base_file, write_stat)
 from hudilite.services.compaction import _log_instants
 from hudilite.table import HoodieTable
 from hudilite.timeline import INFLIGHT, REPLACE_COMMIT, Instant, Timeline
@@ -241,12 +241,8 @@ def run_clustering(table_or_path, options: dict | None = None, *, instant: str |
     """Execute every pending clustering plan, oldest first (or only `instant`)."""
     check_options(options)
     table = open_table(table_or_path)
-    pend = pending_clusterings(table)
-    if instant is not None:
-        pend = [i for i in pend if i.timestamp == instant]
-        if not pend:
-            raise ClusteringError(f"no pending clustering {instant} on {table.base_path}")
-    return [execute_clustering(table, i, options, progress=progress) for i in pend]
+    return run_pending(table, pending_clusterings(table), instant, "clustering", ClusteringError,
+                       execute_clustering, options, progress)
 
 
 def cluster(table_or_path, options: dict | None = None, *, progress: bool = False) -> list[str]:

@@ -160,6 +160,18 @@ def begin_execution(table: HoodieTable, tl: Timeline, cur: Instant, options: dic
     return spec, ctx
 
 
+def run_pending(table: HoodieTable, pending: list[Instant], instant: str | None, kind: str,
+                error: type[Exception], execute, options: dict | None, progress: bool) -> list[str]:
+    """`execute(table, plan, options, progress=...)` for every pending plan, oldest first, or only for
+    `instant` (`error` when it is not one of them). Returns the completed instants; the first error is raised
+    after the plans before it completed."""
+    if instant is not None:
+        pending = [i for i in pending if i.timestamp == instant]
+        if not pending:
+            raise error(f"no pending {kind} {instant} on {table.base_path}")
+    return [execute(table, i, options, progress=progress) for i in sorted(pending, key=lambda i: i.timestamp)]
+
+
 # ---- reading and writing file slices -------------------------------------------------------------------
 def merge_spec(table: HoodieTable, as_of: str | None = None):
     """The MergeSpec of a table service: the read planner's (`ReadPlan.merge_spec`) for a snapshot at `as_of` -

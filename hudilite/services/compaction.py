@@ -44,7 +44,8 @@ from hudilite.log.blocks import CommandBlock, LogBlock
 from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
 from hudilite.services.common import (begin_execution, commit_metadata, default_parallelism, open_table,
-                                      opt_choice, opt_int, pending_plan, run_parallel, write_base_file, write_stat)
+                                      opt_choice, opt_int, pending_plan, run_parallel, run_pending, write_base_file,
+                                      write_stat)
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, COMPACTION, DELTA_COMMIT, INFLIGHT, Instant, Timeline
 from hudilite.timeline.instant_time import now_ms, parse_instant
@@ -280,15 +281,8 @@ def run_compaction(table_or_path, options: dict | None = None, *, instant: str |
     error is raised after the plans before it completed."""
     check_options(options)
     table = open_table(table_or_path)
-    pend = pending_compactions(table)
-    if instant is not None:
-        pend = [i for i in pend if i.timestamp == instant]
-        if not pend:
-            raise CompactionError(f"no pending compaction {instant} on {table.base_path}")
-    done = []
-    for inst in sorted(pend, key=lambda i: i.timestamp):
-        done.append(execute_compaction(table, inst, options, progress=progress))
-    return done
+    return run_pending(table, pending_compactions(table), instant, "compaction", CompactionError,
+                       execute_compaction, options, progress)
 
 
 def compact(table_or_path, options: dict | None = None, *, progress: bool = False, force: bool = False
