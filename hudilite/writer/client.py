@@ -37,6 +37,7 @@ from hudilite.writer.handle import StreamingBaseFileWriter, merge_file_group, st
 from hudilite.writer.log_handle import append_file_group, block_format_option
 from hudilite.writer.options import WriteOptions, resolve
 from hudilite.writer.queue import run_bounded
+from hudilite.writer.source_files import OPTION as SOURCE_FILES_OPTION, plain_parquet_units, read_units
 from hudilite.writer.conflict import read_basis
 from hudilite.writer.transaction import Transaction
 
@@ -130,7 +131,7 @@ class WriteClient:
             ctx.markers().init()
             txn.mark_inflight(inst, _metadata({}, OPERATION_TYPES[wo.operation], None))
             if wo.operation == "bulk_insert":
-                stats = self._bulk_insert(prepared, ctx, spec)
+                stats = self._bulk_insert(df, prepared, ctx, spec)
                 replaced = {}
             else:
                 stats, replaced = plan.execute(ctx)
@@ -250,27 +251,20 @@ class WriteClient:
         )
 
     # ------------------------------------------------------------------------------------------
-    def _bulk_insert(self, prepared, ctx: WriteContext, spec: KeySpec) -> list[dict]:
+    def _bulk_insert(self, df, prepared, ctx: WriteContext, spec: KeySpec) -> list[dict]:
         from pyspark.sql import functions as F
 
         from hudilite.keygen import arrow_keygen
 
         mode = str(self.wo.get("hoodie.bulkinsert.sort.mode", "NONE")).upper()
-        rows = prepared.filter(~F.col(DELETE_COL))
-        # unsorted: the key and partition path are computed in the Python worker where that gives the same
-        # strings, so Spark converts and ships only the data columns
-        keygen = arrow_keygen(spec, spark_to_arrow(prepared.schema)) if mode == "NONE" else None
-        if keygen is not None:
-            rows = rows.drop(KEY_COL, PART_COL, SEQ_COL, DELETE_COL)
-        if mode == "GLOBAL_SORT":
-            rows = rows.orderBy(PART_COL, KEY_COL)
-        elif mode == "PARTITION_SORT":
-            rows = rows.sortWithinPartitions(PART_COL, KEY_COL)
-        elif mode != "NONE":
+        if mode not in ("NONE", "PARTITION_SORT", "GLOBAL_SORT"):
             raise InvalidWriteError(f"hoodie.bulkinsert.sort.mode={mode!r}: expected NONE, PARTITION_SORT or GLOBAL_SORT")
+        # unsorted: the key and partition path are computed in the Python worker where that gives the same
+        # strings, so Spark converts and ships only the data columns - or nothing at all, see source_files.py
+        keygen = arrow_keygen(spec, spark_to_arrow(prepared.schema)) if mode == "NONE" else None
         key_fields = list(self.wo.record_key)
 
-        def write_task(batches):
+        def write_batches(batches):
             w = StreamingBaseFileWriter(ctx)
 
             def consume(b):
@@ -280,9 +274,33 @@ class WriteClient:
                 _check_keys(t, key_fields)
                 w.write(t)
 
-            # reading Spark's Arrow stream overlaps with encoding/writing parquet, within a memory bound
+            # reading the input overlaps with encoding/writing parquet, within a memory bound
             run_bounded([batches], consume, ctx.buffer_limit_bytes)
-            for rb in stats_table(w.close()).to_batches():
+            return w.close()
+
+        if keygen is not None and IS_DELETED_FIELD not in df.columns and self.wo.get_bool(SOURCE_FILES_OPTION, True):
+            source = spark_to_arrow(df.schema)
+            units = plain_parquet_units(df, source, self.spark.sparkContext.defaultParallelism)
+            if units:
+                batch_rows = ctx.row_group_rows
+
+                def file_task(it):
+                    for s in write_batches(read_units(list(it), source, batch_rows)):
+                        yield json.dumps(s)
+
+                rdd = self.spark.sparkContext.parallelize(units, len(units))
+                return [json.loads(s) for s in rdd.mapPartitions(file_task).collect()]
+
+        rows = prepared.filter(~F.col(DELETE_COL))
+        if keygen is not None:
+            rows = rows.drop(KEY_COL, PART_COL, SEQ_COL, DELETE_COL)
+        if mode == "GLOBAL_SORT":
+            rows = rows.orderBy(PART_COL, KEY_COL)
+        elif mode == "PARTITION_SORT":
+            rows = rows.sortWithinPartitions(PART_COL, KEY_COL)
+
+        def write_task(batches):
+            for rb in stats_table(write_batches(batches)).to_batches():
                 yield rb
 
         return _collect_stats(rows.mapInArrow(write_task, _stat_struct()))

@@ -23,6 +23,17 @@ upd2 = spark.createDataFrame([(i, 3, d[i % 2], f"m{i}") for i in range(1, 200, 2
 c3 = hudilite.write(upd2, path, record_key="id", precombine_field="version", partition_by="dt",
                     options={"hoodie.write.markers.type": "TIMELINE_SERVER_BASED"})
 snap = hudilite.read(spark, path)
+# a bulk insert from a plain parquet scan: the executors read the source files themselves
+from hudilite.schema import spark_to_arrow  # noqa: E402
+from hudilite.writer.source_files import plain_parquet_units  # noqa: E402
+
+src = path + "_src"
+df.write.parquet(src)
+src_df = spark.read.parquet(src)
+file_units = len(plain_parquet_units(src_df, spark_to_arrow(src_df.schema), 2) or [])
+hudilite.write(src_df, path + "_files", record_key="id", precombine_field="version", partition_by="dt",
+               operation="bulk_insert")
+from_files = sorted(tuple(r) for r in hudilite.read(spark, path + "_files").select("id", "name").collect())
 
 
 def where(batches):
@@ -40,6 +51,7 @@ out = {
     "c1": c1, "c2": c2, "c3_updated": c3.stats["updated"], "count": snap.count(), "updated": c2.stats["updated"], "inserted": c2.stats["inserted"],
     "names": {r["id"]: r["name"] for r in snap.filter("id in (0, 10, 1, 500, 21)").collect()},
     "incremental": hudilite.read(spark, path, begin=c1, end=c2).count(),
+    "file_units": file_units, "from_files_ok": from_files == sorted((i, f"n{i}") for i in range(200)),
     "driver_pid": os.getpid(), "worker_pids": sorted(pids), "executors": executors,
 }
 print("RESULT " + json.dumps(out))

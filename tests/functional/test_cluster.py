@@ -75,6 +75,7 @@ def test_write_and_read_on_standalone_cluster(standalone, tmp_path):
     assert out["names"] == {"0": "u0", "10": "u10", "1": "m1", "21": "m21", "500": "new"}
     assert out["c3_updated"] == 10
     assert out["incremental"] == 21
+    assert out["file_units"] > 0 and out["from_files_ok"]
     # the table is an ordinary Hudi table for any reader
     import hudi
 
