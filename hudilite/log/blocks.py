@@ -184,10 +184,11 @@ class ParquetDataBlock(LogBlock):
         schema: str | Mapping | None = None,
         compression: str = "gzip",
         header: Mapping | None = None,
+        use_dictionary: bool | list[str] = True,
     ) -> ParquetDataBlock:
         """`compression` defaults to gzip, the codec Java uses for parquet log blocks."""
         sink = io.BytesIO()
-        pq.write_table(table, sink, compression=compression)
+        pq.write_table(table, sink, compression=compression, use_dictionary=use_dictionary)
         schema_json = None if schema is None else _schema_json(schema)
         return cls(_data_header(instant_time, schema_json, header), sink.getvalue())
 

@@ -73,33 +73,47 @@ class ChangeContext:
 # ---- reading ------------------------------------------------------------------------------------------------
 def _keys_of(table: pa.Table, name: str) -> pa.Array:
     col = table.column(name)
-    col = col.cast(pa.string()) if col.type != pa.string() else col
+    want = pa.int64() if pa.types.is_integer(col.type) else pa.string()
+    col = col.cast(want) if col.type != want else col
     return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
 
 
-def _read_keys(desc: SliceDesc, spec: MergeSpec, with_times: bool):
+def _key_column(task: GroupTask, ctx: ChangeContext) -> str:
+    """The column keys are compared on: the integer record-key column when the table's keys are its decimal
+    strings and every base file of the task stores it (hashing integers costs a fraction of hashing the key
+    strings of every row of both slices); else the record key strings."""
+    c = ctx.after_spec.int_key
+    if not c:
+        return KEY
+    for desc in (task.after, task.before):
+        if desc is not None and desc.base_path is not None and c not in pq.read_schema(desc.base_path).names:
+            return KEY
+    return c
+
+
+def _read_keys(desc: SliceDesc, spec: MergeSpec, with_times: bool, key: str = KEY):
     """(keys, commit times or None) of every row of the slice."""
     if desc.log_paths or desc.base_path is None:
         t = merge_slice(desc, spec)
     else:
-        cols = [KEY, COMMIT_TIME_COL] if with_times else [KEY]
+        cols = [key, COMMIT_TIME_COL] if with_times else [key]
         t = pq.read_table(desc.base_path, columns=cols)
-    return _keys_of(t, KEY), (_keys_of(t, COMMIT_TIME_COL) if with_times else None)
+    return _keys_of(t, key), (_keys_of(t, COMMIT_TIME_COL) if with_times else None)
 
 
-def _after_keys(desc: SliceDesc, spec: MergeSpec, times: tuple, all_keys: bool):
+def _after_keys(desc: SliceDesc, spec: MergeSpec, times: tuple, all_keys: bool, key: str = KEY):
     """(positions, keys) of the rows whose commit time is in `times`, and every key of the slice when
     `all_keys` (else None). Merge-on-read slices are merged once for both."""
     if desc.log_paths or desc.base_path is None:
-        keys, ct = _read_keys(desc, spec, True)
+        keys, ct = _read_keys(desc, spec, True, key)
         pos = np.flatnonzero(pc.is_in(ct, value_set=pa.array(sorted(times), pa.string())).to_numpy(
             zero_copy_only=False))
         return pos, keys.take(pa.array(pos, pa.int64())), (keys if all_keys else None)
-    pos, keys = _changed_rows(desc, times)
-    return pos, keys, (_read_keys(desc, spec, False)[0] if all_keys else None)
+    pos, keys = _changed_rows(desc, times, key)
+    return pos, keys, (_read_keys(desc, spec, False, key)[0] if all_keys else None)
 
 
-def _changed_rows(desc: SliceDesc, times: tuple):
+def _changed_rows(desc: SliceDesc, times: tuple, key: str = KEY):
     """(positions, keys) of the rows of a base file whose commit time is in `times`: only the row groups whose
     commit-time statistics overlap the range are read."""
     value_set = pa.array(sorted(times), pa.string())
@@ -115,11 +129,11 @@ def _changed_rows(desc: SliceDesc, times: tuple):
         if st is None or not st.has_min_max or not (_text(st.max) < lo or _text(st.min) > hi):
             wanted.append(i)
     if not wanted:
-        return np.array([], np.int64), pa.array([], pa.string())
-    t = pf.read_row_groups(wanted, columns=[KEY, COMMIT_TIME_COL])
+        return np.array([], np.int64), pa.array([], pa.string() if key == KEY else pa.int64())
+    t = pf.read_row_groups(wanted, columns=[key, COMMIT_TIME_COL])
     local = np.flatnonzero(pc.is_in(_keys_of(t, COMMIT_TIME_COL), value_set=value_set).to_numpy(zero_copy_only=False))
     offsets = np.concatenate([np.arange(starts[i], starts[i + 1], dtype=np.int64) for i in wanted])
-    return offsets[local], _keys_of(t, KEY).take(pa.array(local, pa.int64()))
+    return offsets[local], _keys_of(t, key).take(pa.array(local, pa.int64()))
 
 
 def _text(v) -> str:
@@ -155,17 +169,19 @@ def classify(task: GroupTask, ctx: ChangeContext) -> pa.Table:
     """Candidate changes of one group (schema CANDIDATES)."""
     parts: list[tuple[str, pa.Array, np.ndarray]] = []
     a_keys = None
+    key = _key_column(task, ctx)
     if task.after is not None:
         # every key at end only to find the keys gone / still there
-        chg_pos, chg_keys, a_keys = _after_keys(task.after, ctx.after_spec, ctx.times, task.deletes or task.present)
+        chg_pos, chg_keys, a_keys = _after_keys(task.after, ctx.after_spec, ctx.times, task.deletes or task.present,
+                                                key)
         if task.present:
             parts.append((PRESENT, a_keys, np.full(len(a_keys), -1, np.int64)))
     else:
-        chg_pos, chg_keys = np.array([], np.int64), pa.array([], pa.string())
+        chg_pos, chg_keys = np.array([], np.int64), pa.array([], pa.string() if key == KEY else pa.int64())
     if task.before is None:
         parts.append((INSERT, chg_keys, chg_pos))
         return _candidates(task.grp, parts)
-    b_keys, _ = _read_keys(task.before, ctx.before_spec, False)
+    b_keys, _ = _read_keys(task.before, ctx.before_spec, False, key)
     gone = None
     if a_keys is not None:
         # one probe answers both questions: where each before key is at end (null: gone), hence updated ones
@@ -195,8 +211,11 @@ def classify(task: GroupTask, ctx: ChangeContext) -> pa.Table:
 
 
 def _candidates(grp: int, parts) -> pa.Table:
+    """Candidates of one group; keys as strings (integer keys in decimal, the record-key strings of such
+    tables), so that groups compare in `resolve` whichever column each compared on."""
     tables = [pa.table({"grp": pa.array(np.full(len(k), grp, np.int32)), "kind": pa.repeat(pa.scalar(kind), len(k)),
-                        "key": k, "pos": pa.array(pos, pa.int64())}, schema=CANDIDATES)
+                        "key": k if k.type == pa.string() else pc.cast(k, pa.string()),
+                        "pos": pa.array(pos, pa.int64())}, schema=CANDIDATES)
               for kind, k, pos in parts if len(k)]
     return pa.concat_tables(tables) if tables else CANDIDATES.empty_table()
 

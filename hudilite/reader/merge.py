@@ -77,6 +77,9 @@ class MergeSpec:
     block_range: frozenset | None = None  # incremental: only blocks of these instants
     row_range: frozenset | None = None  # incremental: only base rows with these commit times
     keyed: bool = True  # meta fields populated: merge by record key (else append-only)
+    # a simple key generator over one signed integer column: record keys are that column's decimal strings, so
+    # base rows can be matched on the column's values (see slice_overlay)
+    int_key: str | None = None
 
     def is_committed(self, t: str) -> bool:
         if t in self.committed:
@@ -360,10 +363,11 @@ class SliceOverlay:
     superseded: np.ndarray  # int64 row positions in the base file, ascending
 
 
-def read_base_keys(path: str, spec: MergeSpec) -> tuple[pa.Table, np.ndarray]:
+def read_base_keys(path: str, spec: MergeSpec, key: str = KEY) -> tuple[pa.Table, np.ndarray]:
     """The base file's columns the merge decides on (record key; ordering field for event time; commit time for
-    an incremental row range), conformed like `read_base`, with each row's position in the file."""
-    cols = [KEY]
+    an incremental row range), conformed like `read_base`, with each row's position in the file. `key`: the
+    column read as the key (the integer key column, see `slice_overlay`: returned as int64 under KEY)."""
+    cols = [key]
     if spec.event_time:
         cols.append(spec.ordering_field)
     if spec.row_range is not None:
@@ -373,12 +377,24 @@ def read_base_keys(path: str, spec: MergeSpec) -> tuple[pa.Table, np.ndarray]:
     present = [c for c in cols if c in pf.schema_arrow.names]
     t = pf.read(columns=present) if present else pa.table({"_": pa.nulls(pf.metadata.num_rows)})
     t = conform(t, pa.schema([spec.schema.field(c) for c in cols]))
+    if key != KEY:
+        t = t.set_column(0, pa.field(KEY, pa.int64()), t.column(0).cast(pa.int64()))
     pos = np.arange(t.num_rows, dtype=np.int64)
     if spec.row_range is not None:
         mask = pc.is_in(t.column(COMMIT_TIME_COL), value_set=pa.array(sorted(spec.row_range), pa.string()))
         mask = pc.fill_null(mask, False)
         t, pos = t.filter(mask), pos[mask.to_numpy(zero_copy_only=False)]
     return t, pos
+
+
+def _as_int_keys(keys: pa.Array) -> pa.Array | None:
+    """The log records' keys as int64 when every one is the decimal string of its integer (so matching the
+    integers matches the strings); else None."""
+    try:
+        ints = pc.cast(keys, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return ints if pc.all(pc.equal(pc.cast(ints, pa.string()), keys)).as_py() is not False else None
 
 
 def slice_overlay(desc: SliceDesc, spec: MergeSpec) -> SliceOverlay:
@@ -395,7 +411,13 @@ def slice_overlay(desc: SliceDesc, spec: MergeSpec) -> SliceOverlay:
     if events is None:
         return SliceOverlay(empty, none)
     if desc.base_path:
-        keys, pos = read_base_keys(desc.base_path, spec)
+        int_keys = _as_int_keys(events[0]) if spec.int_key else None
+        if int_keys is not None and spec.int_key in pq.read_schema(desc.base_path).names:
+            # integers hash and compare at a fraction of the cost of the key strings of every base row
+            events = (int_keys,) + tuple(events[1:])
+            keys, pos = read_base_keys(desc.base_path, spec, spec.int_key)
+        else:
+            keys, pos = read_base_keys(desc.base_path, spec)
     else:
         keys, pos = conform(pa.table({}), pa.schema([spec.schema.field(KEY)])).slice(0, 0), none
     superseded, rows = resolve(keys, data, events, spec)

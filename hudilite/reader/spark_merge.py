@@ -7,9 +7,11 @@ of the superseded base rows. A base row is identified in the JVM by one long, `f
 id)` (`_metadata.row_index`), so the anti join against the superseded positions is a broadcast join on a long
 key. (The xor matters: Spark's long hash map picks slots from the low 32 bits; with the bare row index there,
 the same row positions of different files would all collide.)
-The file id is a 32-bit window of Spark's `xxhash64(_metadata.file_name)`, chosen on the driver so that it is
-distinct for every base file of the read (exact, and no per-row join to map file names to ids); without such a
-window (e.g. two base files of one name) the slices are merged whole in Python instead.
+The file id is the base file's size (`_metadata.file_size`, a per-file constant: no per-row work) when the sizes
+of the read's base files are distinct and below 2**32; otherwise a 32-bit window of Spark's
+`xxhash64(_metadata.file_name)`, chosen on the driver so that it is distinct for every base file of the read
+(exact, and no per-row join to map file names to ids); without such a window (e.g. two base files of one name)
+the slices are merged whole in Python instead.
 The Python output is local-checkpointed so that the log side is computed once although the plan reads it twice
 (positions for the anti join, rows for the union); the checkpoint is dropped with the DataFrame.
 """
@@ -26,19 +28,24 @@ from hudilite.errors import UnsupportedTableError
 ROW_BITS = 32  # base files of up to 2**32 rows (Hudi base files are ~100 MB); 32-bit file ids
 GONE = "_hl_superseded"  # the packed (file id, row) of a superseded base row; null on log rows
 FILE = "_hl_file"
+SIZE = "_hl_file_size"
 ROW = "_hl_row"
 # Above this much log data the superseded positions are not broadcast (Spark plans a shuffled join instead).
 BROADCAST_LOG_BYTES = 2 << 30
 
 
-def file_ids(spark, slices) -> tuple[int, list[int | None]] | None:
-    """(shift, id per slice: `(xxhash64(base file name) >>> shift) & 0xFFFFFFFF`, None without a base file) for
-    the first shift that gives every base file a distinct id; None if no shift does."""
+def file_ids(spark, slices) -> tuple[int | None, list[int | None]] | None:
+    """(shift, id per slice, None without a base file): shift None and the file sizes when they are distinct and
+    known; else, for the first shift that gives every base file a distinct id,
+    `(xxhash64(base file name) >>> shift) & 0xFFFFFFFF`; None if no shift does."""
     from pyspark.sql import functions as F
 
     names = [os.path.basename(s.base_file.path) for s in slices if s.base_file is not None]
     if not names:
         return 0, [None] * len(slices)
+    sizes = [s.base_file.size for s in slices if s.base_file is not None]
+    if all(0 < z < (1 << ROW_BITS) for z in sizes) and len(set(sizes)) == len(sizes):
+        return None, [s.base_file.size if s.base_file is not None else None for s in slices]
     # evaluated on the driver (a projection of a local relation), with the very function the scan uses
     rows = spark.createDataFrame([(n,) for n in names], "n string").select(F.xxhash64("n")).collect()
     hashes = np.array([r[0] for r in rows], dtype=np.int64).view(np.uint64)
@@ -53,7 +60,8 @@ def file_ids(spark, slices) -> tuple[int, list[int | None]] | None:
 
 def merged_dataframe(spark, plan, schema, slices, ids, scan):
     """The merged rows of `slices` (all with log files) in `schema`; `ids` from `file_ids`. `scan(files)` is the
-    native scan of base files in the table schema with FILE / ROW columns (`_metadata.file_name`, `_metadata.row_index`), rows of an
+    native scan of base files in the table schema with FILE / SIZE / ROW columns (`_metadata.file_name`,
+    `_metadata.file_size`, `_metadata.row_index`), rows of an
     incremental read's commit times only."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StructField, StructType
@@ -85,7 +93,8 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan):
     gone = overlay.filter(F.col(GONE).isNotNull()).select(GONE)
     if sum(lf.size for s in slices for lf in s.log_files) <= BROADCAST_LOG_BYTES:
         gone = F.broadcast(gone)
-    fid = F.shiftrightunsigned(F.xxhash64(F.col(FILE)), shift).bitwiseAND(F.lit((1 << ROW_BITS) - 1))
+    fid = F.col(SIZE) if shift is None else \
+        F.shiftrightunsigned(F.xxhash64(F.col(FILE)), shift).bitwiseAND(F.lit((1 << ROW_BITS) - 1))
     base = scan(based).withColumn(GONE, F.shiftleft(fid, ROW_BITS).bitwiseOR(F.col(ROW).bitwiseXOR(fid)))
     base = base.join(gone, GONE, "left_anti").select(*[F.col(f"`{f.name}`") for f in schema.fields])
     return base.unionByName(log_rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from hudilite.reader.planner import ReadPlan, plan_read
-from hudilite.reader.spark_merge import FILE, ROW, file_ids, merged_dataframe
+from hudilite.reader.spark_merge import FILE, ROW, SIZE, file_ids, merged_dataframe
 from hudilite.schema import arrow_to_spark
 
 
@@ -130,15 +130,35 @@ def _keygen_may_retype(config) -> bool:
     return "TIMESTAMP" in kg or "CUSTOM" in kg
 
 
+_DISCOVERY_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+
+
+def _read_parquet(spark, schema, files):
+    """`spark.read.parquet(*files)`, the files' status taken on the driver: the planned files are known to exist,
+    and above 32 paths Spark would otherwise run a listing job per read (~0.2 s even for local files)."""
+    old = spark.conf.get(_DISCOVERY_THRESHOLD, None)
+    if old is not None and int(old) > len(files):
+        return spark.read.schema(schema).parquet(*files)
+    spark.conf.set(_DISCOVERY_THRESHOLD, str(len(files) + 1))
+    try:
+        return spark.read.schema(schema).parquet(*files)
+    finally:
+        if old is None:
+            spark.conf.unset(_DISCOVERY_THRESHOLD)
+        else:
+            spark.conf.set(_DISCOVERY_THRESHOLD, old)
+
+
 def _scan(spark, schema, files, *, check_file_types: bool = True, row_ids: bool = False):
     """Spark's native parquet scan of `files` in the table schema (columns missing from a file read as null);
-    `row_ids` adds each row's file name and row position (FILE, ROW)."""
+    `row_ids` adds each row's file name, file size and row position (FILE, SIZE, ROW)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, StructType
 
-    ids = [F.col("_metadata.file_name").alias(FILE), F.col("_metadata.row_index").alias(ROW)] if row_ids else []
+    ids = [F.col("_metadata.file_name").alias(FILE), F.col("_metadata.file_size").alias(SIZE),
+           F.col("_metadata.row_index").alias(ROW)] if row_ids else []
     if not check_file_types:
-        part = spark.read.schema(schema).parquet(*files)
+        part = _read_parquet(spark, schema, files)
         return part.select("*", *ids) if ids else part
     by_overrides: dict[tuple, list[str]] = {}
     for f in files:
@@ -146,13 +166,13 @@ def _scan(spark, schema, files, *, check_file_types: bool = True, row_ids: bool 
     df = None
     for overrides, group in by_overrides.items():
         if not overrides:
-            part = spark.read.schema(schema).parquet(*group)
+            part = _read_parquet(spark, schema, group)
             part = part.select("*", *ids) if ids else part
         else:
             o = dict(overrides)
             read_schema = StructType([StructField(fl.name, o.get(fl.name, fl.dataType), fl.nullable)
                                       for fl in schema.fields])
-            part = spark.read.schema(read_schema).parquet(*group)
+            part = _read_parquet(spark, read_schema, group)
             part = part.select(*[F.col(f"`{fl.name}`").cast(fl.dataType).alias(fl.name) if fl.name in o
                                  else F.col(f"`{fl.name}`") for fl in schema.fields], *ids)
         df = part if df is None else df.unionByName(part)

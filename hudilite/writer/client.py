@@ -125,6 +125,7 @@ class WriteClient:
             target_file_bytes=wo.target_file_bytes, row_group_rows=wo.row_group_rows,
             compression=wo.compression, partial_update=wo.get_bool("hoodie.write.partial.update", False),
             incoming_columns=tuple(df.columns), delete_operation=wo.operation == "delete",
+            int_key=_int_key(wo.record_key, data_schema),
         )
         counted: list[dict] = []
         try:
@@ -471,7 +472,6 @@ class _Planner:
         from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-        known = self.tagged.filter(F.col(FID_COL).isNotNull())
         brows = []
         for part, bs in buckets.items():
             total = sum(w for _, w in bs)
@@ -480,16 +480,18 @@ class _Planner:
                 brows.append((part, fid, start, start + w, total))
                 start += w
         if not brows:
-            return known
+            return self.tagged.filter(F.col(FID_COL).isNotNull())
         bdf = self.spark.createDataFrame(brows, StructType([
             StructField("_b_part", StringType()), StructField("_b_fid", StringType()),
             StructField("_b_lo", LongType()), StructField("_b_hi", LongType()), StructField("_b_total", LongType())]))
+        # one pass over the input: untagged inserts pick up their bucket's group, tagged rows keep theirs
         w = F.pmod(F.xxhash64(F.col(KEY_COL)), F.col("_b_total"))
-        ins = (self.tagged.filter(F.col(FID_COL).isNull() & ~F.col(DELETE_COL)).drop(FID_COL)
-               .join(F.broadcast(bdf), (F.col(PART_COL) == F.col("_b_part")) & (w >= F.col("_b_lo"))
-                     & (w < F.col("_b_hi")), "inner")
-               .withColumnRenamed("_b_fid", FID_COL).drop("_b_part", "_b_lo", "_b_hi", "_b_total"))
-        return known.unionByName(ins)
+        cond = (F.col(FID_COL).isNull() & ~F.col(DELETE_COL) & (F.col(PART_COL) == F.col("_b_part"))
+                & (w >= F.col("_b_lo")) & (w < F.col("_b_hi")))
+        return (self.tagged.join(F.broadcast(bdf), cond, "left")
+                .withColumn(FID_COL, F.coalesce(F.col(FID_COL), F.col("_b_fid")))
+                .drop("_b_part", "_b_fid", "_b_lo", "_b_hi", "_b_total")
+                .filter(F.col(FID_COL).isNotNull()))
 
     def execute(self, ctx: WriteContext):
         wo = self.wo
@@ -568,6 +570,13 @@ def _stat_struct():
 
 def _collect_stats(df) -> list[dict]:
     return [json.loads(r["stat"]) for r in df.collect()]
+
+
+def _int_key(record_key, data_schema: pa.Schema) -> str | None:
+    """The record-key column when it is one column of a signed integer type (records match on its values)."""
+    if len(record_key) != 1 or record_key[0] not in data_schema.names:
+        return None
+    return record_key[0] if pa.types.is_signed_integer(data_schema.field(record_key[0]).type) else None
 
 
 def _check_keys(batch: pa.RecordBatch, key_fields) -> None:

@@ -34,6 +34,9 @@ class WriteContext:
     delete_operation: bool = False  # the `delete` operation: deletes win whatever their ordering value
     marker_options: dict | None = None  # hoodie.write.markers.* (direct, or the driver's marker service URL)
     buffer_limit_bytes: int = 64 * 1024 * 1024  # bounded queue between reading batches and writing a file
+    # a single record-key column of a signed integer type: records are matched on it (the record key is its
+    # decimal string) instead of on the key strings
+    int_key: str | None = None
 
     def markers(self):
         from hudilite.markers import markers_for

@@ -40,18 +40,28 @@ def dedup_latest(tbl: pa.Table, ctx: WriteContext) -> pa.Table:
     commit-time mode to the latest arrival (`_hl_seq`)."""
     if tbl.num_rows <= 1:
         return tbl
-    keys = [(KEY_COL, "ascending")]
+    keys = [(ctx.int_key if ctx.int_key in tbl.column_names else KEY_COL, "ascending")]
     if ctx.event_time and ctx.precombine_field and ctx.precombine_field in tbl.column_names:
         keys.append((ctx.precombine_field, "ascending"))
     keys.append((SEQ_COL, "ascending"))
     t = tbl.take(pc.sort_indices(tbl, sort_keys=keys, null_placement="at_start"))
-    k = t.column(KEY_COL).combine_chunks()
+    k = t.column(keys[0][0]).combine_chunks()
     last = np.ones(t.num_rows, dtype=bool)
     if t.num_rows > 1:
         last[:-1] = pc.not_equal(k.slice(0, len(k) - 1), k.slice(1)).to_numpy(zero_copy_only=False)
     if last.all():
         return t
     return t.filter(pa.array(last))
+
+
+def key_columns(ctx: WriteContext, stored: pa.Table, incoming: pa.Table) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
+    """The columns that identify the records of `stored` rows and `incoming` rows, of one type: a simple
+    integer record key compares as int64 (hashing integers costs a fraction of hashing the key strings), any
+    other key as the `_hoodie_record_key` strings."""
+    c = ctx.int_key
+    if c and c in stored.column_names and c in incoming.column_names:
+        return stored.column(c).cast(pa.int64()), incoming.column(c).cast(pa.int64())
+    return stored.column("_hoodie_record_key").cast(pa.string()), incoming.column(KEY_COL)
 
 
 def const_string(value: str, n: int) -> pa.Array:
@@ -173,8 +183,8 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
 
     old = pq.read_table(old_path)
     old = cast_table_to_schema(old, ctx.file_schema)
-    inc_keys = incoming.column(KEY_COL)
-    pos = pc.index_in(old.column("_hoodie_record_key"), value_set=inc_keys.combine_chunks())
+    old_keys, inc_keys = key_columns(ctx, old, incoming)
+    pos = pc.index_in(old_keys, value_set=inc_keys.combine_chunks())
     matched = pos.is_valid().to_numpy(zero_copy_only=False)
     m_old = np.nonzero(matched)[0]
     m_inc = pos.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)

@@ -31,7 +31,8 @@ from hudilite.log.writer import append_blocks, next_log_version
 from hudilite.markers import APPEND
 from hudilite.schema import arrow_to_avro, avro_to_json, with_meta_fields_avro
 from hudilite.writer.context import DELETE_COL, KEY_COL, PART_COL, WriteContext
-from hudilite.writer.handle import _with_meta, dedup_latest, merge_file_group, task_info
+from hudilite.writer.handle import _with_meta, dedup_latest, dictionary_columns, key_columns, merge_file_group, \
+    task_info
 
 LOG_BLOCK_FORMAT_KEY = "hoodie.logfile.data.block.format"
 LOG_BLOCK_FORMATS = ("avro", "parquet")
@@ -105,7 +106,7 @@ def _log_rows(ctx: WriteContext, rows: pa.Table, fid: str, pid: int) -> pa.Table
 
 
 def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: str | None, base_instant: str,
-                      incoming: pa.Table, block_format: str = "avro") -> list[dict]:
+                      incoming: pa.Table, block_format: str = "parquet") -> list[dict]:
     """Append one file group's changes of this write as a new log file of its current slice; inserts of keys
     the group does not hold go to a new file group. Returns the write stats."""
     pid, stage, attempt = task_info()
@@ -115,8 +116,10 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     incoming = dedup_latest(incoming, ctx)
     is_del = incoming.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
     if base_path is not None:
-        base_keys = pq.read_table(base_path, columns=["_hoodie_record_key"]).column(0)
-        held = pc.is_in(incoming.column(KEY_COL), value_set=base_keys.combine_chunks().cast(pa.string()))
+        base_cols = pq.read_schema(base_path).names
+        key = ctx.int_key if ctx.int_key in base_cols and ctx.int_key in incoming.column_names else "_hoodie_record_key"
+        stored_keys, inc_keys = key_columns(ctx, pq.read_table(base_path, columns=[key]), incoming)
+        held = pc.is_in(inc_keys, value_set=stored_keys.combine_chunks())
         held = held.to_numpy(zero_copy_only=False).astype(bool)
     else:  # a log-only group: whatever the index routed here belongs to it
         held = np.ones(incoming.num_rows, dtype=bool)
@@ -136,7 +139,9 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         records = _log_rows(ctx, upd, fid, pid)
         schema_json = log_schema_json(ctx)
         if block_format == "parquet":
-            blocks.append(ParquetDataBlock.from_table(records, ctx.instant, schema=schema_json))
+            blocks.append(ParquetDataBlock.from_table(records, ctx.instant, schema=schema_json,
+                                                      compression=ctx.compression,
+                                                      use_dictionary=dictionary_columns(records)))
         else:
             blocks.append(avro_block(records, schema_json, ctx.instant))  # numpy encoding, fastavro fallback
     if dels.num_rows:
@@ -173,8 +178,9 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
 
 
 def block_format_option(options: dict) -> str:
-    """`hoodie.logfile.data.block.format`: avro (default, as Java) or parquet."""
-    fmt = str(options.get(LOG_BLOCK_FORMAT_KEY, "avro")).strip().lower()
+    """`hoodie.logfile.data.block.format`: parquet (default: a columnar block encodes and decodes at a fraction of
+    the cost of Avro records; Apache Hudi and hudi-rs read both) or avro (Java's default)."""
+    fmt = str(options.get(LOG_BLOCK_FORMAT_KEY, "parquet")).strip().lower()
     if fmt not in LOG_BLOCK_FORMATS:
         raise InvalidWriteError(f"{LOG_BLOCK_FORMAT_KEY}={fmt!r}: expected avro or parquet")
     return fmt

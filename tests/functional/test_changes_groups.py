@@ -19,6 +19,17 @@ SCHEMA = "id long, version long, dt string, name string, _hoodie_is_deleted bool
 KEY = ("_hoodie_partition_path", "_hoodie_record_key")
 
 
+@pytest.fixture(autouse=True, params=["int_keys", "string_keys"])
+def key_comparison(request, monkeypatch):
+    """Every test twice: keys compared on the integer key column (`MergeSpec.int_key`), and on the record-key
+    strings (as for any other key type)."""
+    if request.param == "string_keys":
+        from hudilite.reader import planner
+
+        monkeypatch.setattr(planner, "_int_key", lambda cfg, schema: None)
+    return request.param
+
+
 def w(spark, path, rows, **kw):
     rows = [r if len(r) == 5 else (*r, False) for r in rows]
     df = spark.createDataFrame(rows, SCHEMA)

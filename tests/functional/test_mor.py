@@ -26,7 +26,7 @@ import pyarrow as pa
 import pytest
 
 import hudilite
-from hudilite.log import AvroDataBlock, CommandBlock, append_blocks, scan_log_file
+from hudilite.log import AvroDataBlock, CommandBlock, ParquetDataBlock, append_blocks, scan_log_file
 from hudilite.markers import APPEND, DirectMarkers
 from hudilite.reader.merge import MergeSpec, SliceDesc, merge_slice, valid_blocks
 from hudilite.reader.planner import plan_read
@@ -226,8 +226,8 @@ def test_failed_deltacommit_is_invisible_and_rolled_back(spark, tmp_path, monkey
     # A log file the failed instant appended to that also holds committed blocks: simulated by appending one
     # of its blocks to a committed log file, with an APPEND marker (as a Java writer appending in place does).
     shared = sorted(logs_before)[0]
-    schema = next(b for b in scan_log_file(shared) if isinstance(b, AvroDataBlock)).schema
-    rec = next(b for b in scan_log_file(shared) if isinstance(b, AvroDataBlock)).records()
+    schema = next(b for b in scan_log_file(shared) if isinstance(b, (AvroDataBlock, ParquetDataBlock))).schema
+    rec = next(b for b in scan_log_file(shared) if isinstance(b, (AvroDataBlock, ParquetDataBlock))).records()
     rec = rec.set_column(rec.schema.get_field_index("name"), "name", pa.array(["bad"] * rec.num_rows))
     rec = rec.set_column(rec.schema.get_field_index("ts"), "ts", pa.array([99] * rec.num_rows, pa.int64()))
     append_blocks(shared, [AvroDataBlock.from_table(rec, schema, failed)])
@@ -304,7 +304,7 @@ def test_log_only_file_group(spark, tmp_path):
     c2 = write(spark, path, [(1, 20, "u1", False)])
     before = ours(spark, path)
     shared = sorted(log_files(path))[0]
-    block = next(b for b in scan_log_file(shared) if isinstance(b, AvroDataBlock))
+    block = next(b for b in scan_log_file(shared) if isinstance(b, (AvroDataBlock, ParquetDataBlock)))
     rec = block.records()
     fid = new_file_id()
     part = os.path.dirname(shared)

@@ -30,6 +30,17 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 SCHEMA = "id long, ts long, name string, region string, _hoodie_is_deleted boolean"
 
 
+@pytest.fixture(autouse=True, params=["int_keys", "string_keys"])
+def key_comparison(request, monkeypatch):
+    """Every test twice: log records matched to base rows on the integer key column (`MergeSpec.int_key`), and
+    on the record-key strings (as for any other key type)."""
+    if request.param == "string_keys":
+        from hudilite.reader import planner
+
+        monkeypatch.setattr(planner, "_int_key", lambda cfg, schema: None)
+    return request.param
+
+
 def _write(spark, path, rows, *, event_time=True, operation="upsert", options=None):
     df = spark.createDataFrame([(i, ts, name, "eu" if i % 2 else "us", d) for i, ts, name, d in rows], SCHEMA)
     return hudilite.write(df, path, record_key="id", precombine_field="ts" if event_time else None,
@@ -181,18 +192,64 @@ def test_ambiguous_base_file_names_fall_back(spark, event_time_table):
     assert spark_merge.file_ids(spark, slices + [twin]) is None
 
 
-def test_file_ids_match_the_jvm(spark, event_time_table):
-    """The ids the driver assigns are the ids the scan computes from `_metadata.file_name`."""
+def _jvm_ids(spark, plan, slices, shift):
     from pyspark.sql import functions as F
+
+    schema = arrow_to_spark(plan.schema)
+    df = spark_read._scan(spark, schema, [s.base_file.path for s in slices], row_ids=True)
+    fid = F.col(spark_merge.SIZE) if shift is None else \
+        F.shiftrightunsigned(F.xxhash64(F.col(spark_merge.FILE)), shift).bitwiseAND(F.lit(0xFFFFFFFF))
+    return {r[0]: r[1] for r in df.select(spark_merge.FILE, fid).distinct().collect()}
+
+
+def test_file_ids_match_the_jvm(spark, event_time_table):
+    """The ids the driver assigns are the ids the scan computes (`_metadata.file_size`, or a window of
+    xxhash64 of `_metadata.file_name` when sizes collide)."""
+    import os
 
     path, _ = event_time_table
     plan = plan_read(path)
     slices = [s for s in plan.merged_slices if s.base_file is not None]
     shift, ids = spark_merge.file_ids(spark, slices)
-    schema = arrow_to_spark(plan.schema)
-    df = spark_read._scan(spark, schema, [s.base_file.path for s in slices], row_ids=True)
-    fid = F.shiftrightunsigned(F.xxhash64(F.col(spark_merge.FILE)), shift).bitwiseAND(F.lit(0xFFFFFFFF))
-    got = {r[0]: r[1] for r in df.select(spark_merge.FILE, fid).distinct().collect()}
-    import os
+    assert _jvm_ids(spark, plan, slices, shift) == {os.path.basename(s.base_file.path): i for s, i in zip(slices, ids)}
+    # equal sizes: the name hash
+    same = [dataclasses.replace(s, base_file=dataclasses.replace(s.base_file, size=1000)) for s in slices]
+    shift2, ids2 = spark_merge.file_ids(spark, same)
+    assert shift2 is not None
+    assert _jvm_ids(spark, plan, slices, shift2) == {os.path.basename(s.base_file.path): i for s, i in zip(slices, ids2)}
+    # distinct known sizes: the sizes themselves
+    sized = [dataclasses.replace(s, base_file=dataclasses.replace(s.base_file, size=os.path.getsize(s.base_file.path)))
+             for s in slices]
+    if len({s.base_file.size for s in sized}) == len(sized):
+        assert spark_merge.file_ids(spark, sized) == (None, [s.base_file.size for s in sized])
 
-    assert got == {os.path.basename(s.base_file.path): i for s, i in zip(slices, ids)}
+
+@pytest.mark.parametrize("ids", ["size", "hash"])
+def test_both_kinds_of_file_id_read_the_same(spark, event_time_table, monkeypatch, ids):
+    path, _ = event_time_table
+    plan = plan_read(path)
+    real = spark_merge.file_ids
+
+    def forced(spark_, slices):
+        if ids == "size":
+            return None, [s.base_file.size if s.base_file is not None else None for s in slices]
+        return real(spark_, [dataclasses.replace(s, base_file=dataclasses.replace(s.base_file, size=7))
+                             if s.base_file is not None else s for s in slices])
+
+    with monkeypatch.context() as m:
+        if ids == "size" and len({s.base_file.size for s in plan.merged_slices if s.base_file}) < \
+                len([s for s in plan.merged_slices if s.base_file]):
+            pytest.skip("base files of equal size in this table")
+        m.setattr(spark_read, "file_ids", forced)
+        cols = [f.name for f in plan.schema]
+        fast = sorted((tuple(r) for r in spark_read.plan_to_dataframe(spark, plan).select(*cols).collect()), key=repr)
+    slow = _python_path(spark, plan, monkeypatch)
+    assert fast == sorted((tuple(r) for r in slow.select(*cols).collect()), key=repr)
+
+
+def test_integer_keys_match_only_canonical_strings():
+    from hudilite.reader.merge import _as_int_keys
+
+    assert _as_int_keys(pa.array(["1", "-20", "9223372036854775807"])).to_pylist() == [1, -20, 9223372036854775807]
+    for odd in (["007"], ["+5"], [" 5"], ["1.0"], ["x"], ["99999999999999999999"]):
+        assert _as_int_keys(pa.array(odd)) is None, odd

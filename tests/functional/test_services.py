@@ -20,7 +20,7 @@ import pytest
 
 import hudilite
 from hudilite.errors import CommitConflictError, InvalidWriteError
-from hudilite.log import AvroDataBlock, append_blocks, format_log_file_name, scan_log_file
+from hudilite.log import AvroDataBlock, ParquetDataBlock, append_blocks, format_log_file_name, scan_log_file
 from hudilite.reader.merge import SliceDesc, merge_slice
 from hudilite.reader.planner import plan_read
 from hudilite.services import TableServiceError
@@ -203,7 +203,7 @@ def test_compaction_without_valid_log_blocks_keeps_the_base_rows(spark, tmp_path
     c1 = write(spark, path, base_rows(6))
     c2 = write(spark, path, [(1, 2, "u1")])
     shared = logs(path)[0]
-    block = next(b for b in scan_log_file(shared) if isinstance(b, AvroDataBlock))
+    block = next(b for b in scan_log_file(shared) if isinstance(b, (AvroDataBlock, ParquetDataBlock)))
     rec = block.records()
     us = [p for p in glob.glob(os.path.join(path, "region=us", "*.parquet"))]
     fid = os.path.basename(us[0]).split("_")[0]
@@ -569,7 +569,7 @@ def test_failed_block_older_than_the_archived_boundary_is_not_read(spark, tmp_pa
     failed = commits[1][:-3] + str(int(commits[1][-3:]) + 1).zfill(3)
     assert commits[1] < failed < commits[2]
     shared = logs(path)[0]
-    block = next(b for b in scan_log_file(shared) if isinstance(b, AvroDataBlock))
+    block = next(b for b in scan_log_file(shared) if isinstance(b, (AvroDataBlock, ParquetDataBlock)))
     rec = block.records()
     rec = rec.set_column(rec.schema.get_field_index("ts"), "ts", pa.array([99] * rec.num_rows, pa.int64()))
     rec = rec.set_column(rec.schema.get_field_index("name"), "name", pa.array(["failed"] * rec.num_rows))

@@ -208,3 +208,26 @@ def test_marker_service_markers(spark, table_path, monkeypatch):
     check(hudilite.write(spark.createDataFrame([(1, 2, D2, "u")], SCHEMA), table_path, record_key="id",
                          precombine_field="version", partition_by="dt", options=opts))
     assert rows(spark, table_path)[1] == (1, 2, "u")
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_integer_keys_match_on_their_values(spark, table_path, table_type):
+    """Writers match a single integer key on its values (hudilite.writer.handle.key_columns): negative keys, and
+    an int key column widened to long by a later batch, still find their stored rows."""
+    kw = dict(record_key="id", precombine_field="v", table_type=table_type)
+    hudilite.write(spark.createDataFrame([(-5, 1, "a"), (0, 1, "b"), (7, 1, "c")], "id int, v long, s string"),
+                   table_path, **kw)
+    up = spark.createDataFrame([(-5, 2, "A"), (7, 2, "C"), (8, 1, "new"), (0, 0, "late")], "id long, v long, s string")
+    st = hudilite.write(up, table_path, **kw).stats
+    assert (st["inserted"], st["updated"] + st["ignored"]) == (1, 3)
+    assert sorted((r.id, r.s) for r in hudilite.read(spark, table_path).collect()) == [
+        (-5, "A"), (0, "b"), (7, "C"), (8, "new")]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_string_keys_that_look_like_numbers_stay_distinct(spark, table_path, table_type):
+    kw = dict(record_key="k", precombine_field="v", table_type=table_type)
+    hudilite.write(spark.createDataFrame([("7", 1, "a"), ("007", 1, "b")], "k string, v long, s string"),
+                   table_path, **kw)
+    hudilite.write(spark.createDataFrame([("007", 2, "B")], "k string, v long, s string"), table_path, **kw)
+    assert sorted((r.k, r.s) for r in hudilite.read(spark, table_path).collect()) == [("007", "B"), ("7", "a")]
