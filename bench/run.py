@@ -376,6 +376,8 @@ class Ctx:
         t0 = time.perf_counter()
         from pyspark.sql import SparkSession
 
+        # Python workers run this interpreter (the one with hudilite and pyarrow), activated venv or not
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         b = SparkSession.builder.appName("hudilite-bench")
         for k, v in self.spark_conf.items():
             b = b.config(k, v)
