@@ -30,7 +30,6 @@ import os
 import time
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from hudilite.errors import CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError
 from hudilite.services.common import (begin_execution, commit_metadata, default_parallelism, open_table,
@@ -40,6 +39,7 @@ from hudilite.services.compaction import _log_instants
 from hudilite.table import HoodieTable
 from hudilite.timeline import INFLIGHT, REPLACE_COMMIT, Instant, Timeline
 from hudilite.timeline.plans import clustering_plan, pending_service_groups
+from hudilite.writer.handle import sort_indices
 
 log = logging.getLogger(__name__)
 
@@ -180,8 +180,7 @@ def _cluster_group(table: HoodieTable, ctx, spec, group: dict, sort_cols: list[s
     if rows is None or rows.num_rows == 0:
         return []
     if sort_cols:
-        rows = rows.take(pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in sort_cols] + [(KEY, "ascending")],
-                                         null_placement="at_end"))
+        rows = rows.take(sort_indices(rows, [(c, "ascending") for c in sort_cols] + [(KEY, "ascending")], "at_end"))
     n_out = max(1, int(group.get("numOutputFileGroups") or 1), math.ceil(in_bytes / target))
     per = math.ceil(rows.num_rows / n_out)
     stats = []

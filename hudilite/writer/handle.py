@@ -35,6 +35,15 @@ def task_info() -> tuple[int, int, int]:
     return 0, 0, 0
 
 
+def sort_indices(tbl: pa.Table, keys: list[tuple[str, str]], nulls: str) -> pa.Array:
+    """`pc.sort_indices` with nulls placed `nulls` ("at_start"/"at_end") for every key: per sort key where pyarrow
+    takes it that way (the table-wide `null_placement` is deprecated since pyarrow 25), else table-wide."""
+    try:
+        return pc.sort_indices(tbl, sort_keys=[(name, order, nulls) for name, order in keys])
+    except (TypeError, ValueError, pa.ArrowInvalid):  # pyarrow before per-key null placement
+        return pc.sort_indices(tbl, sort_keys=keys, null_placement=nulls)
+
+
 def dedup_latest(tbl: pa.Table, ctx: WriteContext) -> pa.Table:
     """Collapse rows with the same record key to one: the highest precombine value (event time), ties and
     commit-time mode to the latest arrival (`_hl_seq`)."""
@@ -44,7 +53,7 @@ def dedup_latest(tbl: pa.Table, ctx: WriteContext) -> pa.Table:
     if ctx.event_time and ctx.precombine_field and ctx.precombine_field in tbl.column_names:
         keys.append((ctx.precombine_field, "ascending"))
     keys.append((SEQ_COL, "ascending"))
-    t = tbl.take(pc.sort_indices(tbl, sort_keys=keys, null_placement="at_start"))
+    t = tbl.take(sort_indices(tbl, keys, "at_start"))
     k = t.column(keys[0][0]).combine_chunks()
     last = np.ones(t.num_rows, dtype=bool)
     if t.num_rows > 1:
