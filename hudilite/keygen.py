@@ -72,6 +72,17 @@ def partition_values(spec: KeySpec, partition: str) -> dict[str, str]:
     return out
 
 
+def integer_key_column(record_key_fields, schema) -> str | None:
+    """The record-key column when the key is one column of a signed integer type in the Arrow `schema`: such
+    keys are the decimal strings of the column's values, so records can be matched on the values."""
+    import pyarrow as pa
+
+    fields = list(record_key_fields)
+    if len(fields) != 1 or fields[0] not in schema.names:
+        return None
+    return fields[0] if pa.types.is_signed_integer(schema.field(fields[0]).type) else None
+
+
 def arrow_keygen(spec: KeySpec, schema):
     """For bulk inserts: a function that adds the record key and partition path columns to an Arrow table in
     the Python worker, so Spark ships only the data columns (its row -> Arrow conversion is the costly part

@@ -366,19 +366,22 @@ class SliceOverlay:
 def read_base_keys(path: str, spec: MergeSpec, key: str = KEY) -> tuple[pa.Table, np.ndarray]:
     """The base file's columns the merge decides on (record key; ordering field for event time; commit time for
     an incremental row range), conformed like `read_base`, with each row's position in the file. `key`: the
-    column read as the key (the integer key column, see `slice_overlay`: returned as int64 under KEY)."""
+    column read as the key (the integer key column, see `slice_overlay`: returned as int64 under KEY; the
+    record key strings when the file does not store it)."""
+    pf = pq.ParquetFile(path)
+    if key not in pf.schema_arrow.names:
+        key = KEY
     cols = [key]
     if spec.event_time:
         cols.append(spec.ordering_field)
     if spec.row_range is not None:
         cols.append(COMMIT_TIME_COL)
     cols = list(dict.fromkeys(cols))
-    pf = pq.ParquetFile(path)
     present = [c for c in cols if c in pf.schema_arrow.names]
     t = pf.read(columns=present) if present else pa.table({"_": pa.nulls(pf.metadata.num_rows)})
     t = conform(t, pa.schema([spec.schema.field(c) for c in cols]))
-    if key != KEY:
-        t = t.set_column(0, pa.field(KEY, pa.int64()), t.column(0).cast(pa.int64()))
+    if key != KEY:  # the key column stays too: it may be the ordering field as well
+        t = t.append_column(pa.field(KEY, pa.int64()), t.column(key).cast(pa.int64()))
     pos = np.arange(t.num_rows, dtype=np.int64)
     if spec.row_range is not None:
         mask = pc.is_in(t.column(COMMIT_TIME_COL), value_set=pa.array(sorted(spec.row_range), pa.string()))
@@ -411,13 +414,11 @@ def slice_overlay(desc: SliceDesc, spec: MergeSpec) -> SliceOverlay:
     if events is None:
         return SliceOverlay(empty, none)
     if desc.base_path:
+        # integers hash and compare at a fraction of the cost of the key strings of every base row
         int_keys = _as_int_keys(events[0]) if spec.int_key else None
-        if int_keys is not None and spec.int_key in pq.read_schema(desc.base_path).names:
-            # integers hash and compare at a fraction of the cost of the key strings of every base row
+        keys, pos = read_base_keys(desc.base_path, spec, spec.int_key if int_keys is not None else KEY)
+        if keys.column(KEY).type == pa.int64():
             events = (int_keys,) + tuple(events[1:])
-            keys, pos = read_base_keys(desc.base_path, spec, spec.int_key)
-        else:
-            keys, pos = read_base_keys(desc.base_path, spec)
     else:
         keys, pos = conform(pa.table({}), pa.schema([spec.schema.field(KEY)])).slice(0, 0), none
     superseded, rows = resolve(keys, data, events, spec)

@@ -78,11 +78,11 @@ def _int_key(cfg, schema: pa.Schema) -> str | None:
     """The record-key column when the table's keys are the decimal strings of one signed integer column (a
     simple, non-partitioned or complex key generator over that one field). Readers still check that the log
     records' keys are such strings before matching on the integers."""
-    fields = cfg.record_key_fields
-    if len(fields) != 1 or fields[0] not in schema.names or not pa.types.is_signed_integer(schema.field(fields[0]).type):
-        return None
+    from hudilite.keygen import integer_key_column
+
+    column = integer_key_column(cfg.record_key_fields, schema)
     kg = cfg.keygen.split(".")[-1].upper()
-    return fields[0] if kg in ("", "SIMPLEKEYGENERATOR", "NONPARTITIONEDKEYGENERATOR", "COMPLEXKEYGENERATOR",
+    return column if kg in ("", "SIMPLEKEYGENERATOR", "NONPARTITIONEDKEYGENERATOR", "COMPLEXKEYGENERATOR",
                                "SIMPLE", "NON_PARTITION", "COMPLEX") else None
 
 

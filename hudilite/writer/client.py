@@ -21,7 +21,7 @@ import pyarrow as pa
 from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ, TableConfig
 from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableError
 from hudilite.index import RangeIndex
-from hudilite.keygen import KeySpec, partition_path_expr, record_key_expr
+from hudilite.keygen import KeySpec, integer_key_column, partition_path_expr, record_key_expr
 from hudilite.markers import (OPT_MARKERS_TYPE, OPT_SERVICE_URL, TIMELINE_SERVER_BASED, MarkerService,
                               delete_markers, list_markers)
 from hudilite.schema import META_FIELDS, SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve, \
@@ -125,7 +125,7 @@ class WriteClient:
             target_file_bytes=wo.target_file_bytes, row_group_rows=wo.row_group_rows,
             compression=wo.compression, partial_update=wo.get_bool("hoodie.write.partial.update", False),
             incoming_columns=tuple(df.columns), delete_operation=wo.operation == "delete",
-            int_key=_int_key(wo.record_key, data_schema),
+            int_key=integer_key_column(wo.record_key, data_schema),
         )
         counted: list[dict] = []
         try:
@@ -570,13 +570,6 @@ def _stat_struct():
 
 def _collect_stats(df) -> list[dict]:
     return [json.loads(r["stat"]) for r in df.collect()]
-
-
-def _int_key(record_key, data_schema: pa.Schema) -> str | None:
-    """The record-key column when it is one column of a signed integer type (records match on its values)."""
-    if len(record_key) != 1 or record_key[0] not in data_schema.names:
-        return None
-    return record_key[0] if pa.types.is_signed_integer(data_schema.field(record_key[0]).type) else None
 
 
 def _check_keys(batch: pa.RecordBatch, key_fields) -> None:

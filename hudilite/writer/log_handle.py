@@ -116,9 +116,9 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     incoming = dedup_latest(incoming, ctx)
     is_del = incoming.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
     if base_path is not None:
-        base_cols = pq.read_schema(base_path).names
-        key = ctx.int_key if ctx.int_key in base_cols and ctx.int_key in incoming.column_names else "_hoodie_record_key"
-        stored_keys, inc_keys = key_columns(ctx, pq.read_table(base_path, columns=[key]), incoming)
+        pf = pq.ParquetFile(base_path)
+        key = ctx.int_key if ctx.int_key in pf.schema_arrow.names else "_hoodie_record_key"
+        stored_keys, inc_keys = key_columns(ctx, pf.read(columns=[key]), incoming)
         held = pc.is_in(inc_keys, value_set=stored_keys.combine_chunks())
         held = held.to_numpy(zero_copy_only=False).astype(bool)
     else:  # a log-only group: whatever the index routed here belongs to it

@@ -253,3 +253,15 @@ def test_integer_keys_match_only_canonical_strings():
     assert _as_int_keys(pa.array(["1", "-20", "9223372036854775807"])).to_pylist() == [1, -20, 9223372036854775807]
     for odd in (["007"], ["+5"], [" 5"], ["1.0"], ["x"], ["99999999999999999999"]):
         assert _as_int_keys(pa.array(odd)) is None, odd
+
+
+def test_integer_key_that_is_also_the_ordering_field(spark, tmp_path, monkeypatch):
+    path = str(tmp_path / "k")
+    df = spark.createDataFrame([(i, f"n{i}") for i in range(10)], "id long, name string")
+    hudilite.write(df, path, record_key="id", precombine_field="id", table_type="MERGE_ON_READ")
+    up = spark.createDataFrame([(3, "u3"), (4, "u4")], "id long, name string")
+    hudilite.write(up, path, record_key="id", precombine_field="id", table_type="MERGE_ON_READ")
+    plan = plan_read(path)
+    _check_slices(plan)
+    got = {r[5]: r[6] for r in _same_read(spark, plan, monkeypatch)}
+    assert got[3] == "u3" and got[4] == "u4" and got[5] == "n5" and len(got) == 10
