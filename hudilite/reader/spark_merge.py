@@ -2,18 +2,21 @@
 that log records supersede, plus the log rows that win.
 
 Only the log side goes through Python: a few tasks run `merge.slice_overlay` (log blocks decoded and
-folded, decided against the base file's key/ordering columns) and yields the winning log rows and the positions
-of the superseded base rows. A base row is identified in the JVM by one long, `file id << 32 | (row index ^ file
-id)` (`_metadata.row_index`), so the anti join against the superseded positions is a broadcast join on a long
-key. (The xor matters: Spark's long hash map picks slots from the low 32 bits; with the bare row index there,
-the same row positions of different files would all collide.)
+folded, decided against the base file's key/ordering columns) and yield the winning log rows and the positions
+of the superseded base rows, as 64-row blocks: (block key, bit mask of the block's superseded rows). A base
+row's block key is one long computed in the JVM, `file id << 26 | ((row index >> 6) ^ (file id & (2**26 - 1)))`
+(`_metadata.row_index`), so dropping the superseded rows is a broadcast left join on a long key plus a bit test
+of the row's mask. Blocks instead of single rows: ~4x fewer entries at 7% superseded rows, a hash table that
+stays in the CPU caches, and fewer rows out of Python and into the broadcast. (The xor matters: Spark's long
+hash map picks slots from the low 32 bits; with the bare block index there, the same blocks of different files
+would all collide.)
 The file id is the base file's size (`_metadata.file_size`, a per-file constant: no per-row work) when the sizes
 of the read's base files are distinct and below 2**32; otherwise a 32-bit window of Spark's
 `xxhash64(_metadata.file_name)`, chosen on the driver so that it is distinct for every base file of the read
 (exact, and no per-row join to map file names to ids); without such a window (e.g. two base files of one name)
 the slices are merged whole in Python instead.
 The Python output is local-checkpointed so that the log side is computed once although the plan reads it twice
-(positions for the anti join, rows for the union); the checkpoint is dropped with the DataFrame.
+(blocks for the join, rows for the union); the checkpoint is dropped with the DataFrame.
 """
 
 from __future__ import annotations
@@ -26,7 +29,12 @@ import pyarrow as pa
 from hudilite.errors import UnsupportedTableError
 
 ROW_BITS = 32  # base files of up to 2**32 rows (Hudi base files are ~100 MB); 32-bit file ids
-GONE = "_hl_superseded"  # the packed (file id, row) of a superseded base row; null on log rows
+BLOCK_BITS = 6  # superseded rows travel as blocks of 2**6 = 64 rows: (block key, 64-bit mask)
+KEY_BITS = ROW_BITS - BLOCK_BITS  # block index bits of a block key
+GONE = "_hl_superseded"  # the superseded blocks (array of (key, mask) structs); null on log rows
+BLOCK = "_hl_block"  # a block key
+MASK = "_hl_mask"  # the bit mask of a block's superseded rows (bit i: row i of the block)
+BLOCKS_PER_ROW = 1 << 16  # superseded blocks travel as arrays of up to this many (one output row per chunk)
 FILE = "_hl_file"
 SIZE = "_hl_file_size"
 ROW = "_hl_row"
@@ -64,14 +72,16 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan):
     `_metadata.file_size`, `_metadata.row_index`), rows of an
     incremental read's commit times only."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType, StructField, StructType
+    from pyspark.sql.types import ArrayType, LongType, StructField, StructType
 
     from hudilite.reader.merge import SliceDesc, slice_overlay, to_spark_arrow
 
     spec = plan.merge_spec()
     out_schema = to_spark_arrow(plan.schema)
-    ov_arrow = out_schema.append(pa.field(GONE, pa.int64(), True))
-    ov_spark = StructType(schema.fields + [StructField(GONE, LongType(), True)])
+    block = pa.struct([pa.field(BLOCK, pa.int64(), False), pa.field(MASK, pa.int64(), False)])
+    ov_arrow = out_schema.append(pa.field(GONE, pa.list_(pa.field("element", block, False)), True))
+    block_spark = StructType([StructField(BLOCK, LongType(), False), StructField(MASK, LongType(), False)])
+    ov_spark = StructType(schema.fields + [StructField(GONE, ArrayType(block_spark, False), True)])
     shift, fids = ids
     descs = [(SliceDesc.of(s), fid) for s, fid in zip(slices, fids)]
     # A few tasks, each merging every n-th slice: a Python task costs tens of ms however little it does, and
@@ -90,30 +100,43 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan):
     based = [s.base_file.path for s in slices if s.base_file is not None]
     if not based:
         return log_rows
-    gone = overlay.filter(F.col(GONE).isNotNull()).select(GONE)
+    gone = overlay.filter(F.col(GONE).isNotNull()).select(F.inline(GONE))
     if sum(lf.size for s in slices for lf in s.log_files) <= BROADCAST_LOG_BYTES:
         gone = F.broadcast(gone)
     fid = F.col(SIZE) if shift is None else \
         F.shiftrightunsigned(F.xxhash64(F.col(FILE)), shift).bitwiseAND(F.lit((1 << ROW_BITS) - 1))
-    base = scan(based).withColumn(GONE, F.shiftleft(fid, ROW_BITS).bitwiseOR(F.col(ROW).bitwiseXOR(fid)))
-    base = base.join(gone, GONE, "left_anti").select(*[F.col(f"`{f.name}`") for f in schema.fields])
+    low = (1 << KEY_BITS) - 1
+    key = F.shiftleft(fid, KEY_BITS).bitwiseOR(F.shiftright(F.col(ROW), BLOCK_BITS).bitwiseXOR(fid.bitwiseAND(low)))
+    kept = F.expr(f"`{MASK}` IS NULL OR (shiftrightunsigned(`{MASK}`, CAST(`{ROW}` & {(1 << BLOCK_BITS) - 1} AS INT))"
+                  " & 1) = 0")
+    base = scan(based).withColumn(BLOCK, key).join(gone, BLOCK, "left").filter(kept)
+    base = base.select(*[F.col(f"`{f.name}`") for f in schema.fields])
     return base.unionByName(log_rows)
 
 
 def _overlay_batches(ov, desc, fid, out_schema: pa.Schema, ov_arrow: pa.Schema):
     """A slice's overlay as batches of `ov_arrow` (the table schema + GONE): the winning log rows (GONE null),
-    then one row per superseded base row (table columns null, GONE its packed id). One output schema for both,
-    so one Python pass yields both."""
+    then the superseded base rows as (block key, mask) structs, BLOCKS_PER_ROW per row in GONE (table columns
+    null: a few rows instead of one per position, so little crosses into the JVM and the checkpoint). One
+    output schema for both, so one Python pass yields both."""
     rows = ov.rows.cast(out_schema) if ov.rows.schema != out_schema else ov.rows
     if rows.num_rows:
-        rows = rows.append_column(ov_arrow.field(GONE), pa.nulls(rows.num_rows, pa.int64()))
+        rows = rows.append_column(ov_arrow.field(GONE), pa.nulls(rows.num_rows, ov_arrow.field(GONE).type))
         yield from rows.to_batches(max_chunksize=65536)
-    if len(ov.superseded) and ov.superseded[-1] >> ROW_BITS:
+    if not len(ov.superseded):
+        return
+    if ov.superseded[-1] >> ROW_BITS:
         raise UnsupportedTableError(f"{desc.base_path}: more than 2**{ROW_BITS} rows in a base file")
-    for start in range(0, len(ov.superseded), 1 << 20):
-        pos = ov.superseded[start:start + (1 << 20)]
-        cols = [pa.nulls(len(pos), f.type) for f in out_schema]
-        # two's complement, as the JVM's `shiftleft(id, 32) | (row ^ id)`
-        packed = (np.uint64(fid) << np.uint64(ROW_BITS)) | (pos.astype(np.uint64) ^ np.uint64(fid))
-        cols.append(pa.array(packed.view(np.int64), pa.int64()))
-        yield pa.RecordBatch.from_arrays(cols, schema=ov_arrow)
+    pos = ov.superseded.astype(np.uint64)  # ascending
+    blocks = pos >> np.uint64(BLOCK_BITS)
+    starts = np.flatnonzero(np.r_[True, blocks[1:] != blocks[:-1]])
+    masks = np.bitwise_or.reduceat(np.uint64(1) << (pos & np.uint64((1 << BLOCK_BITS) - 1)), starts)
+    # two's complement, as the JVM's `shiftleft(id, 26) | ((row >> 6) ^ (id & (2**26 - 1)))`
+    f = np.uint64(fid)
+    keys = (f << np.uint64(KEY_BITS)) | (blocks[starts] ^ (f & np.uint64((1 << KEY_BITS) - 1)))
+    structs = pa.StructArray.from_arrays([pa.array(keys.view(np.int64)), pa.array(masks.view(np.int64))],
+                                         fields=list(ov_arrow.field(GONE).type.value_type))
+    offsets = np.append(np.arange(0, len(structs), BLOCKS_PER_ROW), len(structs)).astype(np.int32)
+    lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), structs, type=ov_arrow.field(GONE).type)
+    cols = [pa.nulls(len(lists), f.type) for f in out_schema] + [lists]
+    yield pa.RecordBatch.from_arrays(cols, schema=ov_arrow)
