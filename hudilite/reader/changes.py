@@ -298,6 +298,9 @@ def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, 
     if not table.config.populate_meta_fields:
         raise UnsupportedTableError(f"{table.base_path}: change reads need record keys (the table does not "
                                     "populate meta fields)")
+    imaged = _imaged(table, rng)
+    if imaged is not None:
+        return _image_changes(spark, table, imaged, filters, include_deletes, before_image, columns)
     t = touched(rng)
     view = table.view()
     after = slices_at(table, t.groups, rng.visible(rng.end), _replaced_upto(rng, rng.end), view=view)
@@ -306,6 +309,47 @@ def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, 
                        view=view)
     check_before(rng, t, before)
     return _group_changes(spark, table, rng, t, after, before, filters, include_deletes, before_image, columns)
+
+
+def _imaged(table: HoodieTable, rng: ChangeRange) -> tuple[list[str], list[str]] | None:
+    """The change images of the range when it is exactly one commit that wrote them (hudilite.change_images)."""
+    from hudilite import change_images
+    from hudilite.timeline import COMMIT
+
+    if len(rng.in_range) != 1 or rng.in_range[0].action != COMMIT:
+        return None
+    inst = rng.in_range[0]
+    return change_images.files_of(table, inst.timestamp, table.timeline.read_metadata(inst))
+
+
+def _image_changes(spark, table: HoodieTable, imaged, filters, include_deletes: bool, before_image: bool,
+                   columns: tuple | None):
+    """The change rows of one commit from its change images: a native scan of the image files (and of the
+    base files of the groups it created: inserts), only the requested operations and columns."""
+    from pyspark.sql import functions as F
+
+    from hudilite import change_images
+    from hudilite.reader.planner import table_schema
+    from hudilite.reader.spark_read import _read_parquet, apply_filters
+    from hudilite.schema import arrow_to_spark
+
+    images, inserted = imaged
+    schema = table_schema(table)
+    cols = [F.col(f"`{c}`") for c in (columns or schema.names)]
+    spark_schema = arrow_to_spark(schema)
+    ops = [INSERT, UPDATE] + ([DELETE] if include_deletes else []) + ([BEFORE] if before_image else [])
+    parts = []
+    if images:
+        d = _read_parquet(spark, spark_schema.add(change_images.OP_COL, "string", True), images)
+        parts.append(d.filter(F.col(change_images.OP_COL).isin(ops)).select(*cols, F.col(change_images.OP_COL)
+                                                                            .alias(CHANGE_OP)))
+    if inserted:
+        parts.append(_read_parquet(spark, spark_schema, inserted).select(*cols, F.lit(INSERT).alias(CHANGE_OP)))
+    if not parts:
+        return spark.createDataFrame([], spark_schema.add(CHANGE_OP, "string", True)).select(
+            *cols, F.col(CHANGE_OP))
+    df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    return apply_filters(df, filters or [])
 
 
 def _columns(schema, columns, filters) -> tuple:

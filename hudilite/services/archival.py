@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 
+from hudilite import change_images
 from hudilite.errors import InvalidWriteError, UnsupportedTableError
 from hudilite.services.common import open_table, opt_bool, opt_int
 from hudilite.table import HoodieTable
@@ -179,6 +180,8 @@ def archive(table_or_path, options: dict | None = None, *, force: bool = False) 
         append_archive_records(archive_dir(table.meta_path, folder), records)
         for path in files:  # oldest instant first; requested -> inflight -> completed within one
             table.fs.delete(path)
+        for inst in todo:  # change reads never start before the active timeline
+            change_images.remove(table.base_path, inst.timestamp)
         table.reload()
     log.info("archived %d instant(s) of %s (%s .. %s); stopped at: %s", len(todo), table.base_path,
              todo[0].timestamp, todo[-1].timestamp, reason)

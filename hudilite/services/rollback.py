@@ -10,6 +10,7 @@ import logging
 import os
 import re
 
+from hudilite import change_images
 from hudilite.file_group import parse_base_file_name
 from hudilite.fs_view import PARTITION_METAFILE
 from hudilite.markers import APPEND, delete_markers, list_markers, marker_dir
@@ -92,6 +93,7 @@ def rollback_instant(table: HoodieTable, instant: Instant) -> list[str]:
     except FileNotFoundError:
         pass
     _delete_instant_temp_files(table, instant.timestamp)
+    change_images.remove(table.base_path, instant.timestamp)
     tl = table.timeline
     for state in ("INFLIGHT", "REQUESTED"):
         table.fs.delete(os.path.join(tl.meta_dir, instant.with_state(state).file_name(tl.layout)))

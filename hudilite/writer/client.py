@@ -18,6 +18,7 @@ import re
 
 import pyarrow as pa
 
+from hudilite import change_images
 from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ, TableConfig
 from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableError
 from hudilite.index import RangeIndex
@@ -126,6 +127,8 @@ class WriteClient:
             compression=wo.compression, partial_update=wo.get_bool("hoodie.write.partial.update", False),
             incoming_columns=tuple(df.columns), delete_operation=wo.operation == "delete",
             int_key=integer_key_column(wo.record_key, data_schema),
+            change_images=action == COMMIT and wo.operation != "bulk_insert"
+            and wo.get_bool(change_images.OPTION, change_images.DEFAULT),
         )
         counted: list[dict] = []
         try:
@@ -139,10 +142,13 @@ class WriteClient:
             counted = [s for s in stats if s.get("countOnly")]  # file groups left as they were
             stats = [s for s in stats if not s.get("countOnly")]
             stats = self._reconcile(table, inst, stats)
+            images = change_images.take_from_stats(stats)
             for part in {s["partitionPath"] for s in stats}:
                 table.ensure_partition_metadata(part, inst.timestamp)
             schema_json = avro_to_json(arrow_to_avro(data_schema, table.config.name))
             extra = {"schema": schema_json, **{k: str(v) for k, v in extra_metadata.items()}}
+            if ctx.change_images and images is not None:
+                extra[change_images.META_KEY] = json.dumps(images, separators=(",", ":"))
             md = _metadata(stats, OPERATION_TYPES[wo.operation], extra, replaced)
             if commit:
                 txn.complete(inst, md)
@@ -307,12 +313,15 @@ class WriteClient:
         return _collect_stats(rows.mapInArrow(write_task, _stat_struct()))
 
     def _reconcile(self, table: HoodieTable, inst: Instant, stats: list[dict]) -> list[dict]:
-        """Delete files that markers name but no write stat claims (failed or speculative task attempts)."""
+        """Delete files that markers name but no write stat claims (failed or speculative task attempts), and
+        their change images."""
         claimed = {s["path"] for s in stats}
         for part, name, _kind in list_markers(table.base_path, inst.timestamp):
             rel = f"{part}/{name}" if part else name
             if rel not in claimed:
                 table.fs.delete(f"{table.partition_dir(part)}/{name}")
+        change_images.remove_unclaimed(table.base_path, inst.timestamp, {s.get(change_images.STAT_IMAGES)
+                                                                          for s in stats})
         return stats
 
 

@@ -37,6 +37,8 @@ class WriteContext:
     # a single record-key column of a signed integer type: records are matched on it (the record key is its
     # decimal string) instead of on the key strings
     int_key: str | None = None
+    # copy-on-write merges also write the file group's change images (hudilite.change_images)
+    change_images: bool = False
 
     def markers(self):
         from hudilite.markers import markers_for

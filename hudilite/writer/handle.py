@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from hudilite import change_images
 from hudilite.file_group import base_file_name
 from hudilite.markers import CREATE, MERGE
 from hudilite.schema import META_FIELDS, cast_table_to_schema
@@ -173,12 +174,13 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
     or None when nothing changes (no file written).
     """
     pid, stage, attempt = task_info()
+    token = f"{pid}-{stage}-{attempt}"
     nulls = incoming.column(KEY_COL).null_count
     if nulls:  # the profile rejects these; a non-deterministic input could still produce them here
         raise ValueError(f"HUDILITE_INVALID_INPUT: {nulls} row(s) have a null record key")
     incoming = dedup_latest(incoming, ctx)
     is_del = incoming.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
-    name = base_file_name(fid, f"{pid}-{stage}-{attempt}", ctx.instant)
+    name = base_file_name(fid, token, ctx.instant)
 
     if old_path is None:
         ins = incoming.filter(pa.array(~is_del))
@@ -187,8 +189,11 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
         ctx.markers().create(partition, name, CREATE)
         out = _with_meta(ins, ctx, name, pid, 0)
         size = _write_parquet(_data_path(ctx, partition, name), out, ctx)
-        return _stat(ctx, partition, fid, name, size, prev="null", writes=out.num_rows, inserts=out.num_rows,
+        stat = _stat(ctx, partition, fid, name, size, prev="null", writes=out.num_rows, inserts=out.num_rows,
                      updates=0, deletes=0)
+        if ctx.change_images:  # every row of a new group is an insert: its base file is its change images
+            stat[change_images.STAT_INSERTED] = True
+        return stat
 
     old = pq.read_table(old_path)
     old = cast_table_to_schema(old, ctx.file_schema)
@@ -232,8 +237,17 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
     out = pa.concat_tables([kept, changed])
     ctx.markers().create(partition, name, MERGE)
     size = _write_parquet(_data_path(ctx, partition, name), out, ctx, new_rows_from=kept.num_rows)
-    return _stat(ctx, partition, fid, name, size, prev=old_instant or "null", writes=out.num_rows,
+    stat = _stat(ctx, partition, fid, name, size, prev=old_instant or "null", writes=out.num_rows,
                  inserts=len(ins_inc), updates=len(upd_inc), deletes=len(del_inc), ignored=ignored)
+    if ctx.change_images:
+        won = m_old[wins]
+        n_upd = len(upd_inc)
+        parts = [(change_images.UPDATE, changed.slice(0, n_upd)), (change_images.INSERT, changed.slice(n_upd)),
+                 (change_images.BEFORE, old.take(pa.array(won[~is_del[win_inc]]))),
+                 (change_images.DELETE, old.take(pa.array(won[is_del[win_inc]])))]
+        stat[change_images.STAT_IMAGES] = change_images.write(ctx.base_path, ctx.instant, fid, token, parts,
+                                                              ctx.compression)
+    return stat
 
 
 def _carry_missing_columns(ctx: WriteContext, changed: pa.Table, old: pa.Table, old_pos: np.ndarray,

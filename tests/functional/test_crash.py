@@ -220,6 +220,8 @@ def check_no_leftovers(path, t, committed: bool):
         with open(os.path.join(path, ".hoodie", f"{t}.commit")) as f:
             md = json.load(f)
         allowed |= {s["path"] for stats in md["partitionToWriteStats"].values() for s in stats}
+        if (md.get("extraMetadata") or {}).get("hudilite.change.images"):  # the commit's change images
+            allowed.add(f".hoodie/.aux/hudilite_changes/{t}")
     left = [p for p in all_paths(path) if t in os.path.basename(p) and p not in allowed]
     assert not left, f"leftovers of instant {t} (committed={committed}): {left}"
     if not committed:
