@@ -24,16 +24,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from hudilite.storage.local import storage_for
 
 DIR = os.path.join(".hoodie", ".aux", "hudilite_changes")
 META_KEY = "hudilite.change.images"
 OPTION = "hoodie.write.change.images"
 DEFAULT = True  # the option's default
-OP_COL = "_change_op"
+CHANGE_OP = "_change_op"  # the operation column of change reads (hudilite.reader.changes) and of the images
 INSERT, UPDATE, DELETE, BEFORE = "I", "U", "D", "B"
 STAT_IMAGES = "_hl_change_images"  # write-stat field (removed before the commit metadata is written)
 STAT_INSERTED = "_hl_all_inserted"
@@ -50,10 +51,10 @@ def write(base_path: str, instant: str, fid: str, token: str, parts: list[tuple[
     parts = [(op, t) for op, t in parts if t.num_rows]
     if not parts:
         return None
-    tables = [t.append_column(OP_COL, pa.repeat(pa.scalar(op, pa.string()), t.num_rows)) for op, t in parts]
+    tables = [t.append_column(CHANGE_OP, pa.repeat(pa.scalar(op, pa.string()), t.num_rows)) for op, t in parts]
     out = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     d = instant_dir(base_path, instant)
-    os.makedirs(d, exist_ok=True)
+    storage_for(base_path).makedirs(d)
     name = f"{fid}_{token}.parquet"
     pq.write_table(out, os.path.join(d, name), compression=compression)
     return name
@@ -88,25 +89,18 @@ def files_of(table, instant: str, metadata: dict) -> tuple[list[str], list[str]]
         inserted = [os.path.join(table.base_path, p) for p in entry["inserted"]]
     except (ValueError, KeyError, TypeError):
         return None
-    if not all(os.path.exists(p) for p in images + inserted):
+    if not all(table.fs.exists(p) for p in images + inserted):
         return None
     return images, inserted
 
 
 def remove(base_path: str, instant: str) -> None:
-    shutil.rmtree(instant_dir(base_path, instant), ignore_errors=True)
+    storage_for(base_path).delete_tree(instant_dir(base_path, instant))
 
 
 def remove_unclaimed(base_path: str, instant: str, claimed: set) -> None:
     """Delete image files of `instant` that no write stat claims (failed or speculative task attempts)."""
-    d = instant_dir(base_path, instant)
-    try:
-        names = os.listdir(d)
-    except FileNotFoundError:
-        return
-    for n in names:
+    fs, d = storage_for(base_path), instant_dir(base_path, instant)
+    for n in fs.listdir(d):
         if n not in claimed:
-            try:
-                os.unlink(os.path.join(d, n))
-            except FileNotFoundError:
-                pass
+            fs.delete(os.path.join(d, n))

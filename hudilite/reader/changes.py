@@ -27,14 +27,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from hudilite.change_images import BEFORE, CHANGE_OP, DELETE, INSERT, UPDATE  # noqa: F401 - the op values
 from hudilite.errors import InvalidWriteError, RangeUnavailableError, UnsupportedTableError
 from hudilite.file_group import FileSlice
 from hudilite.table import HoodieTable
 from hudilite.timeline import REPLACE_COMMIT
 from hudilite.timeline.instant_time import normalize_instant_arg
 
-CHANGE_OP = "_change_op"
-INSERT, UPDATE, DELETE, BEFORE = "I", "U", "D", "B"
 _EPOCH = "00000000000000000"
 
 
@@ -328,7 +327,6 @@ def _image_changes(spark, table: HoodieTable, imaged, filters, include_deletes: 
     base files of the groups it created: inserts), only the requested operations and columns."""
     from pyspark.sql import functions as F
 
-    from hudilite import change_images
     from hudilite.reader.planner import table_schema
     from hudilite.reader.spark_read import _read_parquet, apply_filters
     from hudilite.schema import arrow_to_spark
@@ -337,17 +335,16 @@ def _image_changes(spark, table: HoodieTable, imaged, filters, include_deletes: 
     schema = table_schema(table)
     cols = [F.col(f"`{c}`") for c in (columns or schema.names)]
     spark_schema = arrow_to_spark(schema)
+    with_op = arrow_to_spark(schema.append(pa.field(CHANGE_OP, pa.string(), True)))
     ops = [INSERT, UPDATE] + ([DELETE] if include_deletes else []) + ([BEFORE] if before_image else [])
     parts = []
     if images:
-        d = _read_parquet(spark, spark_schema.add(change_images.OP_COL, "string", True), images)
-        parts.append(d.filter(F.col(change_images.OP_COL).isin(ops)).select(*cols, F.col(change_images.OP_COL)
-                                                                            .alias(CHANGE_OP)))
+        d = _read_parquet(spark, with_op, images)
+        parts.append(d.filter(F.col(CHANGE_OP).isin(ops)).select(*cols, F.col(CHANGE_OP)))
     if inserted:
         parts.append(_read_parquet(spark, spark_schema, inserted).select(*cols, F.lit(INSERT).alias(CHANGE_OP)))
     if not parts:
-        return spark.createDataFrame([], spark_schema.add(CHANGE_OP, "string", True)).select(
-            *cols, F.col(CHANGE_OP))
+        return spark.createDataFrame([], with_op).select(*cols, F.col(CHANGE_OP))
     df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     return apply_filters(df, filters or [])
 

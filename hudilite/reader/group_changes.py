@@ -26,9 +26,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from hudilite.change_images import BEFORE, DELETE, INSERT, UPDATE
 from hudilite.reader.merge import COMMIT_TIME_COL, KEY, MergeSpec, SliceDesc, conform, merge_slice
 
-INSERT, UPDATE, DELETE, BEFORE, PRESENT = "I", "U", "D", "B", "P"
+PRESENT = "P"  # candidate kind only: a key present at end
 CANDIDATES = pa.schema([("grp", pa.int32()), ("kind", pa.string()), ("key", pa.string()), ("pos", pa.int64())])
 
 

@@ -224,8 +224,10 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
         # nothing to write; still report the records that lost against stored versions
         return {"fileId": fid, "countOnly": True, "numIgnored": ignored} if ignored else None
 
+    won = m_old[wins]  # stored rows replaced: by updates (upd_old, in upd_inc's order) or deletes
+    upd_old = won[~is_del[win_inc]]
     keep_old = np.ones(old.num_rows, dtype=bool)
-    keep_old[m_old[wins]] = False
+    keep_old[won] = False
     kept = old.filter(pa.array(keep_old))
     kept = kept.set_column(kept.schema.get_field_index("_hoodie_file_name"), "_hoodie_file_name",
                            const_string(name, kept.num_rows))
@@ -233,17 +235,16 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
     changed_src = incoming.take(pa.array(changed_idx, pa.int64()))
     changed = _with_meta(changed_src, ctx, name, pid, 0)
     if ctx.partial_update and len(upd_inc):
-        changed = _carry_missing_columns(ctx, changed, old, m_old[wins][~is_del[win_inc]], len(upd_inc))
+        changed = _carry_missing_columns(ctx, changed, old, upd_old, len(upd_inc))
     out = pa.concat_tables([kept, changed])
     ctx.markers().create(partition, name, MERGE)
     size = _write_parquet(_data_path(ctx, partition, name), out, ctx, new_rows_from=kept.num_rows)
     stat = _stat(ctx, partition, fid, name, size, prev=old_instant or "null", writes=out.num_rows,
                  inserts=len(ins_inc), updates=len(upd_inc), deletes=len(del_inc), ignored=ignored)
     if ctx.change_images:
-        won = m_old[wins]
         n_upd = len(upd_inc)
         parts = [(change_images.UPDATE, changed.slice(0, n_upd)), (change_images.INSERT, changed.slice(n_upd)),
-                 (change_images.BEFORE, old.take(pa.array(won[~is_del[win_inc]]))),
+                 (change_images.BEFORE, old.take(pa.array(upd_old))),
                  (change_images.DELETE, old.take(pa.array(won[is_del[win_inc]])))]
         stat[change_images.STAT_IMAGES] = change_images.write(ctx.base_path, ctx.instant, fid, token, parts,
                                                               ctx.compression)
