@@ -87,8 +87,8 @@ def arrow_keygen(spec: KeySpec, schema):
     """For bulk inserts: a function that adds the record key and partition path columns to an Arrow table in
     the Python worker, so Spark ships only the data columns (its row -> Arrow conversion is the costly part
     of a bulk insert). Only where the string forms are the same as `record_key_expr` / `partition_path_expr`
-    compute them in Spark (a simple key of an integer or string column; partition columns of integer, string
-    or date type); otherwise None and the JVM expressions are used."""
+    compute them in Spark (key columns of integer or string type, simple or complex; partition columns of
+    integer, string or date type); otherwise None and the JVM expressions are used."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -99,7 +99,7 @@ def arrow_keygen(spec: KeySpec, schema):
         return (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
                 or (allow_date and pa.types.is_date32(t)))
 
-    if spec.complex_key or not plain(spec.record_key_fields[0], False):
+    if not all(plain(f, False) for f in spec.record_key_fields):
         return None
     if not all(plain(f, True) for f in spec.partition_fields):
         return None
@@ -110,7 +110,17 @@ def arrow_keygen(spec: KeySpec, schema):
     def add(table):
         from hudilite.writer.context import KEY_COL, PART_COL
 
-        key = as_string(table, spec.record_key_fields[0])
+        if spec.complex_key:  # f1:v1,f2:v2 with __null__ / __empty__; null when every part is null
+            segs, all_null = [], None
+            for f in spec.record_key_fields:
+                v = as_string(table, f)
+                null = pc.is_null(v)
+                all_null = null if all_null is None else pc.and_(all_null, null)
+                v = pc.if_else(null, NULL_KEY, pc.if_else(pc.equal(v, ""), EMPTY_KEY, v))
+                segs.append(pc.binary_join_element_wise(f"{f}:", v, ""))
+            key = pc.if_else(all_null, pa.scalar(None, pa.string()), pc.binary_join_element_wise(*segs, ","))
+        else:
+            key = as_string(table, spec.record_key_fields[0])
         if spec.partition_fields:
             segs = []
             for f in spec.partition_fields:

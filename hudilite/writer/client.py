@@ -21,7 +21,6 @@ import pyarrow as pa
 from hudilite import change_images
 from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ, TableConfig
 from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableError
-from hudilite.index import RangeIndex
 from hudilite.keygen import KeySpec, integer_key_column, partition_path_expr, record_key_expr
 from hudilite.markers import (OPT_MARKERS_TYPE, OPT_SERVICE_URL, TIMELINE_SERVER_BASED, MarkerService,
                               delete_markers, list_markers)
@@ -32,11 +31,13 @@ from hudilite.services.rollback import rollback_instant
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
 from hudilite.timeline.heartbeat import Heartbeat
+from hudilite.writer import local as local_write
 from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, PART_COL, SEQ_COL, \
     WriteContext
-from hudilite.writer.handle import StreamingBaseFileWriter, merge_file_group, stats_table
-from hudilite.writer.log_handle import append_file_group, block_format_option
+from hudilite.writer.handle import StreamingBaseFileWriter, stats_table
+from hudilite.writer.log_handle import block_format_option
 from hudilite.writer.options import WriteOptions, resolve
+from hudilite.writer.planning import PlannerBase, merge_group
 from hudilite.writer.queue import run_bounded
 from hudilite.writer.source_files import OPTION as SOURCE_FILES_OPTION, plain_parquet_units, read_units
 from hudilite.writer.conflict import read_basis
@@ -66,7 +67,14 @@ def write(df, path, *, record_key, precombine_field=None, partition_by=(), opera
     """`commit=False`: the data is written but the instant stays inflight; returns a PendingWrite
     (`.complete()` / `.abort()`, `.read(spark)` for audits) - see hudilite/writer/pending.py."""
     wo = resolve(path, record_key, precombine_field, partition_by, operation, table_type, options)
+    if is_arrow(df):  # written by this process, no Spark jobs (hudilite/writer/local.py)
+        return WriteClient(None, wo).run(df, extra_metadata or {}, commit=commit)
     return WriteClient(df.sparkSession, wo).run(df, extra_metadata or {}, commit=commit)
+
+
+def is_arrow(data) -> bool:
+    return isinstance(data, (pa.Table, pa.RecordBatch)) or (
+        isinstance(data, (list, tuple)) and bool(data) and all(isinstance(b, pa.RecordBatch) for b in data))
 
 
 class WriteClient:
@@ -82,8 +90,15 @@ class WriteClient:
     def run(self, df, extra_metadata: dict, commit: bool = True):
         wo = self.wo
         check_service_options(wo.options)  # inline table service options: bad ones fail before any write
-        df = df.drop(*[c for c in META_FIELDS if c in df.columns])
-        table, data_schema, new_config = self._prepare_table(df)
+        local = is_arrow(df)
+        if local:
+            df = local_write.as_table(df)
+            df = df.drop_columns([c for c in META_FIELDS if c in df.column_names])
+            columns, incoming = df.column_names, df.schema
+        else:
+            df = df.drop(*[c for c in META_FIELDS if c in df.columns])
+            columns, incoming = df.columns, None
+        table, data_schema, new_config = self._prepare_table(columns, incoming if local else df)
         basis = read_basis(table)  # what the plan is built on: commits completed after it are conflict-checked
         mor = (table.config.table_type if table else wo.table_type) == MERGE_ON_READ
         if mor and wo.get_bool("hoodie.write.partial.update", False):
@@ -91,12 +106,13 @@ class WriteClient:
         block_format = block_format_option(wo.options) if mor else None
         spec = KeySpec(tuple(wo.record_key), tuple(wo.partition_by), wo.hive_style)
         event_time = bool(wo.precombine_field)
-        prepared = self._prepare_rows(df, spec)
+        prepared = local_write.prepare_rows(df, spec, wo.operation == "delete") if local \
+            else self._prepare_rows(df, spec)
 
         # Profile before anything is written: bad input fails with the table untouched.
         plan = None
         if wo.operation in ("insert", "upsert", "delete", "insert_overwrite", "insert_overwrite_table"):
-            plan = _Planner(self, table, data_schema, prepared)
+            plan = (local_write.LocalPlanner if local else _SparkPlanner)(self, table, data_schema, prepared)
             plan.mor, plan.block_format = mor, block_format
             plan.profile()
 
@@ -125,7 +141,7 @@ class WriteClient:
             data_schema=data_schema, precombine_field=wo.precombine_field, event_time=event_time,
             target_file_bytes=wo.target_file_bytes, row_group_rows=wo.row_group_rows,
             compression=wo.compression, partial_update=wo.get_bool("hoodie.write.partial.update", False),
-            incoming_columns=tuple(df.columns), delete_operation=wo.operation == "delete",
+            incoming_columns=tuple(columns), delete_operation=wo.operation == "delete",
             int_key=integer_key_column(wo.record_key, data_schema),
             change_images=action == COMMIT and wo.operation != "bulk_insert"
             and wo.get_bool(change_images.OPTION, change_images.DEFAULT),
@@ -135,7 +151,7 @@ class WriteClient:
             ctx.markers().init()
             txn.mark_inflight(inst, _metadata({}, OPERATION_TYPES[wo.operation], None))
             if wo.operation == "bulk_insert":
-                stats = self._bulk_insert(df, prepared, ctx, spec)
+                stats = local_write.bulk_insert(prepared, ctx) if local else self._bulk_insert(df, prepared, ctx, spec)
                 replaced = {}
             else:
                 stats, replaced = plan.execute(ctx)
@@ -180,10 +196,10 @@ class WriteClient:
         return WriteResult(inst.timestamp, summary)
 
     # ------------------------------------------------------------------------------------------
-    def _prepare_table(self, df):
-        """Open or plan the table; validate keys, partition fields and the schema against the data."""
+    def _prepare_table(self, cols: list[str], data):
+        """Open or plan the table; validate keys, partition fields and the schema against the data (`data`: its
+        Arrow schema, or the Spark DataFrame)."""
         wo = self.wo
-        cols = df.columns
         for role, names in (("record key", wo.record_key), ("partition", wo.partition_by)):
             for n in names:
                 if n not in cols:
@@ -216,7 +232,7 @@ class WriteClient:
             raise InvalidWriteError(
                 f"precombine field {wo.precombine_field!r} is not a column of the data (columns: {', '.join(cols)})")
         try:
-            incoming = spark_to_arrow(df.schema)
+            incoming = data if isinstance(data, pa.Schema) else spark_to_arrow(data.schema)
             if table is not None:
                 stored = table.timeline.schema_json() or table.config.create_schema
                 if wo.operation == "delete":
@@ -325,45 +341,27 @@ class WriteClient:
         return stats
 
 
-class _Planner:
-    """Index tagging, profiling, routing and the per-file-group merge job for insert/upsert/delete/overwrite.
+class _SparkPlanner(PlannerBase):
+    """Index tagging, profiling, routing and the per-file-group merge job for insert/upsert/delete/overwrite of
+    a Spark DataFrame.
 
     Tagging and insert assignment are JVM-only (broadcast range joins, hash bucketing); the only Python step
     is the merge, one call per file group.
     """
 
     def __init__(self, client: WriteClient, table: HoodieTable | None, data_schema: pa.Schema, prepared):
-        self.client = client
+        super().__init__(client.wo, table, data_schema)
         self.spark = client.spark
-        self.wo = client.wo
-        self.table = table
-        self.data_schema = data_schema
         self.prepared = prepared
         self.tagged = None
-        self.counts: dict[str, dict] = {}
-        self.index = RangeIndex(None)
-        self.slices = []
-        self.log_bases: dict = {}  # merge-on-read: groups of pending compaction plans -> their instant
         self.persisted = False
-        self.mor = False  # merge-on-read table: updates/deletes of existing groups go to log files
-        self.block_format = None
-
-    @property
-    def overwrite(self) -> bool:
-        return self.wo.operation.startswith("insert_overwrite")
 
     def profile(self) -> None:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         wo = self.wo
-        if self.table is not None and self.table.timeline.completed():
-            view = self.table.view()
-            self.slices = view.latest_slices(self.table.partitions())
-            # from the same timeline as the slices (the transaction reloads the table later): logs of a group
-            # in a pending compaction plan start the slice of the compaction instant
-            self.log_bases = view.log_base_instants()
-            self.index = RangeIndex.build(self.slices, wo.record_key, self.data_schema)
+        self.load_slices()
         tagged = self.prepared.withColumn(FID_COL, F.lit(None).cast("string")) if self.overwrite \
             else self._tag(self.prepared)
         # The profile reads only the key columns (column pruning); the write pass recomputes the input. Persisting
@@ -373,27 +371,17 @@ class _Planner:
         pcf = wo.precombine_field
         null_pc = (F.col(f"`{pcf}`").isNull() & ~F.col(DELETE_COL)) if (pcf and pcf in self.prepared.columns) \
             else F.lit(False)
-        rows = self.tagged.groupBy(PART_COL).agg(
+        rows = self.tagged.groupBy(F.col(PART_COL).alias("part")).agg(
             F.count(F.lit(1)).alias("n"),
             F.sum(F.col(KEY_COL).isNull().cast("long")).alias("null_keys"),
             F.sum(null_pc.cast("long")).alias("null_pc"),
             F.sum((F.col(FID_COL).isNull() & ~F.col(DELETE_COL)).cast("long")).alias("inserts"),
         ).collect()
-        self.counts = {r[PART_COL]: r.asDict() for r in rows}
-        null_keys = sum(r["null_keys"] for r in rows)
-        if null_keys:
+        try:
+            self.check_profile([r.asDict() for r in rows])
+        except InvalidWriteError:
             self.release()
-            raise InvalidWriteError(
-                f"{null_keys} row(s) have a null record key (record key field(s): {', '.join(wo.record_key)})")
-        null_pcs = sum(r["null_pc"] for r in rows)
-        if null_pcs:
-            self.release()
-            raise InvalidWriteError(f"{null_pcs} row(s) have a null precombine field {pcf!r}")
-        depth = len(wo.partition_by)
-        for p in self.counts:
-            if depth and p is not None and len(p.split("/")) != depth:
-                self.release()
-                raise InvalidWriteError(f"partition value produces the path {p!r}: partition values may not contain '/'")
+            raise
 
     def release(self) -> None:
         if self.tagged is not None and self.persisted:
@@ -440,44 +428,11 @@ class _Planner:
             out = out.unionByName(p)
         return out
 
-    def _insert_buckets(self):
-        """Per partition: [(file id, rows)] for inserts: small existing groups first, then new groups sized to
-        the target file size (from the table's average record size, or the configured estimate)."""
-        from hudilite.file_group import new_file_id
-
-        wo = self.wo
-        ranges = [] if self.overwrite else self.index.files()
-        sized = [r for r in ranges if r.rows > 0 and r.size > 0]
-        avg = (sum(r.size for r in sized) / sum(r.rows for r in sized)) if sized else wo.record_size_estimate
-        avg = max(avg, 1.0)
-        target_rows = max(int(wo.target_file_bytes / avg), 1)
-        by_part: dict[str, list[tuple[str, int]]] = {}
-        new_groups: dict[str, str] = {}
-        for part, c in self.counts.items():
-            n = int(c["inserts"] or 0)
-            if n <= 0:
-                continue
-            buckets: list[tuple[str, int]] = []
-            if not self.overwrite and not self.mor:  # merge-on-read: inserts go to new base files
-                for r in self.index.by_partition.get(part, []):
-                    if r.path and 0 < r.size < wo.small_file_bytes and n > 0:
-                        cap = max(int((wo.target_file_bytes - r.size) / avg), 0)
-                        if cap:
-                            take = min(cap, n)
-                            buckets.append((r.file_id, take))
-                            n -= take
-            while n > 0:
-                take = min(target_rows, n)
-                fid = new_file_id()
-                new_groups[fid] = part
-                buckets.append((fid, take))
-                n -= take
-            by_part[part] = buckets
-        return by_part, new_groups
-
     def _route(self, buckets):
-        """Rows with a file group keep it; inserts are spread over their partition's buckets by a hash of the
-        key (so duplicates of one key meet in one task); deletes of unknown keys are dropped."""
+        """Rows with a file group keep it; rows of new keys are spread over their partition's buckets by a hash
+        of the key, deletes included (all rows of one key meet in one task, where the batch's latest row per key
+        decides: a new key inserted and then deleted in one batch stays absent); deletes of new keys in a
+        partition without inserts are dropped."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -495,7 +450,7 @@ class _Planner:
             StructField("_b_lo", LongType()), StructField("_b_hi", LongType()), StructField("_b_total", LongType())]))
         # one pass over the input: untagged inserts pick up their bucket's group, tagged rows keep theirs
         w = F.pmod(F.xxhash64(F.col(KEY_COL)), F.col("_b_total"))
-        cond = (F.col(FID_COL).isNull() & ~F.col(DELETE_COL) & (F.col(PART_COL) == F.col("_b_part"))
+        cond = (F.col(FID_COL).isNull() & (F.col(PART_COL) == F.col("_b_part"))
                 & (w >= F.col("_b_lo")) & (w < F.col("_b_hi")))
         return (self.tagged.join(F.broadcast(bdf), cond, "left")
                 .withColumn(FID_COL, F.coalesce(F.col(FID_COL), F.col("_b_fid")))
@@ -503,37 +458,19 @@ class _Planner:
                 .filter(F.col(FID_COL).isNotNull()))
 
     def execute(self, ctx: WriteContext):
-        wo = self.wo
-        buckets, new_groups = self._insert_buckets()
-        lookup: dict[str, tuple[str, str | None, str | None]] = {
-            fid: (part, None, None) for fid, part in new_groups.items()}
-        if not self.overwrite:
-            log_base = self.log_bases if self.mor else {}
-            for sl in self.slices:
-                if sl.base_file is not None:
-                    lookup[sl.file_id] = (sl.partition, sl.base_file.path,
-                                          log_base.get((sl.partition, sl.file_id), sl.base_instant))
+        buckets, new_groups = self.insert_buckets()
+        lookup = self.targets(new_groups)
         routed = self._route(buckets)
         mor, block_format = self.mor, self.block_format
         n_tasks = max(1, min(len(lookup), 4 * self.spark.sparkContext.defaultParallelism))
 
         def merge(key, table):  # no type hints: Spark picks the (key, pyarrow.Table) form
             fid = key[0].as_py()
-            part, old_path, old_instant = lookup[fid]
-            if mor and old_path is not None:  # merge-on-read: append to the group's current slice
-                return stats_table(append_file_group(ctx, part, fid, old_path, old_instant, table, block_format))
-            stat = merge_file_group(ctx, part, fid, old_path, old_instant, table)
-            return stats_table([stat] if stat else [])
+            return stats_table(merge_group(ctx, lookup[fid], fid, table, mor, block_format))
 
         stats = _collect_stats(routed.repartition(n_tasks, FID_COL).groupBy(FID_COL)
                                .applyInArrow(merge, _stat_struct())) if lookup else []
-        replaced: dict[str, list[str]] = {}
-        if self.overwrite:
-            parts = set(self.counts) if wo.operation == "insert_overwrite" else None
-            for sl in self.slices:
-                if parts is None or sl.partition in parts:
-                    replaced.setdefault(sl.partition, []).append(sl.file_id)
-        return stats, replaced
+        return stats, self.replaced()
 
 
 # ---------------------------------------------------------------------------------------------

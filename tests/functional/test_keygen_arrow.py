@@ -23,11 +23,11 @@ DDL = "i int, l long, s string, region string, bucket int, d date"
 
 @pytest.mark.parametrize("key,parts,hive", [
     ("i", ("region",), True), ("l", ("bucket", "d"), True), ("s", ("d",), False), ("l", (), True),
-    ("i", ("region", "bucket", "d"), False),
+    ("i", ("region", "bucket", "d"), False), (("i", "s"), ("region",), True), (("s", "region", "l"), (), True),
 ])
 def test_arrow_keygen_matches_the_jvm_expressions(spark, key, parts, hive):
     df = spark.createDataFrame(ROWS, DDL)
-    spec = KeySpec((key,), parts, hive)
+    spec = KeySpec(key if isinstance(key, tuple) else (key,), parts, hive)
     jvm = df.select(record_key_expr(spec).alias(KEY_COL), partition_path_expr(spec).alias(PART_COL)).collect()
     keygen = arrow_keygen(spec, spark_to_arrow(df.schema))
     assert keygen is not None
@@ -41,4 +41,4 @@ def test_arrow_keygen_declines_types_it_cannot_match(spark):
     schema = spark_to_arrow(df.schema)
     assert arrow_keygen(KeySpec(("f",), (), True), schema) is None      # float formatting differs
     assert arrow_keygen(KeySpec(("i",), ("t",), True), schema) is None  # timestamps too
-    assert arrow_keygen(KeySpec(("i", "i"), (), True), schema) is None  # complex keys stay in the JVM
+    assert arrow_keygen(KeySpec(("i", "f"), (), True), schema) is None  # in complex keys as well

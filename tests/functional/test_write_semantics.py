@@ -231,3 +231,20 @@ def test_string_keys_that_look_like_numbers_stay_distinct(spark, table_path, tab
                    table_path, **kw)
     hudilite.write(spark.createDataFrame([("007", 2, "B")], "k string, v long, s string"), table_path, **kw)
     assert sorted((r.k, r.s) for r in hudilite.read(spark, table_path).collect()) == [("007", "B"), ("7", "a")]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_new_key_inserted_and_deleted_in_one_batch(spark, table_path, table_type):
+    """A change stream can create and delete a record within one batch: the batch's latest row per key
+    decides, also for keys the table does not hold yet (the delete must meet the insert, not be dropped)."""
+    base = spark.createDataFrame([(1, 1, D1, "a")], SCHEMA)
+    hudilite.write(base, table_path, record_key="id", precombine_field="version", partition_by="dt",
+                   table_type=table_type)
+    batch = spark.createDataFrame([
+        (7, 1, D1, "created", False), (7, 2, D1, "deleted", True),      # delete is newer: the key stays absent
+        (8, 2, D2, "kept", False), (8, 1, D2, "old-delete", True),      # delete is older: the insert stands
+        (9, 3, D3, "gone", True), (9, 1, D3, "first", False),           # new partition, delete newer
+    ], SCHEMA + ", _hoodie_is_deleted boolean")
+    c = hudilite.write(batch, table_path, record_key="id", precombine_field="version", partition_by="dt")
+    assert rows(spark, table_path) == [(1, 1, "a"), (8, 2, "kept")]
+    assert c.stats["inserted"] == 1

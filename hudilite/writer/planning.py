@@ -1,0 +1,137 @@
+"""What every write plan shares, whoever runs it (Spark tasks, or the driver for Arrow input): the committed
+file slices the write builds on, the key-range index over their base files, the checks of the profile, the
+sizing of inserts into small and new file groups, the merge of one file group, and the groups an overwrite
+replaces.
+
+The runners (`hudilite.writer.client._SparkPlanner`, `hudilite.writer.local.LocalPlanner`) tag rows with
+file groups, count them per partition, route inserts to the buckets planned here and call `merge_group` once
+per file group.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from hudilite.errors import InvalidWriteError
+from hudilite.index import RangeIndex
+from hudilite.table import HoodieTable
+from hudilite.writer.context import WriteContext
+from hudilite.writer.handle import merge_file_group
+from hudilite.writer.log_handle import append_file_group
+from hudilite.writer.options import WriteOptions
+
+# A file group a write task targets: (partition, base file path or None for a new group, base instant).
+Target = tuple[str, "str | None", "str | None"]
+
+
+class PlannerBase:
+    def __init__(self, wo: WriteOptions, table: HoodieTable | None, data_schema: pa.Schema):
+        self.wo = wo
+        self.table = table
+        self.data_schema = data_schema
+        self.counts: dict[str, dict] = {}  # partition -> n, null_keys, null_pc, inserts
+        self.index = RangeIndex(None)
+        self.slices = []
+        self.log_bases: dict = {}  # merge-on-read: groups of pending compaction plans -> their instant
+        self.mor = False  # merge-on-read table: updates/deletes of existing groups go to log files
+        self.block_format = None
+
+    @property
+    def overwrite(self) -> bool:
+        return self.wo.operation.startswith("insert_overwrite")
+
+    def load_slices(self) -> None:
+        """The latest committed slices and the key-range index over their base files."""
+        if self.table is not None and self.table.timeline.completed():
+            view = self.table.view()
+            self.slices = view.latest_slices(self.table.partitions())
+            # from the same timeline as the slices (the transaction reloads the table later): logs of a group
+            # in a pending compaction plan start the slice of the compaction instant
+            self.log_bases = view.log_base_instants()
+            self.index = RangeIndex.build(self.slices, self.wo.record_key, self.data_schema)
+
+    def check_profile(self, rows: list[dict]) -> None:
+        """Keep the per-partition counts; bad input (null keys or ordering values, a partition value with '/')
+        raises before anything is written."""
+        wo = self.wo
+        self.counts = {r["part"]: r for r in rows}
+        null_keys = sum(r["null_keys"] for r in rows)
+        if null_keys:
+            raise InvalidWriteError(
+                f"{null_keys} row(s) have a null record key (record key field(s): {', '.join(wo.record_key)})")
+        null_pcs = sum(r["null_pc"] for r in rows)
+        if null_pcs:
+            raise InvalidWriteError(f"{null_pcs} row(s) have a null precombine field {wo.precombine_field!r}")
+        depth = len(wo.partition_by)
+        for p in self.counts:
+            if depth and p is not None and len(p.split("/")) != depth:
+                raise InvalidWriteError(f"partition value produces the path {p!r}: partition values may not contain '/'")
+
+    def insert_buckets(self):
+        """Per partition: [(file id, rows)] for inserts: small existing groups first, then new groups sized to
+        the target file size (from the table's average record size, or the configured estimate); and the new
+        groups {file id: partition}."""
+        from hudilite.file_group import new_file_id
+
+        wo = self.wo
+        ranges = [] if self.overwrite else self.index.files()
+        sized = [r for r in ranges if r.rows > 0 and r.size > 0]
+        avg = (sum(r.size for r in sized) / sum(r.rows for r in sized)) if sized else wo.record_size_estimate
+        avg = max(avg, 1.0)
+        target_rows = max(int(wo.target_file_bytes / avg), 1)
+        by_part: dict[str, list[tuple[str, int]]] = {}
+        new_groups: dict[str, str] = {}
+        for part, c in self.counts.items():
+            n = int(c["inserts"] or 0)
+            if n <= 0:
+                continue
+            buckets: list[tuple[str, int]] = []
+            if not self.overwrite and not self.mor:  # merge-on-read: inserts go to new base files
+                for r in self.index.by_partition.get(part, []):
+                    if r.path and 0 < r.size < wo.small_file_bytes and n > 0:
+                        cap = max(int((wo.target_file_bytes - r.size) / avg), 0)
+                        if cap:
+                            take = min(cap, n)
+                            buckets.append((r.file_id, take))
+                            n -= take
+            while n > 0:
+                take = min(target_rows, n)
+                fid = new_file_id()
+                new_groups[fid] = part
+                buckets.append((fid, take))
+                n -= take
+            by_part[part] = buckets
+        return by_part, new_groups
+
+    def targets(self, new_groups: dict[str, str]) -> dict[str, Target]:
+        """file id -> what its write task merges into: new groups, and (unless overwriting) every latest slice
+        with a base file (merge-on-read: named after the pending compaction's instant where there is one)."""
+        lookup: dict[str, Target] = {fid: (part, None, None) for fid, part in new_groups.items()}
+        if not self.overwrite:
+            log_base = self.log_bases if self.mor else {}
+            for sl in self.slices:
+                if sl.base_file is not None:
+                    lookup[sl.file_id] = (sl.partition, sl.base_file.path,
+                                          log_base.get((sl.partition, sl.file_id), sl.base_instant))
+        return lookup
+
+    def replaced(self) -> dict[str, list[str]]:
+        """Overwrites: partition -> the file groups the write replaces (those of the batch's partitions, or all)."""
+        out: dict[str, list[str]] = {}
+        if self.overwrite:
+            parts = set(self.counts) if self.wo.operation == "insert_overwrite" else None
+            for sl in self.slices:
+                if parts is None or sl.partition in parts:
+                    out.setdefault(sl.partition, []).append(sl.file_id)
+        return out
+
+
+def merge_group(ctx: WriteContext, target: Target, fid: str, rows: pa.Table, mor: bool,
+                block_format: str | None) -> list[dict]:
+    """Write one file group's rows of this write: a copy-on-write merge into a new base file, or (merge-on-read,
+    group with a base file) a log file appended to its slice. Returns the write stats."""
+    part, old_path, old_instant = target
+    if mor and old_path is not None:
+        return append_file_group(ctx, part, fid, old_path, old_instant, rows, block_format)
+    stat = merge_file_group(ctx, part, fid, old_path, old_instant, rows)
+    return [stat] if stat else []
