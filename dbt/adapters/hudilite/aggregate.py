@@ -473,6 +473,209 @@ def incremental_frame(spark, q: AggregateQuery, detail: str, agg_path: str, star
     return out, [f.name for f in out_schema.fields], [delta]
 
 
+# ---- the engine without Spark: small deltas folded in this process ------------------------------------------
+# A refresh after a small upstream commit touches a few thousand detail rows and rewrites a few thousand groups;
+# Spark's fixed costs (SQL analysis, several jobs for the change read, the aggregation and the upsert) are most
+# of its time. When the query and the range allow it, the same fold runs with pyarrow on the driver: the
+# upstream commit's change images (hudilite.reader.changes.local_changes), a hash aggregation of the signed
+# images, the affected groups' stored state, and an upsert of Arrow rows (hudilite/writer/local.py). Its result
+# is the one the Spark path computes (same group keys, state and output types); anything it does not cover
+# returns None and the Spark path runs.
+def _plain_column(expr: str, q: AggregateQuery, names: List[str]) -> Optional[str]:
+    """The detail column `expr` names when it is a bare (optionally qualified) column reference."""
+    m = re.match(rf"^\s*(?:({_IDENT})\s*\.\s*)?({_IDENT})\s*$", expr)
+    if not m:
+        return None
+    qual = _unquote(m.group(1)).lower() if m.group(1) else None
+    if qual is not None and qual not in {(q.alias or "").lower(), _unquote(q.relation.split(".")[-1]).lower()}:
+        return None
+    col = _unquote(m.group(2)).lower()
+    hits = [n for n in names if n.lower() == col]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _json_string(v: str) -> str:
+    """A JSON string as Spark's to_json writes it (Jackson: short escapes for \\b \\t \\n \\f \\r, \\u00XX for
+    other control characters, non-ASCII as is)."""
+    return '"' + v.translate(_JSON_ESCAPES) + '"'
+
+
+_JSON_ESCAPES = {i: f"\\u{i:04X}" for i in range(32)}
+_JSON_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", 8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f", 13: "\\r"})
+
+
+def _json_value(v, kind: str) -> str:
+    if kind == "string":
+        return _json_string(v)
+    if kind == "bool":
+        return "true" if v else "false"
+    if kind == "date":
+        return f'"{v.year:04d}-{v.month:02d}-{v.day:02d}"'
+    return str(int(v))
+
+
+def arrow_group_keys(columns, kinds: List[str]):
+    """`_hudilite_group_key` of each row of the key columns, exactly as `to_json(named_struct('k0', ...))`
+    computes it in Spark (null fields left out)."""
+    import pyarrow as pa
+
+    values = [c.to_pylist() for c in columns]
+    out = []
+    for row in zip(*values):
+        out.append("{" + ",".join(f'"k{i}":{_json_value(v, kinds[i])}' for i, v in enumerate(row)
+                                  if v is not None) + "}")
+    return pa.array(out, pa.string())
+
+
+def _key_kind(t) -> Optional[str]:
+    import pyarrow as pa
+
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_integer(t):
+        return "int"
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_date32(t):
+        return "date"
+    return None
+
+
+@dataclass
+class _ArrowPlan:
+    keys: List[tuple]  # (detail column, kind, output name)
+    aggs: List[tuple]  # (n, item, detail column or None for count(*), output name, output type)
+    columns: List[str]  # detail columns to read
+    stored: Any  # the aggregate table's schema
+
+
+def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema) -> Optional[_ArrowPlan]:
+    """What the Arrow fold needs, when the query is plain columns grouped and folded (count/sum/avg, no
+    WHERE) and the aggregate table stores exactly the types the Spark path gives; else None."""
+    import pyarrow as pa
+
+    if q.where or q.recomputed:
+        return None
+    names = detail_schema.names
+    stored = {f.name: f.type for f in agg_schema}
+    keys, aggs, cols = [], [], []
+    for i in q.keys:
+        c = _plain_column(i.expr, q, names)
+        kind = _key_kind(detail_schema.field(c).type) if c else None
+        if kind is None or stored.get(i.name) != detail_schema.field(c).type:
+            return None
+        keys.append((c, kind, i.name))
+        cols.append(c)
+    for n, a in enumerate(q.aggs):
+        name = a.name or _default_name(a)
+        if a.expr == "*":
+            col, want = None, pa.int64()
+        else:
+            col = _plain_column(a.expr, q, names)
+            if col is None:
+                return None
+            t = detail_schema.field(col).type
+            if a.func == "count":
+                want = pa.int64()
+            elif pa.types.is_integer(t):
+                want = pa.int64() if a.func == "sum" else pa.float64()
+            elif pa.types.is_floating(t):
+                want = pa.float64()
+            else:
+                return None
+            if a.func in ("sum", "avg") and stored.get(f"_hudilite_agg_s{n}") != (
+                    pa.int64() if pa.types.is_integer(t) else pa.float64()):
+                return None
+            if stored.get(f"_hudilite_agg_c{n}") != pa.int64():
+                return None
+            cols.append(col)
+        if stored.get(name) != want:
+            return None
+        aggs.append((n, a, col, name, want))
+    if stored.get(ROWS) != pa.int64() or stored.get(GROUP_KEY) != pa.string():
+        return None
+    return _ArrowPlan(keys, aggs, sorted(set(cols), key=names.index), agg_schema)
+
+
+def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str, end: str):
+    """(upsert rows as an Arrow table incl. `_hoodie_is_deleted`, visible columns) computed in this process, as
+    `incremental_frame` computes them in Spark; None when the query, the tables or the range need Spark."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from hudilite.reader.changes import local_changes
+    from hudilite.reader.planner import plan_read, table_schema
+    from hudilite.table import HoodieTable
+
+    agg_plan = plan_read(agg_path)
+    if agg_plan.merged_slices:  # merge-on-read aggregate table with logs: read through Spark
+        return None
+    plan = _arrow_plan(q, table_schema(HoodieTable.open(detail)), agg_plan.schema)
+    if plan is None:
+        return None
+    ch = local_changes(detail, start, end, before_image=True, completion_bounds=True,
+                       columns=plan.columns or None)
+    if ch is None:
+        return None
+    sign = pc.if_else(pc.is_in(ch.column("_change_op"), value_set=pa.array(["I", "U"])),
+                      pa.scalar(1, pa.int64()), pa.scalar(-1, pa.int64()))
+    cols = {f"__k{i}": ch.column(c) for i, (c, _, _) in enumerate(plan.keys)}
+    cols[ROWS] = sign
+    state = [ROWS]
+    for n, a, col, _, _ in plan.aggs:
+        if col is None:
+            continue
+        x = ch.column(col)
+        if a.func in ("sum", "avg"):
+            num = pa.int64() if pa.types.is_integer(x.type) else pa.float64()
+            cols[f"_hudilite_agg_s{n}"] = pc.multiply(x.cast(num), sign.cast(num))
+            state.append(f"_hudilite_agg_s{n}")
+        cols[f"_hudilite_agg_c{n}"] = pc.if_else(pc.is_valid(x), sign, pa.scalar(0, pa.int64()))
+        state.append(f"_hudilite_agg_c{n}")
+    key_names = [f"__k{i}" for i in range(len(plan.keys))]
+    delta = pa.table(cols).group_by(key_names, use_threads=False).aggregate([(c, "sum") for c in state])
+    delta = delta.rename_columns([c[:-4] if c.endswith("_sum") and c[:-4] in state else c for c in delta.column_names])
+    gkey = arrow_group_keys([delta.column(k) for k in key_names], [k[1] for k in plan.keys])
+    delta = delta.append_column(GROUP_KEY, gkey)
+    # the affected groups' stored state
+    cur = [pq.read_table(f, columns=[GROUP_KEY] + state) for f in agg_plan.plain_files]
+    cur = pa.concat_tables(cur) if cur else pa.schema([plan.stored.field(c) for c in [GROUP_KEY] + state]).empty_table()
+    cur = cur.filter(pc.is_in(cur.column(GROUP_KEY), value_set=gkey))
+    cur = cur.rename_columns([GROUP_KEY] + [f"__cur{c}" for c in state])
+    j = delta.join(cur, GROUP_KEY, join_type="left outer", use_threads=False)
+    new = {}
+    for c in state:
+        t = plan.stored.field(c).type
+        new[c] = pc.add(pc.fill_null(j.column(f"__cur{c}").cast(t), 0), pc.fill_null(j.column(c).cast(t), 0))
+    out, visible = {}, []
+    for item in q.items:
+        if item.is_key:
+            i = q.keys.index(item)
+            name = plan.keys[i][2]
+            out[name] = j.column(f"__k{i}").cast(plan.stored.field(name).type)
+        else:
+            n, a, col, name, want = next(x for x in plan.aggs if x[1] is item)
+            if col is None:
+                v = new[ROWS]
+            else:
+                c = new[f"_hudilite_agg_c{n}"]
+                some = pc.greater(c, 0)
+                if a.func == "count":
+                    v = c
+                elif a.func == "sum":
+                    v = pc.if_else(some, new[f"_hudilite_agg_s{n}"], pa.scalar(None, want))
+                else:
+                    v = pc.if_else(some, pc.divide(new[f"_hudilite_agg_s{n}"].cast(pa.float64()),
+                                                   c.cast(pa.float64())), pa.scalar(None, pa.float64()))
+            out[name] = v.cast(want)
+        visible.append(name)
+    out[GROUP_KEY] = j.column(GROUP_KEY)
+    out.update(new)
+    out["_hoodie_is_deleted"] = pc.less_equal(new[ROWS], 0)
+    return pa.table(out), visible
+
+
 def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optional[Dict[str, str]] = None):
     """Bring the aggregate table at `agg_path` up to date with `detail` outside dbt (same engine, same
     checkpoint metadata): full when it has no checkpoint for `detail` (or another signature), else
@@ -494,6 +697,10 @@ def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optio
         return hudilite.write(df, agg_path, record_key=GROUP_KEY, operation=op, options=opts, extra_metadata=extra)
     if end is None or start >= end:
         return None
+    local = incremental_arrow(q, detail, agg_path, start, end)
+    if local is not None:
+        return hudilite.write(local[0], agg_path, record_key=GROUP_KEY, operation="upsert", options=opts,
+                              extra_metadata=extra)
     df, _, release = incremental_frame(spark, q, detail, agg_path, start, end)
     try:
         return hudilite.write(df, agg_path, record_key=GROUP_KEY, operation="upsert", options=opts,
@@ -532,7 +739,11 @@ def _incremental(env, q, schema, identifier, path, detail, start, end, spec, ent
         run_state(env).take(model_key(schema, identifier))
         return _no_change(env, path)
     try:
-        df, visible, release = _spark_errors(lambda: incremental_frame(env.spark, q, detail, path, start, end))
+        local = incremental_arrow(q, detail, path, start, end)
+        if local is not None:
+            (df, visible), release = local, []
+        else:
+            df, visible, release = _spark_errors(lambda: incremental_frame(env.spark, q, detail, path, start, end))
     except hudilite.RangeUnavailableError as e:
         raise DbtRuntimeError(f"aggregate {schema}.{identifier}: {e}") from None
     try:
