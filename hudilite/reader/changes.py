@@ -311,6 +311,7 @@ def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, 
 
 
 LOCAL_MAX_BYTES = 256 * 1024 * 1024  # change images read in this process at most (larger: a Spark read)
+LOCAL_SNAPSHOT_MAX_BYTES = 1024 * 1024 * 1024  # snapshot files a driver-local read may cover (larger: Spark)
 
 
 def local_changes(path, begin, end=None, *, include_deletes: bool = True, before_image: bool = False,
@@ -319,10 +320,8 @@ def local_changes(path, begin, end=None, *, include_deletes: bool = True, before
     served by change images (one copy-on-write commit that wrote them, or no commit) of at most `max_bytes`;
     None otherwise (use `changes()`). Same rows, columns and errors as `changes()`."""
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     from hudilite.reader.planner import table_schema
-    from hudilite.schema import cast_table_to_schema
 
     table = path if isinstance(path, HoodieTable) else HoodieTable.open(path)
     schema = table_schema(table)
@@ -344,22 +343,60 @@ def local_changes(path, begin, end=None, *, include_deletes: bool = True, before
         return None
     ops = [INSERT, UPDATE] + ([DELETE] if include_deletes else []) + ([BEFORE] if before_image else [])
     parts = []
-
-    def read(files, with_op):
-        want = names + ([CHANGE_OP] if with_op else [])
-        got = []
-        for f in files:  # files of one commit may predate a later schema change: conform each to the table's
-            pf = pq.ParquetFile(f)
-            t = pf.read(columns=[c for c in want if c in pf.schema_arrow.names])
-            got.append(cast_table_to_schema(t, pa.schema([out_schema.field(c) for c in want])))
-        return got
-
-    for t in read(images, True):
+    for t in _read_conformed(images, pa.schema(list(out_schema))):
         parts.append(t.filter(pc.is_in(t.column(CHANGE_OP), value_set=pa.array(ops, pa.string()))))
-    for t in read(inserted, False):
+    for t in _read_conformed(inserted, pa.schema([out_schema.field(c) for c in names])):
         parts.append(t.append_column(out_schema.field(CHANGE_OP), pa.repeat(pa.scalar(INSERT, pa.string()),
                                                                             t.num_rows)))
     return pa.concat_tables(parts) if parts else out_schema.empty_table()
+
+
+def _read_conformed(files: list[str], schema: pa.Schema, dictionary: tuple = ()) -> list[pa.Table]:
+    """The `schema` columns of each parquet file, read in parallel; files written before a later schema change
+    are conformed to the table's schema (added columns as nulls, widened types). `dictionary`: string columns
+    read dictionary-encoded (their type in `schema` is then dictionary<int32, string>)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow.parquet as pq
+
+    from hudilite.schema import cast_table_to_schema
+
+    def read(f):
+        pf = pq.ParquetFile(f)
+        encoded = [c for c in dictionary if c in pf.schema_arrow.names]
+        if encoded:
+            pf = pq.ParquetFile(f, read_dictionary=encoded)
+        t = pf.read(columns=[c for c in schema.names if c in pf.schema_arrow.names], use_threads=len(files) == 1)
+        return cast_table_to_schema(t, schema)
+
+    if len(files) <= 1:
+        return [read(f) for f in files]
+    with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 2)) as pool:
+        return list(pool.map(read, files))
+
+
+def local_snapshot(path, pos: str | None, columns: list[str], max_bytes: int | None = None,
+                   dictionary: tuple = ()) -> pa.Table | None:
+    """The `columns` of the table as of completion position `pos` (None: the latest), read into Arrow in this
+    process; None when the snapshot has merge-on-read slices with log files to merge or its files exceed
+    `max_bytes` (read it with Spark). Same rows as a Spark snapshot read of the same position. `dictionary`:
+    string columns returned dictionary-encoded (cheaper to read, filter and group by)."""
+    from hudilite.reader.planner import table_schema
+
+    table = path if isinstance(path, HoodieTable) else HoodieTable.open(path)
+    schema = table_schema(table)
+    fields = [schema.field(c) for c in _columns(schema, columns, None)]
+    dictionary = tuple(f.name for f in fields if f.name in set(dictionary) and pa.types.is_string(f.type))
+    want = pa.schema([f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in dictionary else f
+                      for f in fields])
+    plan = snapshot_plan(table, pos if pos is not None else latest_position(table))
+    if plan.merged_slices:
+        return None
+    files = plan.plain_files
+    if max_bytes is not None and sum(table.fs.size(f) for f in files) > max_bytes:
+        return None
+    parts = _read_conformed(files, want, dictionary)
+    return pa.concat_tables(parts).unify_dictionaries() if parts else want.empty_table()
 
 
 def _imaged(table: HoodieTable, rng: ChangeRange) -> tuple[list[str], list[str]] | None:

@@ -29,6 +29,55 @@ FOLDED = parse("select g, y, count(*) as n, count(x) as nx, sum(x) as s, avg(x) 
                "group by g, y")
 
 
+# min / max / count(distinct) of plain columns, no WHERE: in Arrow too. EXTREMES keeps min/max folded until a
+# retracted value reaches the stored extreme (then that group is recomputed from the detail snapshot);
+# DISTINCT recomputes every affected group (string min, count distinct with nulls, a null group key)
+EXTREMES = parse("select g, count(*) as n, min(x) as mn, max(x) as mx, max(y) as my from `db`.`detail` group by g")
+DISTINCT = parse("select y, count(*) as n, min(g) as mg, count(distinct g) as dg, count(distinct x) as dx "
+                 "from `db`.`detail` group by y")
+
+
+def _reference(state: dict, key, aggs) -> dict:
+    groups: dict = {}
+    for g, x, y in state.values():
+        groups.setdefault(key(g, x, y), []).append((g, x, y))
+    return {k: tuple(f(rows) for f in aggs) for k, rows in groups.items()}
+
+
+def _min(vals):
+    vals = [v for v in vals if v is not None]
+    return min(vals) if vals else None
+
+
+def _max(vals):
+    vals = [v for v in vals if v is not None]
+    return max(vals) if vals else None
+
+
+def expected_extremes(state: dict) -> dict:
+    return _reference(state, lambda g, x, y: g, [len, lambda r: _min(x for _, x, _ in r),
+                                                 lambda r: _max(x for _, x, _ in r), lambda r: _max(y for *_, y in r)])
+
+
+def expected_distinct(state: dict) -> dict:
+    return _reference(state, lambda g, x, y: y, [len, lambda r: _min(g for g, _, _ in r),
+                                                 lambda r: len({g for g, _, _ in r} - {None}),
+                                                 lambda r: len({x for _, x, _ in r} - {None})])
+
+
+def actual_extremes(spark, path) -> dict:
+    return {r["g"]: (r["n"], r["mn"], r["mx"], r["my"]) for r in hudilite.read(spark, path).collect()}
+
+
+def actual_distinct(spark, path) -> dict:
+    return {r["y"]: (r["n"], r["mg"], r["dg"], r["dx"]) for r in hudilite.read(spark, path).collect()}
+
+
+VARIANTS = {"spark": (QUERY, "expected", "actual"), "folded": (FOLDED, "expected_folded", "actual_folded"),
+            "extremes": (EXTREMES, "expected_extremes", "actual_extremes"),
+            "distinct": (DISTINCT, "expected_distinct", "actual_distinct")}
+
+
 def expected(state: dict) -> dict:
     groups: dict = {}
     for g, x, y in state.values():
@@ -95,12 +144,13 @@ def batch(rng: random.Random, state: dict, size: int):
     return rows
 
 
-@pytest.mark.parametrize("folded", [False, True])
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("seed", range(SEQUENCES))
-def test_incremental_aggregate_equals_full_recomputation(spark, tmp_path, seed, folded, monkeypatch):
+def test_incremental_aggregate_equals_full_recomputation(spark, tmp_path, seed, variant, monkeypatch):
     from dbt.adapters.hudilite import aggregate
 
-    query, want, got = (FOLDED, expected_folded, actual_folded) if folded else (QUERY, expected, actual)
+    query, want, got = VARIANTS[variant]
+    want, got = globals()[want], globals()[got]
     local_runs = []
     arrow = aggregate.incremental_arrow
     monkeypatch.setattr(aggregate, "incremental_arrow", lambda *a: local_runs.append(arrow(*a)) or local_runs[-1])
@@ -123,10 +173,42 @@ def test_incremental_aggregate_equals_full_recomputation(spark, tmp_path, seed, 
         single = bool(rows) and not more
         runs = len(local_runs)
         c = refresh(spark, query, detail, agg)
-        # which engine folded the step: Arrow for one upstream commit of the folded query, Spark otherwise
-        assert (local_runs[runs] is not None if len(local_runs) > runs else False) == (folded and single)
+        # which engine folded the step: Arrow for one upstream commit of the queries without WHERE, else Spark
+        assert (local_runs[runs] is not None if len(local_runs) > runs else False) == (variant != "spark" and single)
         assert same(got(spark, agg), want(state)), f"seed {seed} step {step} (commit {c})"
     # re-running the same (now empty) range changes nothing
     before = got(spark, agg)
     assert refresh(spark, query, detail, agg) is None
     assert got(spark, agg) == before
+
+
+def test_extremes_recompute_only_groups_whose_extreme_was_retracted(spark, tmp_path, monkeypatch):
+    """min/max fold in Arrow: an added value only extends the stored extreme; only a group that lost a value at
+    its extreme is recomputed from the detail snapshot (spy on the recomputation)."""
+    from dbt.adapters.hudilite import aggregate
+
+    redone = []
+    real = aggregate._recompute_groups
+    monkeypatch.setattr(aggregate, "_recompute_groups",
+                        lambda plan, q, d, e, groups: redone.append(sorted(groups.column("__k0").to_pylist()))
+                        or real(plan, q, d, e, groups))
+    detail, agg = str(tmp_path / "detail"), str(tmp_path / "agg")
+    rows = [(1, "a", 1, 0), (2, "a", 5, 1), (3, "a", 9, 2), (4, "b", 2, 0), (5, "b", 4, 1), (6, "b", 6, 2)]
+    state = {k: (g, x, y) for k, g, x, y in rows}
+
+    def write(batch):
+        hudilite.write(spark.createDataFrame([(*r, False) for r in batch], SCHEMA), detail, record_key="id")
+        state.update({k: (g, x, y) for k, g, x, y in batch})
+
+    write(rows)
+    refresh(spark, EXTREMES, detail, agg)
+    write([(2, "a", 3, 1), (4, "b", 10, 0)])  # a: 5 -> 3 (inside the range); b: its min 2 leaves
+    refresh(spark, EXTREMES, detail, agg)
+    assert redone == [["b"]]
+    assert actual_extremes(spark, agg) == expected_extremes(state)
+    assert actual_extremes(spark, agg)["b"] == (3, 4, 10, 2)
+    write([(7, "a", 0, 1), (8, "c", 7, 2)])  # inserts only: extremes extend, a new group; nothing recomputed
+    refresh(spark, EXTREMES, detail, agg)
+    assert redone == [["b"]]
+    assert actual_extremes(spark, agg) == expected_extremes(state)
+    assert actual_extremes(spark, agg)["a"] == (4, 0, 9, 2)

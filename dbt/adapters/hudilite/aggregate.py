@@ -554,7 +554,7 @@ def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema) -> Optional[_Arrow
     WHERE) and the aggregate table stores exactly the types the Spark path gives; else None."""
     import pyarrow as pa
 
-    if q.where or q.recomputed:
+    if q.where:
         return None
     names = detail_schema.names
     stored = {f.name: f.type for f in agg_schema}
@@ -575,6 +575,15 @@ def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema) -> Optional[_Arrow
             if col is None:
                 return None
             t = detail_schema.field(col).type
+            if a in q.recomputed:  # min / max / count(distinct): types whose order and equality Arrow shares
+                if _key_kind(t) is None:
+                    return None
+                want = pa.int64() if a.distinct else t
+                if stored.get(name) != want or stored.get(f"_hudilite_agg_r{n}") != want:
+                    return None
+                cols.append(col)
+                aggs.append((n, a, col, name, want))
+                continue
             if a.func == "count":
                 want = pa.int64()
             elif pa.types.is_integer(t):
@@ -597,9 +606,94 @@ def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema) -> Optional[_Arrow
     return _ArrowPlan(keys, aggs, sorted(set(cols), key=names.index), agg_schema)
 
 
+def _null_safe_keys(t, names: List[str], kinds: List[str]):
+    """`t` with join columns for the key columns `names` that match a null key to a null key (Arrow joins never
+    match nulls): each key's value with nulls filled (`__kf<i>`) and its null flag (`__kn<i>`)."""
+    import datetime
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    fill = {"string": "", "int": 0, "bool": False, "date": datetime.date(1970, 1, 1)}
+    for i, (c, kind) in enumerate(zip(names, kinds)):
+        col = t.column(c)
+        t = t.append_column(f"__kf{i}", pc.fill_null(col, pa.scalar(fill[kind], col.type)))
+        t = t.append_column(f"__kn{i}", pc.is_null(col))
+    return t, [f"__k{x}{i}" for i in range(len(names)) for x in "fn"]
+
+
+def _member(col, values):
+    """Whether each value of `col` (a chunked array, maybe dictionary-encoded) is among `values` (null is a
+    member when `values` has a null); None when every value is. Dictionary columns are tested on their
+    dictionaries, then per index."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_dictionary(col.type):
+        hit = pc.is_in(col, value_set=values, skip_nulls=False)
+        return None if pc.all(hit).as_py() is not False else hit
+    has_null = values.null_count > 0
+    out, every = [], True
+    for ch in col.chunks:
+        in_dict = pc.is_in(ch.dictionary, value_set=values, skip_nulls=False)
+        if pc.all(in_dict).as_py() is not False and (has_null or ch.null_count == 0):
+            out.append(pa.repeat(pa.scalar(True), len(ch)))
+            continue
+        every = False
+        out.append(pc.fill_null(pc.take(in_dict, ch.indices), has_null))
+    return None if every else pa.chunked_array(out, pa.bool_())
+
+
+def _recompute_groups(plan: _ArrowPlan, q: AggregateQuery, detail: str, end: str, groups):
+    """min / max / count(distinct) of the groups `groups` (their key columns `__k<i>`) from the detail's
+    snapshot as of `end`, read in this process: a table of the null-safe join keys and `__rc<n>` per
+    recomputed aggregate; None when the snapshot needs Spark (log files to merge, too large)."""
+    import pyarrow as pa
+
+    from hudilite.reader.changes import LOCAL_SNAPSHOT_MAX_BYTES, local_snapshot
+
+    key_cols = [c for c, _, _ in plan.keys]
+    kinds = [k for _, k, _ in plan.keys]
+    rec = [(n, a, col) for n, a, col, _, _ in plan.aggs if a in q.recomputed]
+    value_cols = {c for _, _, c in rec}
+    # string group keys read dictionary-encoded: ~1,000s of distinct values over millions of rows
+    snap = local_snapshot(detail, end, sorted(set(key_cols) | value_cols), LOCAL_SNAPSHOT_MAX_BYTES,
+                          dictionary=tuple(c for c in key_cols if c not in value_cols))
+    if snap is None:
+        return None
+    if len(key_cols) == 1:
+        hit = _member(snap.column(key_cols[0]), groups.column("__k0").combine_chunks())
+        rows = snap if hit is None else snap.filter(hit)
+    else:  # several keys: a null-safe semi join on plain (decoded) key columns
+        for c in key_cols:
+            if pa.types.is_dictionary(snap.schema.field(c).type):
+                snap = snap.set_column(snap.schema.get_field_index(c), c,
+                                       snap.column(c).cast(snap.schema.field(c).type.value_type))
+        snap, jk = _null_safe_keys(snap, key_cols, kinds)
+        keyed, _ = _null_safe_keys(groups, [f"__k{i}" for i in range(len(key_cols))], kinds)
+        rows = snap.join(keyed.select(jk), jk, join_type="left semi", use_threads=True)
+    t = rows.select(key_cols)
+    for n, a, col in rec:  # one value column per aggregate (the same detail column may feed several)
+        t = t.append_column(f"__rv{n}", rows.column(col))
+    specs = [(f"__rv{n}", "count_distinct" if a.distinct else a.func) for n, a, _ in rec]
+    out = t.group_by(key_cols, use_threads=True).aggregate(specs)
+    out = out.rename_columns([f"__rc{c[4:].split('_', 1)[0]}" if c.startswith("__rv") else c
+                              for c in out.column_names])
+    for c in key_cols:  # decoded again: the join with the affected groups is on plain values
+        f = out.schema.field(c)
+        if pa.types.is_dictionary(f.type):
+            out = out.set_column(out.schema.get_field_index(c), c, out.column(c).cast(f.type.value_type))
+    out, jk = _null_safe_keys(out, key_cols, kinds)
+    return out.drop_columns(key_cols)
+
+
 def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str, end: str):
     """(upsert rows as an Arrow table incl. `_hoodie_is_deleted`, visible columns) computed in this process, as
-    `incremental_frame` computes them in Spark; None when the query, the tables or the range need Spark."""
+    `incremental_frame` computes them in Spark; None when the query, the tables or the range need Spark.
+
+    count / sum / avg fold the signed change images into the stored state. min / max fold too while no
+    retracted value reaches the stored extreme (an insert can only extend it); a group whose extreme may have
+    been retracted, and every affected group of a count(distinct), is recomputed from the detail snapshot."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -618,36 +712,70 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
                        columns=plan.columns or None)
     if ch is None:
         return None
-    sign = pc.if_else(pc.is_in(ch.column("_change_op"), value_set=pa.array(["I", "U"])),
-                      pa.scalar(1, pa.int64()), pa.scalar(-1, pa.int64()))
+    positive = pc.is_in(ch.column("_change_op"), value_set=pa.array(["I", "U"]))
+    sign = pc.if_else(positive, pa.scalar(1, pa.int64()), pa.scalar(-1, pa.int64()))
     cols = {f"__k{i}": ch.column(c) for i, (c, _, _) in enumerate(plan.keys)}
     cols[ROWS] = sign
-    state = [ROWS]
+    specs = [(ROWS, "sum")]
+    state, extremes = [ROWS], []
     for n, a, col, _, _ in plan.aggs:
         if col is None:
             continue
         x = ch.column(col)
+        if a in q.recomputed:
+            if not a.distinct:  # the extreme of the added values and of the retracted ones
+                cols[f"__ins{n}"] = pc.if_else(positive, x, pa.scalar(None, x.type))
+                cols[f"__ret{n}"] = pc.if_else(positive, pa.scalar(None, x.type), x)
+                specs += [(f"__ins{n}", a.func), (f"__ret{n}", a.func)]
+                extremes.append(f"_hudilite_agg_r{n}")
+            continue
         if a.func in ("sum", "avg"):
             num = pa.int64() if pa.types.is_integer(x.type) else pa.float64()
             cols[f"_hudilite_agg_s{n}"] = pc.multiply(x.cast(num), sign.cast(num))
             state.append(f"_hudilite_agg_s{n}")
+            specs.append((f"_hudilite_agg_s{n}", "sum"))
         cols[f"_hudilite_agg_c{n}"] = pc.if_else(pc.is_valid(x), sign, pa.scalar(0, pa.int64()))
         state.append(f"_hudilite_agg_c{n}")
+        specs.append((f"_hudilite_agg_c{n}", "sum"))
     key_names = [f"__k{i}" for i in range(len(plan.keys))]
-    delta = pa.table(cols).group_by(key_names, use_threads=False).aggregate([(c, "sum") for c in state])
-    delta = delta.rename_columns([c[:-4] if c.endswith("_sum") and c[:-4] in state else c for c in delta.column_names])
+    delta = pa.table(cols).group_by(key_names, use_threads=False).aggregate(specs)
+    renamed = {f"{c}_{fn}": c for c, fn in specs}
+    delta = delta.rename_columns([renamed.get(c, c) for c in delta.column_names])
     gkey = arrow_group_keys([delta.column(k) for k in key_names], [k[1] for k in plan.keys])
     delta = delta.append_column(GROUP_KEY, gkey)
     # the affected groups' stored state
-    cur = [pq.read_table(f, columns=[GROUP_KEY] + state) for f in agg_plan.plain_files]
-    cur = pa.concat_tables(cur) if cur else pa.schema([plan.stored.field(c) for c in [GROUP_KEY] + state]).empty_table()
+    stored_cols = [GROUP_KEY] + state + extremes
+    cur = [pq.read_table(f, columns=stored_cols) for f in agg_plan.plain_files]
+    cur = pa.concat_tables(cur) if cur else pa.schema([plan.stored.field(c) for c in stored_cols]).empty_table()
     cur = cur.filter(pc.is_in(cur.column(GROUP_KEY), value_set=gkey))
-    cur = cur.rename_columns([GROUP_KEY] + [f"__cur{c}" for c in state])
+    cur = cur.rename_columns([GROUP_KEY] + [f"__cur{c}" for c in stored_cols[1:]])
     j = delta.join(cur, GROUP_KEY, join_type="left outer", use_threads=False)
-    new = {}
-    for c in state:
+
+    def new_state(c):
         t = plan.stored.field(c).type
-        new[c] = pc.add(pc.fill_null(j.column(f"__cur{c}").cast(t), 0), pc.fill_null(j.column(c).cast(t), 0))
+        return pc.add(pc.fill_null(j.column(f"__cur{c}").cast(t), 0), pc.fill_null(j.column(c).cast(t), 0))
+
+    alive = pc.greater(new_state(ROWS), 0)
+    # groups to recompute: any count(distinct), or a retracted value at or beyond the stored min / max
+    redo = pa.repeat(pa.scalar(False), j.num_rows)
+    for n, a, col, _, _ in plan.aggs:
+        if a in q.recomputed:
+            if a.distinct:
+                redo = pa.repeat(pa.scalar(True), j.num_rows)
+                break
+            old, ret = j.column(f"__cur_hudilite_agg_r{n}"), j.column(f"__ret{n}")
+            reached = (pc.less_equal if a.func == "min" else pc.greater_equal)(ret, old)
+            hit = pc.and_(pc.is_valid(ret), pc.or_kleene(pc.is_null(old), reached))
+            redo = pc.or_(redo, pc.fill_null(hit, False))
+    redo = pc.and_(alive, redo)
+    j = j.append_column("__redo", redo)
+    if q.recomputed and pc.any(redo).as_py():
+        rc = _recompute_groups(plan, q, detail, end, j.filter(redo).select(key_names))
+        if rc is None:
+            return None
+        j, jk = _null_safe_keys(j, key_names, [k[1] for k in plan.keys])
+        j = j.join(rc, jk, join_type="left outer", use_threads=False)
+    new = {c: new_state(c) for c in state}
     out, visible = {}, []
     for item in q.items:
         if item.is_key:
@@ -656,7 +784,20 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
             out[name] = j.column(f"__k{i}").cast(plan.stored.field(name).type)
         else:
             n, a, col, name, want = next(x for x in plan.aggs if x[1] is item)
-            if col is None:
+            if a in q.recomputed:
+                if a.distinct:  # recomputed for every live group (the value of a deleted group is not kept)
+                    kept = pa.repeat(pa.scalar(0, pa.int64()), j.num_rows)
+                else:  # the stored extreme extended by the added values
+                    fold = pc.min_element_wise if a.func == "min" else pc.max_element_wise
+                    kept = fold(j.column(f"__cur_hudilite_agg_r{n}"), j.column(f"__ins{n}"), skip_nulls=True)
+                v = kept.cast(want)
+                if f"__rc{n}" in j.column_names:
+                    rcv = j.column(f"__rc{n}").cast(want)
+                    if a.distinct:
+                        rcv = pc.fill_null(rcv, 0)
+                    v = pc.if_else(j.column("__redo"), rcv, v)
+                new[f"_hudilite_agg_r{n}"] = v
+            elif col is None:
                 v = new[ROWS]
             else:
                 c = new[f"_hudilite_agg_c{n}"]
