@@ -212,3 +212,69 @@ def test_extremes_recompute_only_groups_whose_extreme_was_retracted(spark, tmp_p
     assert redone == [["b"]]
     assert actual_extremes(spark, agg) == expected_extremes(state)
     assert actual_extremes(spark, agg)["a"] == (4, 0, 9, 2)
+
+
+def test_distinct_state_folds_without_reading_the_detail(spark, tmp_path, monkeypatch):
+    """count(distinct) keeps a (group, value) multiset beside the aggregate table: built from the detail
+    snapshot by the full build (and by a driver-local refresh that finds no usable stored state), then folded
+    from the change images alone (spy on the snapshot reads); old state files are removed."""
+    import os
+
+    from dbt.adapters.hudilite import distinct_state
+    from hudilite.reader import changes as changes_mod
+
+    reads = []  # snapshot reads of the state's columns (min(g)'s recomputations read g and y only)
+    real = changes_mod.local_snapshot
+    monkeypatch.setattr(changes_mod, "local_snapshot",
+                        lambda *a, **k: (reads.append(a[2]) if "x" in a[2] else None) or real(*a, **k))
+    detail, agg = str(tmp_path / "detail"), str(tmp_path / "agg")
+    state_dir = os.path.join(agg, distinct_state.DIR)
+    rows = [(1, "a", 1, 0), (2, "a", 5, 1), (3, "b", 1, 0), (4, None, 2, 1), (5, "b", None, 2)]
+    state = {k: (g, x, y) for k, g, x, y in rows}
+
+    def write(batch, deleted=()):
+        out = [(*r, False) for r in batch] + [(k, *state.pop(k), True) for k in deleted]
+        hudilite.write(spark.createDataFrame(out, SCHEMA), detail, record_key="id")
+        state.update({k: (g, x, y) for k, g, x, y in batch})
+
+    def check():
+        assert actual_distinct(spark, agg) == expected_distinct(state)
+
+    write(rows)
+    refresh(spark, DISTINCT, detail, agg)  # the full build also builds the state, from the snapshot
+    check()
+    assert len(reads) == 1 and len(os.listdir(state_dir)) == 2  # one file per count(distinct) item
+    first = set(os.listdir(state_dir))
+    write([(6, "c", 1, 0), (2, "b", 5, 1)])
+    refresh(spark, DISTINCT, detail, agg)
+    check()
+    write([(7, "a", 9, 0), (3, "a", 1, 0)], deleted=[6])  # 'c' leaves group 0, x=1 stays held by key 1 and 3
+    refresh(spark, DISTINCT, detail, agg)
+    check()
+    write([(8, None, 5, 1)], deleted=[2, 4])  # group 1 keeps x=5 (key 8) and gains a null g
+    refresh(spark, DISTINCT, detail, agg)
+    check()
+    assert len(reads) == 1, "a stored state must be folded, not rebuilt from the detail"
+    # the files of this commit and of the one before it (current until this one committed) stay; older go
+    assert len(os.listdir(state_dir)) == 4 and not first & set(os.listdir(state_dir))
+    # an unusable stored state (here: truncated) is rebuilt from the snapshot, never trusted
+    for f in os.listdir(state_dir):
+        with open(os.path.join(state_dir, f), "r+b") as fh:
+            fh.truncate(10)
+    write([(9, "d", 3, 2)], deleted=[1])
+    refresh(spark, DISTINCT, detail, agg)
+    check()
+    assert len(reads) == 2
+    write([(10, "d", 4, 2)])
+    refresh(spark, DISTINCT, detail, agg)
+    check()
+    assert len(reads) == 2
+    # a refresh through Spark (two upstream commits) keeps no state: the next driver-local one rebuilds it
+    write([(11, "a", 1, 0)])
+    write([(12, "e", 1, 3)], deleted=[10])
+    refresh(spark, DISTINCT, detail, agg)
+    check()
+    write([(13, "e", 2, 3)])
+    refresh(spark, DISTINCT, detail, agg)
+    check()
+    assert len(reads) == 3

@@ -12,9 +12,12 @@ as of the end fixed when the model starts. Later runs read the detail's changes 
 before images (`hudilite.changes`): inserted rows add (+1), the before image of an updated row retracts (-1)
 and its new image adds (+1), deleted rows retract; the WHERE applies to each image. Per group the table keeps
 hidden state (`_hudilite_agg_rows` = rows in the group, sums and non-null counts for sum/avg/count(x)), so
-count/sum/avg fold the deltas in; min/max/count(distinct) are recomputed for the affected groups only, from
-the detail snapshot. Groups whose row count drops to 0 are deleted. The result is ONE upsert commit keyed by
-the group keys (`_hudilite_group_key`), carrying the checkpoint: re-running the same range is idempotent.
+count/sum/avg fold the deltas in; min/max fold while no retracted value reaches the stored extreme, else (and
+in the Spark path always) the affected groups are recomputed from the detail snapshot; count(distinct) folds
+a per-(group, value) multiset kept beside the table (`distinct_state`) on the driver-local path and is
+recomputed for the affected groups in the Spark path. Groups whose row count drops to 0 are deleted. The
+result is ONE upsert commit keyed by the group keys (`_hudilite_group_key`), carrying the checkpoint:
+re-running the same range is idempotent.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
+
+from dbt.adapters.hudilite import distinct_state as ds
+from dbt.adapters.hudilite.incremental import CHECKPOINT_KEY
 
 GROUP_KEY = "_hudilite_group_key"
 ROWS = "_hudilite_agg_rows"
@@ -645,7 +651,7 @@ def _member(col, values):
 
 
 def _recompute_groups(plan: _ArrowPlan, q: AggregateQuery, detail: str, end: str, groups):
-    """min / max / count(distinct) of the groups `groups` (their key columns `__k<i>`) from the detail's
+    """min / max of the groups `groups` (their key columns `__k<i>`) from the detail's
     snapshot as of `end`, read in this process: a table of the null-safe join keys and `__rc<n>` per
     recomputed aggregate; None when the snapshot needs Spark (log files to merge, too large)."""
     import pyarrow as pa
@@ -654,7 +660,7 @@ def _recompute_groups(plan: _ArrowPlan, q: AggregateQuery, detail: str, end: str
 
     key_cols = [c for c, _, _ in plan.keys]
     kinds = [k for _, k, _ in plan.keys]
-    rec = [(n, a, col) for n, a, col, _, _ in plan.aggs if a in q.recomputed]
+    rec = [(n, a, col) for n, a, col, _, _ in plan.aggs if a in q.recomputed and not a.distinct]
     value_cols = {c for _, _, c in rec}
     # string group keys read dictionary-encoded: ~1,000s of distinct values over millions of rows
     snap = local_snapshot(detail, end, sorted(set(key_cols) | value_cols), LOCAL_SNAPSHOT_MAX_BYTES,
@@ -675,7 +681,7 @@ def _recompute_groups(plan: _ArrowPlan, q: AggregateQuery, detail: str, end: str
     t = rows.select(key_cols)
     for n, a, col in rec:  # one value column per aggregate (the same detail column may feed several)
         t = t.append_column(f"__rv{n}", rows.column(col))
-    specs = [(f"__rv{n}", "count_distinct" if a.distinct else a.func) for n, a, _ in rec]
+    specs = [(f"__rv{n}", a.func) for n, a, _ in rec]
     out = t.group_by(key_cols, use_threads=True).aggregate(specs)
     out = out.rename_columns([f"__rc{c[4:].split('_', 1)[0]}" if c.startswith("__rv") else c
                               for c in out.column_names])
@@ -688,12 +694,15 @@ def _recompute_groups(plan: _ArrowPlan, q: AggregateQuery, detail: str, end: str
 
 
 def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str, end: str):
-    """(upsert rows as an Arrow table incl. `_hoodie_is_deleted`, visible columns) computed in this process, as
-    `incremental_frame` computes them in Spark; None when the query, the tables or the range need Spark.
+    """(upsert rows as an Arrow table incl. `_hoodie_is_deleted`, visible columns, extraMetadata of the
+    count(distinct) state) computed in this process, as `incremental_frame` computes them in Spark; None when
+    the query, the tables or the range need Spark.
 
     count / sum / avg fold the signed change images into the stored state. min / max fold too while no
     retracted value reaches the stored extreme (an insert can only extend it); a group whose extreme may have
-    been retracted, and every affected group of a count(distinct), is recomputed from the detail snapshot."""
+    been retracted is recomputed from the detail snapshot. count(distinct) folds the images into its
+    (group, value) multiset (`distinct_state`; built from the detail snapshot when the table has none for
+    `start`) and counts the affected groups' values there."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -756,25 +765,36 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
         return pc.add(pc.fill_null(j.column(f"__cur{c}").cast(t), 0), pc.fill_null(j.column(c).cast(t), 0))
 
     alive = pc.greater(new_state(ROWS), 0)
-    # groups to recompute: any count(distinct), or a retracted value at or beyond the stored min / max
+    # groups whose min / max is recomputed: a retracted value at or beyond the stored extreme
     redo = pa.repeat(pa.scalar(False), j.num_rows)
     for n, a, col, _, _ in plan.aggs:
-        if a in q.recomputed:
-            if a.distinct:
-                redo = pa.repeat(pa.scalar(True), j.num_rows)
-                break
+        if a in q.recomputed and not a.distinct:
             old, ret = j.column(f"__cur_hudilite_agg_r{n}"), j.column(f"__ret{n}")
             reached = (pc.less_equal if a.func == "min" else pc.greater_equal)(ret, old)
             hit = pc.and_(pc.is_valid(ret), pc.or_kleene(pc.is_null(old), reached))
             redo = pc.or_(redo, pc.fill_null(hit, False))
     redo = pc.and_(alive, redo)
     j = j.append_column("__redo", redo)
-    if q.recomputed and pc.any(redo).as_py():
+    kinds = [k[1] for k in plan.keys]
+    j, jk = _null_safe_keys(j, key_names, kinds)
+    if pc.any(redo).as_py():
         rc = _recompute_groups(plan, q, detail, end, j.filter(redo).select(key_names))
         if rc is None:
             return None
-        j, jk = _null_safe_keys(j, key_names, [k[1] for k in plan.keys])
         j = j.join(rc, jk, join_type="left outer", use_threads=False)
+    distinct = [(n, col) for n, a, col, _, _ in plan.aggs if a.distinct]
+    state_extra = {}
+    if distinct:  # count(distinct): the (group, value) multisets folded, their sizes per affected group
+        states = _distinct_states(plan, q, detail, agg_path, start, end, ch, sign, distinct)
+        if states is None:
+            return None
+        for n, _ in distinct:
+            cnt, _ = _null_safe_keys(ds.distinct_counts(states[n], len(key_names)), key_names, kinds)
+            cnt = cnt.drop_columns(key_names)
+            cnt = cnt.rename_columns([f"__dc{n}" if c == "__n" else c for c in cnt.column_names])
+            j = j.join(cnt, jk, join_type="left outer", use_threads=False)
+        state_extra = ds.save(agg_path, states, q.signature(), detail, end,
+                              ds.current_files(agg_path, CHECKPOINT_KEY))
     new = {c: new_state(c) for c in state}
     out, visible = {}, []
     for item in q.items:
@@ -784,18 +804,14 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
             out[name] = j.column(f"__k{i}").cast(plan.stored.field(name).type)
         else:
             n, a, col, name, want = next(x for x in plan.aggs if x[1] is item)
-            if a in q.recomputed:
-                if a.distinct:  # recomputed for every live group (the value of a deleted group is not kept)
-                    kept = pa.repeat(pa.scalar(0, pa.int64()), j.num_rows)
-                else:  # the stored extreme extended by the added values
-                    fold = pc.min_element_wise if a.func == "min" else pc.max_element_wise
-                    kept = fold(j.column(f"__cur_hudilite_agg_r{n}"), j.column(f"__ins{n}"), skip_nulls=True)
-                v = kept.cast(want)
+            if a.distinct:  # the number of values in the group's multiset (none: the group is empty)
+                v = pc.fill_null(j.column(f"__dc{n}"), 0).cast(want)
+                new[f"_hudilite_agg_r{n}"] = v
+            elif a in q.recomputed:  # the stored extreme extended by the added values, or recomputed
+                fold = pc.min_element_wise if a.func == "min" else pc.max_element_wise
+                v = fold(j.column(f"__cur_hudilite_agg_r{n}"), j.column(f"__ins{n}"), skip_nulls=True).cast(want)
                 if f"__rc{n}" in j.column_names:
-                    rcv = j.column(f"__rc{n}").cast(want)
-                    if a.distinct:
-                        rcv = pc.fill_null(rcv, 0)
-                    v = pc.if_else(j.column("__redo"), rcv, v)
+                    v = pc.if_else(j.column("__redo"), j.column(f"__rc{n}").cast(want), v)
                 new[f"_hudilite_agg_r{n}"] = v
             elif col is None:
                 v = new[ROWS]
@@ -814,7 +830,57 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
     out[GROUP_KEY] = j.column(GROUP_KEY)
     out.update(new)
     out["_hoodie_is_deleted"] = pc.less_equal(new[ROWS], 0)
-    return pa.table(out), visible
+    return pa.table(out), visible, state_extra
+
+
+def full_distinct_state(q: AggregateQuery, detail: str, agg_path: str, end: Optional[str]) -> Dict[str, str]:
+    """For a full build: the count(distinct) multisets of the whole detail as of `end`, saved beside the
+    aggregate table; the extraMetadata entry for the build's commit ({} when the query has no count(distinct),
+    the driver-local fold would not apply to it, or the snapshot needs Spark: the first incremental refresh
+    then builds the state)."""
+    from hudilite.reader.changes import LOCAL_SNAPSHOT_MAX_BYTES, local_snapshot
+    from hudilite.reader.planner import table_schema
+    from hudilite.table import HoodieTable
+
+    distinct = [(n, a) for n, a in enumerate(q.aggs) if a.distinct]
+    if not distinct or q.where or end is None:
+        return {}
+    schema = table_schema(HoodieTable.open(detail))
+    keys = [_plain_column(k.expr, q, schema.names) for k in q.keys]
+    values = {n: _plain_column(a.expr, q, schema.names) for n, a in distinct}
+    if any(c is None or _key_kind(schema.field(c).type) is None for c in keys + list(values.values())):
+        return {}
+    snap = local_snapshot(detail, end, sorted(set(keys) | set(values.values())), LOCAL_SNAPSHOT_MAX_BYTES,
+                          dictionary=tuple(c for c in keys if c not in values.values()))
+    if snap is None:
+        return {}
+    key_types = [schema.field(c).type for c in keys]
+    states = {n: ds.build([snap.column(c) for c in keys], snap.column(col))
+              .cast(ds.state_schema(key_types, schema.field(col).type)) for n, col in values.items()}
+    return ds.save(agg_path, states, q.signature(), detail, end, ds.current_files(agg_path, CHECKPOINT_KEY))
+
+
+def _distinct_states(plan: _ArrowPlan, q: AggregateQuery, detail: str, agg_path: str, start: str, end: str,
+                     ch, sign, distinct):
+    """The (group, value) multiset of each count(distinct) item as of `end`: the stored state of `start`
+    with the signed change images folded in, or (no usable stored state) built from the detail snapshot as
+    of `end`; None when that snapshot needs Spark."""
+    from hudilite.reader.changes import LOCAL_SNAPSHOT_MAX_BYTES, local_snapshot
+
+    key_cols = [c for c, _, _ in plan.keys]
+    key_types = [ch.schema.field(c).type for c in key_cols]
+    schemas = {n: ds.state_schema(key_types, ch.schema.field(col).type) for n, col in distinct}
+    states = ds.load(agg_path, CHECKPOINT_KEY, q.signature(), detail, start, schemas)
+    if states is not None:
+        keys = [ch.column(c) for c in key_cols]
+        return {n: ds.fold(states[n], keys, ch.column(col), sign) for n, col in distinct}
+    values = {col for _, col in distinct}
+    snap = local_snapshot(detail, end, sorted(set(key_cols) | values), LOCAL_SNAPSHOT_MAX_BYTES,
+                          dictionary=tuple(c for c in key_cols if c not in values))
+    if snap is None:
+        return None
+    keys = [snap.column(c) for c in key_cols]
+    return {n: ds.build(keys, snap.column(col)).cast(schemas[n]) for n, col in distinct}
 
 
 def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optional[Dict[str, str]] = None):
@@ -835,13 +901,14 @@ def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optio
     if start is None:
         df, _ = full_frame(spark, q, detail, end)
         op = "insert_overwrite_table" if HoodieTable.exists(agg_path) else "insert"
+        extra.update(full_distinct_state(q, detail, agg_path, end))
         return hudilite.write(df, agg_path, record_key=GROUP_KEY, operation=op, options=opts, extra_metadata=extra)
     if end is None or start >= end:
         return None
     local = incremental_arrow(q, detail, agg_path, start, end)
     if local is not None:
         return hudilite.write(local[0], agg_path, record_key=GROUP_KEY, operation="upsert", options=opts,
-                              extra_metadata=extra)
+                              extra_metadata={**extra, **local[2]})
     df, _, release = incremental_frame(spark, q, detail, agg_path, start, end)
     try:
         return hudilite.write(df, agg_path, record_key=GROUP_KEY, operation="upsert", options=opts,
@@ -855,9 +922,12 @@ def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optio
 def _full(env, q, schema, identifier, path, detail, end, spec, entry):
     from hudilite.table import HoodieTable
 
+    from dbt.adapters.hudilite.incremental import model_key, run_state
+
     df, visible = _spark_errors(lambda: full_frame(env.spark, q, detail, end))
     options = env._options(spec, identifier)
     exists = HoodieTable.exists(path)
+    run_state(env).set_extra(model_key(schema, identifier), full_distinct_state(q, detail, path, end))
     if exists and env._compatible(path, spec, [GROUP_KEY], df):
         op = "insert_overwrite_table"
         result = env._write(df, path, [GROUP_KEY], spec, op, options, schema, identifier)
@@ -873,16 +943,16 @@ def _full(env, q, schema, identifier, path, detail, end, spec, entry):
 
 def _incremental(env, q, schema, identifier, path, detail, start, end, spec, entry, names):
     import hudilite
+    from dbt.adapters.hudilite.incremental import model_key, run_state
 
     if end is None or start >= end:  # nothing committed upstream since the checkpoint
-        from dbt.adapters.hudilite.incremental import model_key, run_state
-
         run_state(env).take(model_key(schema, identifier))
         return _no_change(env, path)
     try:
         local = incremental_arrow(q, detail, path, start, end)
         if local is not None:
-            (df, visible), release = local, []
+            (df, visible, state_extra), release = local, []
+            run_state(env).set_extra(model_key(schema, identifier), state_extra)
         else:
             df, visible, release = _spark_errors(lambda: incremental_frame(env.spark, q, detail, path, start, end))
     except hudilite.RangeUnavailableError as e:

@@ -1,6 +1,6 @@
 {#- ADS: orders per creation hour and status, maintained from dwd_orders' changes (materialized='aggregate'):
-    new orders add, status changes move an order from one group to another, deleted orders retract; min/max and
-    count(distinct) are recomputed for the affected groups only. -#}
+    new orders add, status changes move an order from one group to another, deleted orders retract; min/max are
+    recomputed only for groups that lost their extreme, count(distinct) folds a per-group multiset of values. -#}
 {{ config(materialized='aggregate') }}
 
 select order_date, order_hour, status,
