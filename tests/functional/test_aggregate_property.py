@@ -6,6 +6,7 @@ installed); HUDILITE_PROPERTY_SEQUENCES / _STEPS size the run."""
 import os
 import random
 
+import pyarrow as pa
 import pytest
 
 import hudilite
@@ -13,7 +14,14 @@ from dbt.adapters.hudilite.aggregate import parse, refresh
 
 SEQUENCES = int(os.environ.get("HUDILITE_PROPERTY_SEQUENCES", "10"))
 STEPS = int(os.environ.get("HUDILITE_PROPERTY_STEPS", "3"))
-SCHEMA = "id long, g string, x long, y long, _hoodie_is_deleted boolean"
+SCHEMA = pa.schema([("id", pa.int64()), ("g", pa.string()), ("x", pa.int64()), ("y", pa.int64()),
+                    ("_hoodie_is_deleted", pa.bool_())])
+
+
+def detail_rows(rows) -> pa.Table:
+    """Detail batches as Arrow: written on the driver (hudilite/writer/local.py, change images included), not
+    through a Spark job each: the refreshes are what these tests exercise."""
+    return pa.Table.from_pylist([dict(zip(SCHEMA.names, r)) for r in rows], schema=SCHEMA)
 QUERY = parse("""
 select g, count(*) as n, count(x) as nx, sum(x) as s, avg(x) as a, min(x) as mn, max(x) as mx,
        count(distinct y) as dy
@@ -29,9 +37,9 @@ FOLDED = parse("select g, y, count(*) as n, count(x) as nx, sum(x) as s, avg(x) 
                "group by g, y")
 
 
-# min / max / count(distinct) of plain columns, no WHERE: in Arrow too. EXTREMES keeps min/max folded until a
-# retracted value reaches the stored extreme (then that group is recomputed from the detail snapshot);
-# DISTINCT recomputes every affected group (string min, count distinct with nulls, a null group key)
+# min / max / count(distinct) of plain columns, no WHERE: in Arrow too, folded through value multisets
+# (agg_state: min/max buffers, count(distinct) multisets). EXTREMES: integer min/max; DISTINCT: string min,
+# count distinct with nulls, a null group key
 EXTREMES = parse("select g, count(*) as n, min(x) as mn, max(x) as mx, max(y) as my from `db`.`detail` group by g")
 DISTINCT = parse("select y, count(*) as n, min(g) as mg, count(distinct g) as dg, count(distinct x) as dx "
                  "from `db`.`detail` group by y")
@@ -147,8 +155,10 @@ def batch(rng: random.Random, state: dict, size: int):
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("seed", range(SEQUENCES))
 def test_incremental_aggregate_equals_full_recomputation(spark, tmp_path, seed, variant, monkeypatch):
-    from dbt.adapters.hudilite import aggregate
+    from dbt.adapters.hudilite import agg_state, aggregate
 
+    # small min / max buffers (1-3 values per group), so that refreshes empty them and trim them
+    monkeypatch.setattr(agg_state, "BUFFER", 1 + seed % 3)
     query, want, got = VARIANTS[variant]
     want, got = globals()[want], globals()[got]
     local_runs = []
@@ -158,18 +168,18 @@ def test_incremental_aggregate_equals_full_recomputation(spark, tmp_path, seed, 
     detail, agg = str(tmp_path / "detail"), str(tmp_path / "agg")
     state: dict = {}
     first = batch(rng, state, 12)
-    hudilite.write(spark.createDataFrame(first, SCHEMA), detail, record_key="id")
+    hudilite.write(detail_rows(first), detail, record_key="id")
     refresh(spark, query, detail, agg)
     assert same(got(spark, agg), want(state)), f"seed {seed}: full build"
     for step in range(STEPS):
         rows = batch(rng, state, rng.randrange(1, 8))
         if rows:
-            hudilite.write(spark.createDataFrame(rows, SCHEMA), detail, record_key="id")
+            hudilite.write(detail_rows(rows), detail, record_key="id")
         more = None
         if rng.random() < 0.3 and rows:  # two upstream commits between refreshes
             more = batch(rng, state, 3)
             if more:
-                hudilite.write(spark.createDataFrame(more, SCHEMA), detail, record_key="id")
+                hudilite.write(detail_rows(more), detail, record_key="id")
         single = bool(rows) and not more
         runs = len(local_runs)
         c = refresh(spark, query, detail, agg)
@@ -182,36 +192,51 @@ def test_incremental_aggregate_equals_full_recomputation(spark, tmp_path, seed, 
     assert got(spark, agg) == before
 
 
-def test_extremes_recompute_only_groups_whose_extreme_was_retracted(spark, tmp_path, monkeypatch):
-    """min/max fold in Arrow: an added value only extends the stored extreme; only a group that lost a value at
-    its extreme is recomputed from the detail snapshot (spy on the recomputation)."""
-    from dbt.adapters.hudilite import aggregate
+def test_extremes_read_the_detail_only_for_emptied_buffers(spark, tmp_path, monkeypatch):
+    """min/max fold in Arrow through per-group buffers of the smallest / largest values (here 2): changes
+    beyond a buffer's bound are ignored, changes within it applied; only a group whose buffer a refresh
+    empties is read again from the detail snapshot (spy on the snapshot reads)."""
+    from dbt.adapters.hudilite import agg_state, aggregate
 
-    redone = []
-    real = aggregate._recompute_groups
-    monkeypatch.setattr(aggregate, "_recompute_groups",
-                        lambda plan, q, d, e, groups: redone.append(sorted(groups.column("__k0").to_pylist()))
-                        or real(plan, q, d, e, groups))
+    monkeypatch.setattr(agg_state, "BUFFER", 2)
+    reads = []
+    real = aggregate._snapshot_states
+    monkeypatch.setattr(aggregate, "_snapshot_states", lambda plan, d, e, items, groups=None: reads.append(
+        None if groups is None else sorted(groups.column("__k0").to_pylist())) or real(plan, d, e, items, groups))
     detail, agg = str(tmp_path / "detail"), str(tmp_path / "agg")
     rows = [(1, "a", 1, 0), (2, "a", 5, 1), (3, "a", 9, 2), (4, "b", 2, 0), (5, "b", 4, 1), (6, "b", 6, 2)]
     state = {k: (g, x, y) for k, g, x, y in rows}
 
-    def write(batch):
-        hudilite.write(spark.createDataFrame([(*r, False) for r in batch], SCHEMA), detail, record_key="id")
+    def write(batch, deleted=()):
+        out = [(*r, False) for r in batch] + [(k, *state.pop(k), True) for k in deleted]
+        hudilite.write(detail_rows(out), detail, record_key="id")
         state.update({k: (g, x, y) for k, g, x, y in batch})
+
+    def check():
+        assert actual_extremes(spark, agg) == expected_extremes(state)
 
     write(rows)
     refresh(spark, EXTREMES, detail, agg)
-    write([(2, "a", 3, 1), (4, "b", 10, 0)])  # a: 5 -> 3 (inside the range); b: its min 2 leaves
+    check()
+    assert reads == [None]  # the full build's buffers, from the whole snapshot
+    write([(2, "a", 3, 1), (4, "b", 10, 0)])  # a: 5 -> 3 (min buffer {1, 5} -> {1, 3}); b: its min 2 leaves
     refresh(spark, EXTREMES, detail, agg)
-    assert redone == [["b"]]
-    assert actual_extremes(spark, agg) == expected_extremes(state)
+    check()
     assert actual_extremes(spark, agg)["b"] == (3, 4, 10, 2)
-    write([(7, "a", 0, 1), (8, "c", 7, 2)])  # inserts only: extremes extend, a new group; nothing recomputed
+    write([(7, "a", 0, 1), (8, "c", 7, 2)])  # an insert extends a's min; a new group
     refresh(spark, EXTREMES, detail, agg)
-    assert redone == [["b"]]
-    assert actual_extremes(spark, agg) == expected_extremes(state)
+    check()
     assert actual_extremes(spark, agg)["a"] == (4, 0, 9, 2)
+    assert reads == [None], "no buffer emptied: nothing read from the detail"
+    write([], deleted=[5])  # b's min buffer {4} empties (min 4 leaves; 6 and 10 were beyond its bound)
+    refresh(spark, EXTREMES, detail, agg)
+    check()
+    assert reads == [None, ["b"]]
+    assert actual_extremes(spark, agg)["b"] == (2, 6, 10, 2)
+    write([(9, "c", None, None)], deleted=[8])  # c keeps a row whose values are null: min/max null
+    refresh(spark, EXTREMES, detail, agg)
+    check()
+    assert actual_extremes(spark, agg)["c"] == (1, None, None, None)
 
 
 def test_distinct_state_folds_without_reading_the_detail(spark, tmp_path, monkeypatch):
@@ -220,7 +245,7 @@ def test_distinct_state_folds_without_reading_the_detail(spark, tmp_path, monkey
     from the change images alone (spy on the snapshot reads); old state files are removed."""
     import os
 
-    from dbt.adapters.hudilite import distinct_state
+    from dbt.adapters.hudilite import agg_state
     from hudilite.reader import changes as changes_mod
 
     reads = []  # snapshot reads of the state's columns (min(g)'s recomputations read g and y only)
@@ -228,13 +253,13 @@ def test_distinct_state_folds_without_reading_the_detail(spark, tmp_path, monkey
     monkeypatch.setattr(changes_mod, "local_snapshot",
                         lambda *a, **k: (reads.append(a[2]) if "x" in a[2] else None) or real(*a, **k))
     detail, agg = str(tmp_path / "detail"), str(tmp_path / "agg")
-    state_dir = os.path.join(agg, distinct_state.DIR)
+    state_dir = os.path.join(agg, agg_state.DIR)
     rows = [(1, "a", 1, 0), (2, "a", 5, 1), (3, "b", 1, 0), (4, None, 2, 1), (5, "b", None, 2)]
     state = {k: (g, x, y) for k, g, x, y in rows}
 
     def write(batch, deleted=()):
         out = [(*r, False) for r in batch] + [(k, *state.pop(k), True) for k in deleted]
-        hudilite.write(spark.createDataFrame(out, SCHEMA), detail, record_key="id")
+        hudilite.write(detail_rows(out), detail, record_key="id")
         state.update({k: (g, x, y) for k, g, x, y in batch})
 
     def check():
@@ -243,7 +268,7 @@ def test_distinct_state_folds_without_reading_the_detail(spark, tmp_path, monkey
     write(rows)
     refresh(spark, DISTINCT, detail, agg)  # the full build also builds the state, from the snapshot
     check()
-    assert len(reads) == 1 and len(os.listdir(state_dir)) == 2  # one file per count(distinct) item
+    assert len(reads) == 1 and len(os.listdir(state_dir)) == 3  # a file per min / count(distinct) item
     first = set(os.listdir(state_dir))
     write([(6, "c", 1, 0), (2, "b", 5, 1)])
     refresh(spark, DISTINCT, detail, agg)
@@ -256,7 +281,7 @@ def test_distinct_state_folds_without_reading_the_detail(spark, tmp_path, monkey
     check()
     assert len(reads) == 1, "a stored state must be folded, not rebuilt from the detail"
     # the files of this commit and of the one before it (current until this one committed) stay; older go
-    assert len(os.listdir(state_dir)) == 4 and not first & set(os.listdir(state_dir))
+    assert len(os.listdir(state_dir)) == 6 and not first & set(os.listdir(state_dir))
     # an unusable stored state (here: truncated) is rebuilt from the snapshot, never trusted
     for f in os.listdir(state_dir):
         with open(os.path.join(state_dir, f), "r+b") as fh:

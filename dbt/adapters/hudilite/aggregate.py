@@ -12,10 +12,9 @@ as of the end fixed when the model starts. Later runs read the detail's changes 
 before images (`hudilite.changes`): inserted rows add (+1), the before image of an updated row retracts (-1)
 and its new image adds (+1), deleted rows retract; the WHERE applies to each image. Per group the table keeps
 hidden state (`_hudilite_agg_rows` = rows in the group, sums and non-null counts for sum/avg/count(x)), so
-count/sum/avg fold the deltas in; min/max fold while no retracted value reaches the stored extreme, else (and
-in the Spark path always) the affected groups are recomputed from the detail snapshot; count(distinct) folds
-a per-(group, value) multiset kept beside the table (`distinct_state`) on the driver-local path and is
-recomputed for the affected groups in the Spark path. Groups whose row count drops to 0 are deleted. The
+count/sum/avg fold the deltas in. min/max/count(distinct) fold into value multisets kept beside the table
+(`agg_state`) on the driver-local path, and are recomputed for the affected groups from the detail snapshot
+in the Spark path. Groups whose row count drops to 0 are deleted. The
 result is ONE upsert commit keyed by the group keys (`_hudilite_group_key`), carrying the checkpoint:
 re-running the same range is idempotent.
 """
@@ -30,7 +29,7 @@ from typing import Any, Dict, List, Optional
 
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
-from dbt.adapters.hudilite import distinct_state as ds
+from dbt.adapters.hudilite import agg_state as st
 from dbt.adapters.hudilite.incremental import CHECKPOINT_KEY
 
 GROUP_KEY = "_hudilite_group_key"
@@ -612,22 +611,6 @@ def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema) -> Optional[_Arrow
     return _ArrowPlan(keys, aggs, sorted(set(cols), key=names.index), agg_schema)
 
 
-def _null_safe_keys(t, names: List[str], kinds: List[str]):
-    """`t` with join columns for the key columns `names` that match a null key to a null key (Arrow joins never
-    match nulls): each key's value with nulls filled (`__kf<i>`) and its null flag (`__kn<i>`)."""
-    import datetime
-
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    fill = {"string": "", "int": 0, "bool": False, "date": datetime.date(1970, 1, 1)}
-    for i, (c, kind) in enumerate(zip(names, kinds)):
-        col = t.column(c)
-        t = t.append_column(f"__kf{i}", pc.fill_null(col, pa.scalar(fill[kind], col.type)))
-        t = t.append_column(f"__kn{i}", pc.is_null(col))
-    return t, [f"__k{x}{i}" for i in range(len(names)) for x in "fn"]
-
-
 def _member(col, values):
     """Whether each value of `col` (a chunked array, maybe dictionary-encoded) is among `values` (null is a
     member when `values` has a null); None when every value is. Dictionary columns are tested on their
@@ -650,59 +633,52 @@ def _member(col, values):
     return None if every else pa.chunked_array(out, pa.bool_())
 
 
-def _recompute_groups(plan: _ArrowPlan, q: AggregateQuery, detail: str, end: str, groups):
-    """min / max of the groups `groups` (their key columns `__k<i>`) from the detail's
-    snapshot as of `end`, read in this process: a table of the null-safe join keys and `__rc<n>` per
-    recomputed aggregate; None when the snapshot needs Spark (log files to merge, too large)."""
+def _snapshot_states(plan: _ArrowPlan, detail: str, end: str, items, groups=None):
+    """The state (`agg_state`) of each of `items` ((n, detail column, kind)) built from the detail's snapshot
+    as of `end` read in this process — only the rows of `groups` (their key columns `__k<i>`) when given;
+    None when the snapshot needs Spark (log files to merge, too large)."""
     import pyarrow as pa
 
     from hudilite.reader.changes import LOCAL_SNAPSHOT_MAX_BYTES, local_snapshot
 
     key_cols = [c for c, _, _ in plan.keys]
-    kinds = [k for _, k, _ in plan.keys]
-    rec = [(n, a, col) for n, a, col, _, _ in plan.aggs if a in q.recomputed and not a.distinct]
-    value_cols = {c for _, _, c in rec}
+    value_cols = {c for _, c, _ in items}
     # string group keys read dictionary-encoded: ~1,000s of distinct values over millions of rows
     snap = local_snapshot(detail, end, sorted(set(key_cols) | value_cols), LOCAL_SNAPSHOT_MAX_BYTES,
                           dictionary=tuple(c for c in key_cols if c not in value_cols))
     if snap is None:
         return None
-    if len(key_cols) == 1:
+    if groups is not None and len(key_cols) == 1:
         hit = _member(snap.column(key_cols[0]), groups.column("__k0").combine_chunks())
-        rows = snap if hit is None else snap.filter(hit)
-    else:  # several keys: a null-safe semi join on plain (decoded) key columns
-        for c in key_cols:
-            if pa.types.is_dictionary(snap.schema.field(c).type):
-                snap = snap.set_column(snap.schema.get_field_index(c), c,
-                                       snap.column(c).cast(snap.schema.field(c).type.value_type))
-        snap, jk = _null_safe_keys(snap, key_cols, kinds)
-        keyed, _ = _null_safe_keys(groups, [f"__k{i}" for i in range(len(key_cols))], kinds)
-        rows = snap.join(keyed.select(jk), jk, join_type="left semi", use_threads=True)
-    t = rows.select(key_cols)
-    for n, a, col in rec:  # one value column per aggregate (the same detail column may feed several)
-        t = t.append_column(f"__rv{n}", rows.column(col))
-    specs = [(f"__rv{n}", a.func) for n, a, _ in rec]
-    out = t.group_by(key_cols, use_threads=True).aggregate(specs)
-    out = out.rename_columns([f"__rc{c[4:].split('_', 1)[0]}" if c.startswith("__rv") else c
-                              for c in out.column_names])
-    for c in key_cols:  # decoded again: the join with the affected groups is on plain values
-        f = out.schema.field(c)
-        if pa.types.is_dictionary(f.type):
-            out = out.set_column(out.schema.get_field_index(c), c, out.column(c).cast(f.type.value_type))
-    out, jk = _null_safe_keys(out, key_cols, kinds)
-    return out.drop_columns(key_cols)
+        snap = snap if hit is None else snap.filter(hit)
+    elif groups is not None:  # several keys: a null-safe semi join
+        snap, jk = st.null_safe_keys(snap, key_cols)
+        keyed, _ = st.null_safe_keys(groups, st.key_names(len(key_cols)))
+        snap = snap.join(keyed.select(jk), jk, join_type="left semi", use_threads=True)
+    keys = [snap.column(c) for c in key_cols]
+    key_types = [plan.stored.field(name).type for _, _, name in plan.keys]
+    out = {}
+    for n, col, kind in items:
+        t = snap.schema.field(col).type
+        value_type = t.value_type if pa.types.is_dictionary(t) else t
+        out[n] = st.build(keys, snap.column(col), kind).cast(st.state_schema(key_types, value_type))
+    return out
+
+
+def _state_items(plan: _ArrowPlan, q: AggregateQuery):
+    """(n, detail column, kind) of the aggregates kept as value multisets: min, max, count(distinct)."""
+    return [(n, col, st.DISTINCT if a.distinct else a.func) for n, a, col, _, _ in plan.aggs if a in q.recomputed]
 
 
 def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str, end: str):
     """(upsert rows as an Arrow table incl. `_hoodie_is_deleted`, visible columns, extraMetadata of the
-    count(distinct) state) computed in this process, as `incremental_frame` computes them in Spark; None when
-    the query, the tables or the range need Spark.
+    aggregate's value multisets) computed in this process, as `incremental_frame` computes them in Spark; None
+    when the query, the tables or the range need Spark.
 
-    count / sum / avg fold the signed change images into the stored state. min / max fold too while no
-    retracted value reaches the stored extreme (an insert can only extend it); a group whose extreme may have
-    been retracted is recomputed from the detail snapshot. count(distinct) folds the images into its
-    (group, value) multiset (`distinct_state`; built from the detail snapshot when the table has none for
-    `start`) and counts the affected groups' values there."""
+    count / sum / avg fold the signed change images into the stored per-group state. min / max /
+    count(distinct) fold them into their value multisets (`agg_state`: loaded for `start`, or built from the
+    detail snapshot when the table has none for it) and take the affected groups' values from there; a group
+    whose min / max buffer emptied is read again from the snapshot (its rows only)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -726,18 +702,11 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
     cols = {f"__k{i}": ch.column(c) for i, (c, _, _) in enumerate(plan.keys)}
     cols[ROWS] = sign
     specs = [(ROWS, "sum")]
-    state, extremes = [ROWS], []
+    state = [ROWS]
     for n, a, col, _, _ in plan.aggs:
-        if col is None:
+        if col is None or a in q.recomputed:
             continue
         x = ch.column(col)
-        if a in q.recomputed:
-            if not a.distinct:  # the extreme of the added values and of the retracted ones
-                cols[f"__ins{n}"] = pc.if_else(positive, x, pa.scalar(None, x.type))
-                cols[f"__ret{n}"] = pc.if_else(positive, pa.scalar(None, x.type), x)
-                specs += [(f"__ins{n}", a.func), (f"__ret{n}", a.func)]
-                extremes.append(f"_hudilite_agg_r{n}")
-            continue
         if a.func in ("sum", "avg"):
             num = pa.int64() if pa.types.is_integer(x.type) else pa.float64()
             cols[f"_hudilite_agg_s{n}"] = pc.multiply(x.cast(num), sign.cast(num))
@@ -746,14 +715,14 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
         cols[f"_hudilite_agg_c{n}"] = pc.if_else(pc.is_valid(x), sign, pa.scalar(0, pa.int64()))
         state.append(f"_hudilite_agg_c{n}")
         specs.append((f"_hudilite_agg_c{n}", "sum"))
-    key_names = [f"__k{i}" for i in range(len(plan.keys))]
+    key_names = st.key_names(len(plan.keys))
     delta = pa.table(cols).group_by(key_names, use_threads=False).aggregate(specs)
     renamed = {f"{c}_{fn}": c for c, fn in specs}
     delta = delta.rename_columns([renamed.get(c, c) for c in delta.column_names])
     gkey = arrow_group_keys([delta.column(k) for k in key_names], [k[1] for k in plan.keys])
     delta = delta.append_column(GROUP_KEY, gkey)
     # the affected groups' stored state
-    stored_cols = [GROUP_KEY] + state + extremes
+    stored_cols = [GROUP_KEY] + state
     cur = [pq.read_table(f, columns=stored_cols) for f in agg_plan.plain_files]
     cur = pa.concat_tables(cur) if cur else pa.schema([plan.stored.field(c) for c in stored_cols]).empty_table()
     cur = cur.filter(pc.is_in(cur.column(GROUP_KEY), value_set=gkey))
@@ -764,37 +733,19 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
         t = plan.stored.field(c).type
         return pc.add(pc.fill_null(j.column(f"__cur{c}").cast(t), 0), pc.fill_null(j.column(c).cast(t), 0))
 
-    alive = pc.greater(new_state(ROWS), 0)
-    # groups whose min / max is recomputed: a retracted value at or beyond the stored extreme
-    redo = pa.repeat(pa.scalar(False), j.num_rows)
-    for n, a, col, _, _ in plan.aggs:
-        if a in q.recomputed and not a.distinct:
-            old, ret = j.column(f"__cur_hudilite_agg_r{n}"), j.column(f"__ret{n}")
-            reached = (pc.less_equal if a.func == "min" else pc.greater_equal)(ret, old)
-            hit = pc.and_(pc.is_valid(ret), pc.or_kleene(pc.is_null(old), reached))
-            redo = pc.or_(redo, pc.fill_null(hit, False))
-    redo = pc.and_(alive, redo)
-    j = j.append_column("__redo", redo)
-    kinds = [k[1] for k in plan.keys]
-    j, jk = _null_safe_keys(j, key_names, kinds)
-    if pc.any(redo).as_py():
-        rc = _recompute_groups(plan, q, detail, end, j.filter(redo).select(key_names))
-        if rc is None:
-            return None
-        j = j.join(rc, jk, join_type="left outer", use_threads=False)
-    distinct = [(n, col) for n, a, col, _, _ in plan.aggs if a.distinct]
+    items = _state_items(plan, q)
     state_extra = {}
-    if distinct:  # count(distinct): the (group, value) multisets folded, their sizes per affected group
-        states = _distinct_states(plan, q, detail, agg_path, start, end, ch, sign, distinct)
+    if items:  # min / max / count(distinct): the value multisets folded, the affected groups' values read off
+        states = _fold_states(plan, q, detail, agg_path, start, end, ch, sign, items)
         if states is None:
             return None
-        for n, _ in distinct:
-            cnt, _ = _null_safe_keys(ds.distinct_counts(states[n], len(key_names)), key_names, kinds)
-            cnt = cnt.drop_columns(key_names)
-            cnt = cnt.rename_columns([f"__dc{n}" if c == "__n" else c for c in cnt.column_names])
-            j = j.join(cnt, jk, join_type="left outer", use_threads=False)
-        state_extra = ds.save(agg_path, states, q.signature(), detail, end,
-                              ds.current_files(agg_path, CHECKPOINT_KEY))
+        j, jk = st.null_safe_keys(j, key_names)
+        for n, _, kind in items:
+            per, _ = st.null_safe_keys(st.per_group(states[n], len(key_names), kind), key_names)
+            per = per.drop_columns(key_names)
+            j = j.join(per.rename_columns([f"__r{n}" if c == "__r" else c for c in per.column_names]), jk,
+                       join_type="left outer", use_threads=False)
+        state_extra = st.save(agg_path, states, q.signature(), detail, end, st.current_files(agg_path, CHECKPOINT_KEY))
     new = {c: new_state(c) for c in state}
     out, visible = {}, []
     for item in q.items:
@@ -804,14 +755,9 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
             out[name] = j.column(f"__k{i}").cast(plan.stored.field(name).type)
         else:
             n, a, col, name, want = next(x for x in plan.aggs if x[1] is item)
-            if a.distinct:  # the number of values in the group's multiset (none: the group is empty)
-                v = pc.fill_null(j.column(f"__dc{n}"), 0).cast(want)
-                new[f"_hudilite_agg_r{n}"] = v
-            elif a in q.recomputed:  # the stored extreme extended by the added values, or recomputed
-                fold = pc.min_element_wise if a.func == "min" else pc.max_element_wise
-                v = fold(j.column(f"__cur_hudilite_agg_r{n}"), j.column(f"__ins{n}"), skip_nulls=True).cast(want)
-                if f"__rc{n}" in j.column_names:
-                    v = pc.if_else(j.column("__redo"), j.column(f"__rc{n}").cast(want), v)
+            if a in q.recomputed:  # from the multiset: no value left -> min / max null, count(distinct) 0
+                v = j.column(f"__r{n}").cast(want)
+                v = pc.fill_null(v, 0) if a.distinct else v
                 new[f"_hudilite_agg_r{n}"] = v
             elif col is None:
                 v = new[ROWS]
@@ -833,54 +779,61 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
     return pa.table(out), visible, state_extra
 
 
-def full_distinct_state(q: AggregateQuery, detail: str, agg_path: str, end: Optional[str]) -> Dict[str, str]:
-    """For a full build: the count(distinct) multisets of the whole detail as of `end`, saved beside the
-    aggregate table; the extraMetadata entry for the build's commit ({} when the query has no count(distinct),
-    the driver-local fold would not apply to it, or the snapshot needs Spark: the first incremental refresh
-    then builds the state)."""
-    from hudilite.reader.changes import LOCAL_SNAPSHOT_MAX_BYTES, local_snapshot
+def full_state(q: AggregateQuery, detail: str, agg_path: str, end: Optional[str]) -> Dict[str, str]:
+    """For a full build: the value multisets of min / max / count(distinct) of the whole detail as of `end`,
+    saved beside the aggregate table; the extraMetadata entry for the build's commit ({} when the query has
+    none, the driver-local fold would not apply to it, or the snapshot needs Spark: the first driver-local
+    refresh then builds them)."""
+    import pyarrow as pa
+
     from hudilite.reader.planner import table_schema
     from hudilite.table import HoodieTable
 
-    distinct = [(n, a) for n, a in enumerate(q.aggs) if a.distinct]
-    if not distinct or q.where or end is None:
+    if not q.recomputed or q.where or end is None:
         return {}
     schema = table_schema(HoodieTable.open(detail))
-    keys = [_plain_column(k.expr, q, schema.names) for k in q.keys]
-    values = {n: _plain_column(a.expr, q, schema.names) for n, a in distinct}
-    if any(c is None or _key_kind(schema.field(c).type) is None for c in keys + list(values.values())):
+    keys, items = [], []
+    for k in q.keys:
+        c = _plain_column(k.expr, q, schema.names)
+        if c is None or _key_kind(schema.field(c).type) is None:
+            return {}
+        keys.append((c, _key_kind(schema.field(c).type), k.name))
+    for n, a in enumerate(q.aggs):
+        if a in q.recomputed:
+            c = _plain_column(a.expr, q, schema.names)
+            if c is None or _key_kind(schema.field(c).type) is None:
+                return {}
+            items.append((n, c, st.DISTINCT if a.distinct else a.func))
+    plan = _ArrowPlan(keys, [], [], pa.schema([(name, schema.field(c).type) for c, _, name in keys]))
+    states = _snapshot_states(plan, detail, end, items)
+    if states is None:
         return {}
-    snap = local_snapshot(detail, end, sorted(set(keys) | set(values.values())), LOCAL_SNAPSHOT_MAX_BYTES,
-                          dictionary=tuple(c for c in keys if c not in values.values()))
-    if snap is None:
-        return {}
-    key_types = [schema.field(c).type for c in keys]
-    states = {n: ds.build([snap.column(c) for c in keys], snap.column(col))
-              .cast(ds.state_schema(key_types, schema.field(col).type)) for n, col in values.items()}
-    return ds.save(agg_path, states, q.signature(), detail, end, ds.current_files(agg_path, CHECKPOINT_KEY))
+    return st.save(agg_path, states, q.signature(), detail, end, st.current_files(agg_path, CHECKPOINT_KEY))
 
 
-def _distinct_states(plan: _ArrowPlan, q: AggregateQuery, detail: str, agg_path: str, start: str, end: str,
-                     ch, sign, distinct):
-    """The (group, value) multiset of each count(distinct) item as of `end`: the stored state of `start`
-    with the signed change images folded in, or (no usable stored state) built from the detail snapshot as
-    of `end`; None when that snapshot needs Spark."""
-    from hudilite.reader.changes import LOCAL_SNAPSHOT_MAX_BYTES, local_snapshot
+def _fold_states(plan: _ArrowPlan, q: AggregateQuery, detail: str, agg_path: str, start: str, end: str,
+                 ch, sign, items):
+    """The value multiset of each item as of `end`: the stored state of `start` with the signed change images
+    folded in (groups whose min / max buffer emptied read again from the snapshot), or (no usable stored
+    state) built from the detail snapshot as of `end`; None when a snapshot read needs Spark."""
+    import pyarrow as pa
 
-    key_cols = [c for c, _, _ in plan.keys]
-    key_types = [ch.schema.field(c).type for c in key_cols]
-    schemas = {n: ds.state_schema(key_types, ch.schema.field(col).type) for n, col in distinct}
-    states = ds.load(agg_path, CHECKPOINT_KEY, q.signature(), detail, start, schemas)
-    if states is not None:
-        keys = [ch.column(c) for c in key_cols]
-        return {n: ds.fold(states[n], keys, ch.column(col), sign) for n, col in distinct}
-    values = {col for _, col in distinct}
-    snap = local_snapshot(detail, end, sorted(set(key_cols) | values), LOCAL_SNAPSHOT_MAX_BYTES,
-                          dictionary=tuple(c for c in key_cols if c not in values))
-    if snap is None:
-        return None
-    keys = [snap.column(c) for c in key_cols]
-    return {n: ds.build(keys, snap.column(col)).cast(schemas[n]) for n, col in distinct}
+    key_types = [plan.stored.field(name).type for _, _, name in plan.keys]
+    schemas = {n: st.state_schema(key_types, ch.schema.field(col).type) for n, col, _ in items}
+    states = st.load(agg_path, CHECKPOINT_KEY, q.signature(), detail, start, schemas)
+    if states is None:
+        return _snapshot_states(plan, detail, end, items)
+    keys = [ch.column(c) for c, _, _ in plan.keys]
+    out = {}
+    for item in items:
+        n, col, kind = item
+        out[n], emptied = st.fold(states[n], keys, ch.column(col), sign, kind)
+        if emptied is not None and emptied.num_rows:  # min / max buffers emptied: those groups' snapshot rows
+            again = _snapshot_states(plan, detail, end, [item], emptied)
+            if again is None:
+                return None
+            out[n] = pa.concat_tables([out[n], again[n].cast(out[n].schema)])
+    return out
 
 
 def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optional[Dict[str, str]] = None):
@@ -901,7 +854,7 @@ def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optio
     if start is None:
         df, _ = full_frame(spark, q, detail, end)
         op = "insert_overwrite_table" if HoodieTable.exists(agg_path) else "insert"
-        extra.update(full_distinct_state(q, detail, agg_path, end))
+        extra.update(full_state(q, detail, agg_path, end))
         return hudilite.write(df, agg_path, record_key=GROUP_KEY, operation=op, options=opts, extra_metadata=extra)
     if end is None or start >= end:
         return None
@@ -927,7 +880,7 @@ def _full(env, q, schema, identifier, path, detail, end, spec, entry):
     df, visible = _spark_errors(lambda: full_frame(env.spark, q, detail, end))
     options = env._options(spec, identifier)
     exists = HoodieTable.exists(path)
-    run_state(env).set_extra(model_key(schema, identifier), full_distinct_state(q, detail, path, end))
+    run_state(env).set_extra(model_key(schema, identifier), full_state(q, detail, path, end))
     if exists and env._compatible(path, spec, [GROUP_KEY], df):
         op = "insert_overwrite_table"
         result = env._write(df, path, [GROUP_KEY], spec, op, options, schema, identifier)

@@ -2,9 +2,10 @@
      hudilite detail table, kept up to date from the detail's changes (docs/incremental.md):
        first run / --full-refresh / changed SQL   computed in full from the detail snapshot
        later runs                                   the detail's changes since the checkpoint (before images,
-                                                    deletes) folded into the affected groups; min / max /
-                                                    count(distinct) recomputed for those groups; empty groups
-                                                    deleted; ONE upsert commit carrying the new checkpoint
+                                                    deletes) folded into the affected groups (min / max /
+                                                    count(distinct) through value multisets, or recomputed
+                                                    for those groups); empty groups deleted; ONE upsert
+                                                    commit carrying the new checkpoint
      Unsupported SQL shapes are compilation errors. Configs: partition_by (group keys), options. --#}
 {% materialization aggregate, adapter='hudilite', supported_languages=['sql'] %}
   {%- set existing_relation = hudilite_existing_table() -%}
