@@ -192,6 +192,31 @@ def test_incremental_aggregate_equals_full_recomputation(spark, tmp_path, seed, 
     assert got(spark, agg) == before
 
 
+class Steps:
+    """A detail table changed step by step (rows (id, g, x, y); deletes by id) beside its reference state,
+    and the aggregate refreshed and compared with the reference after each step."""
+
+    def __init__(self, spark, tmp_path, query, want, got):
+        self.spark, self.query, self.want, self.got = spark, query, want, got
+        self.detail, self.agg = str(tmp_path / "detail"), str(tmp_path / "agg")
+        self.state: dict = {}
+
+    def write(self, batch, deleted=()):
+        out = [(*r, False) for r in batch] + [(k, *self.state.pop(k), True) for k in deleted]
+        hudilite.write(detail_rows(out), self.detail, record_key="id")
+        self.state.update({k: (g, x, y) for k, g, x, y in batch})
+
+    def refresh(self):
+        refresh(self.spark, self.query, self.detail, self.agg)
+        got = self.got(self.spark, self.agg)
+        assert got == self.want(self.state)
+        return got
+
+    def step(self, batch, deleted=()):
+        self.write(batch, deleted)
+        return self.refresh()
+
+
 def test_extremes_read_the_detail_only_for_emptied_buffers(spark, tmp_path, monkeypatch):
     """min/max fold in Arrow through per-group buffers of the smallest / largest values (here 2): changes
     beyond a buffer's bound are ignored, changes within it applied; only a group whose buffer a refresh
@@ -203,40 +228,18 @@ def test_extremes_read_the_detail_only_for_emptied_buffers(spark, tmp_path, monk
     real = aggregate._snapshot_states
     monkeypatch.setattr(aggregate, "_snapshot_states", lambda plan, d, e, items, groups=None: reads.append(
         None if groups is None else sorted(groups.column("__k0").to_pylist())) or real(plan, d, e, items, groups))
-    detail, agg = str(tmp_path / "detail"), str(tmp_path / "agg")
-    rows = [(1, "a", 1, 0), (2, "a", 5, 1), (3, "a", 9, 2), (4, "b", 2, 0), (5, "b", 4, 1), (6, "b", 6, 2)]
-    state = {k: (g, x, y) for k, g, x, y in rows}
-
-    def write(batch, deleted=()):
-        out = [(*r, False) for r in batch] + [(k, *state.pop(k), True) for k in deleted]
-        hudilite.write(detail_rows(out), detail, record_key="id")
-        state.update({k: (g, x, y) for k, g, x, y in batch})
-
-    def check():
-        assert actual_extremes(spark, agg) == expected_extremes(state)
-
-    write(rows)
-    refresh(spark, EXTREMES, detail, agg)
-    check()
+    t = Steps(spark, tmp_path, EXTREMES, expected_extremes, actual_extremes)
+    t.step([(1, "a", 1, 0), (2, "a", 5, 1), (3, "a", 9, 2), (4, "b", 2, 0), (5, "b", 4, 1), (6, "b", 6, 2)])
     assert reads == [None]  # the full build's buffers, from the whole snapshot
-    write([(2, "a", 3, 1), (4, "b", 10, 0)])  # a: 5 -> 3 (min buffer {1, 5} -> {1, 3}); b: its min 2 leaves
-    refresh(spark, EXTREMES, detail, agg)
-    check()
-    assert actual_extremes(spark, agg)["b"] == (3, 4, 10, 2)
-    write([(7, "a", 0, 1), (8, "c", 7, 2)])  # an insert extends a's min; a new group
-    refresh(spark, EXTREMES, detail, agg)
-    check()
-    assert actual_extremes(spark, agg)["a"] == (4, 0, 9, 2)
+    # a: 5 -> 3 (min buffer {1, 5} -> {1, 3}); b: its min 2 leaves
+    assert t.step([(2, "a", 3, 1), (4, "b", 10, 0)])["b"] == (3, 4, 10, 2)
+    assert t.step([(7, "a", 0, 1), (8, "c", 7, 2)])["a"] == (4, 0, 9, 2)  # a's min extended; a new group
     assert reads == [None], "no buffer emptied: nothing read from the detail"
-    write([], deleted=[5])  # b's min buffer {4} empties (min 4 leaves; 6 and 10 were beyond its bound)
-    refresh(spark, EXTREMES, detail, agg)
-    check()
+    # b's min buffer {4} empties (min 4 leaves; 6 and 10 were beyond its bound): b's rows read again
+    assert t.step([], deleted=[5])["b"] == (2, 6, 10, 2)
     assert reads == [None, ["b"]]
-    assert actual_extremes(spark, agg)["b"] == (2, 6, 10, 2)
-    write([(9, "c", None, None)], deleted=[8])  # c keeps a row whose values are null: min/max null
-    refresh(spark, EXTREMES, detail, agg)
-    check()
-    assert actual_extremes(spark, agg)["c"] == (1, None, None, None)
+    # c keeps a row whose values are null: min/max null
+    assert t.step([(9, "c", None, None)], deleted=[8])["c"] == (1, None, None, None)
 
 
 def test_distinct_state_folds_without_reading_the_detail(spark, tmp_path, monkeypatch):
@@ -252,33 +255,15 @@ def test_distinct_state_folds_without_reading_the_detail(spark, tmp_path, monkey
     real = changes_mod.local_snapshot
     monkeypatch.setattr(changes_mod, "local_snapshot",
                         lambda *a, **k: (reads.append(a[2]) if "x" in a[2] else None) or real(*a, **k))
-    detail, agg = str(tmp_path / "detail"), str(tmp_path / "agg")
-    state_dir = os.path.join(agg, agg_state.DIR)
-    rows = [(1, "a", 1, 0), (2, "a", 5, 1), (3, "b", 1, 0), (4, None, 2, 1), (5, "b", None, 2)]
-    state = {k: (g, x, y) for k, g, x, y in rows}
-
-    def write(batch, deleted=()):
-        out = [(*r, False) for r in batch] + [(k, *state.pop(k), True) for k in deleted]
-        hudilite.write(detail_rows(out), detail, record_key="id")
-        state.update({k: (g, x, y) for k, g, x, y in batch})
-
-    def check():
-        assert actual_distinct(spark, agg) == expected_distinct(state)
-
-    write(rows)
-    refresh(spark, DISTINCT, detail, agg)  # the full build also builds the state, from the snapshot
-    check()
-    assert len(reads) == 1 and len(os.listdir(state_dir)) == 3  # a file per min / count(distinct) item
+    t = Steps(spark, tmp_path, DISTINCT, expected_distinct, actual_distinct)
+    state_dir = os.path.join(t.agg, agg_state.DIR)
+    t.step([(1, "a", 1, 0), (2, "a", 5, 1), (3, "b", 1, 0), (4, None, 2, 1), (5, "b", None, 2)])
+    # the full build also builds the state, from the snapshot: a file per min / count(distinct) item
+    assert len(reads) == 1 and len(os.listdir(state_dir)) == 3
     first = set(os.listdir(state_dir))
-    write([(6, "c", 1, 0), (2, "b", 5, 1)])
-    refresh(spark, DISTINCT, detail, agg)
-    check()
-    write([(7, "a", 9, 0), (3, "a", 1, 0)], deleted=[6])  # 'c' leaves group 0, x=1 stays held by key 1 and 3
-    refresh(spark, DISTINCT, detail, agg)
-    check()
-    write([(8, None, 5, 1)], deleted=[2, 4])  # group 1 keeps x=5 (key 8) and gains a null g
-    refresh(spark, DISTINCT, detail, agg)
-    check()
+    t.step([(6, "c", 1, 0), (2, "b", 5, 1)])
+    t.step([(7, "a", 9, 0), (3, "a", 1, 0)], deleted=[6])  # 'c' leaves group 0, x=1 stays held by key 1 and 3
+    t.step([(8, None, 5, 1)], deleted=[2, 4])  # group 1 keeps x=5 (key 8) and gains a null g
     assert len(reads) == 1, "a stored state must be folded, not rebuilt from the detail"
     # the files of this commit and of the one before it (current until this one committed) stay; older go
     assert len(os.listdir(state_dir)) == 6 and not first & set(os.listdir(state_dir))
@@ -286,20 +271,12 @@ def test_distinct_state_folds_without_reading_the_detail(spark, tmp_path, monkey
     for f in os.listdir(state_dir):
         with open(os.path.join(state_dir, f), "r+b") as fh:
             fh.truncate(10)
-    write([(9, "d", 3, 2)], deleted=[1])
-    refresh(spark, DISTINCT, detail, agg)
-    check()
+    t.step([(9, "d", 3, 2)], deleted=[1])
     assert len(reads) == 2
-    write([(10, "d", 4, 2)])
-    refresh(spark, DISTINCT, detail, agg)
-    check()
+    t.step([(10, "d", 4, 2)])
     assert len(reads) == 2
     # a refresh through Spark (two upstream commits) keeps no state: the next driver-local one rebuilds it
-    write([(11, "a", 1, 0)])
-    write([(12, "e", 1, 3)], deleted=[10])
-    refresh(spark, DISTINCT, detail, agg)
-    check()
-    write([(13, "e", 2, 3)])
-    refresh(spark, DISTINCT, detail, agg)
-    check()
+    t.write([(11, "a", 1, 0)])
+    t.step([(12, "e", 1, 3)], deleted=[10])
+    t.step([(13, "e", 2, 3)])
     assert len(reads) == 3
