@@ -30,6 +30,7 @@ from hudilite.log.blocks import AvroDataBlock, CommandBlock, DeleteBlock, LogBlo
 from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
 from hudilite.log.vector_avro import fast_records  # numpy Avro decoding of flat records (fastavro otherwise)
+from hudilite.reader import delete_vec
 
 EVENT_TIME = "EVENT_TIME_ORDERING"
 COMMIT_TIME = "COMMIT_TIME_ORDERING"
@@ -199,6 +200,22 @@ def _delete_orderings(values: list, t: pa.DataType | None) -> tuple[np.ndarray, 
     return kinds, arr
 
 
+def _int_delete_orderings(vals: np.ndarray, present: np.ndarray, t: pa.DataType | None):
+    """`_delete_orderings` of integer ordering values (`present`: not null): the same kinds and values."""
+    natural = ~present | (vals == 0)
+    n = len(vals)
+    if t is None:
+        return np.full(n, _NATURAL_DELETE, dtype=np.int8), None
+    kinds = np.where(natural, _NATURAL_DELETE, _ORDERED_DELETE).astype(np.int8)
+    if natural.all():
+        return kinds, pa.nulls(n, t)
+    try:
+        arr = pa.array(vals, pa.int64(), mask=natural).cast(t)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError):
+        return np.full(n, _NATURAL_DELETE, dtype=np.int8), pa.nulls(n, t)
+    return kinds, arr
+
+
 def _log_records(blocks: list[LogBlock], spec: MergeSpec):
     """(data rows in the table schema, events) where events = (keys, kinds, ordering values, data row index
     or -1), in processing order."""
@@ -210,7 +227,9 @@ def _log_records(blocks: list[LogBlock], spec: MergeSpec):
     n_data = 0
     for b in blocks:
         if isinstance(b, (AvroDataBlock, ParquetDataBlock)):
-            t = conform(fast_records(b) if isinstance(b, AvroDataBlock) else b.records(), schema)
+            # a Parquet block's content is one Parquet file: read directly (pq.read_table would set up a dataset)
+            t = conform(fast_records(b) if isinstance(b, AvroDataBlock)
+                        else pq.ParquetFile(pa.BufferReader(b.content)).read(), schema)
             if t.num_rows == 0:
                 continue
             data_parts.append(t)
@@ -221,15 +240,24 @@ def _log_records(blocks: list[LogBlock], spec: MergeSpec):
             idx.append(np.arange(n_data, n_data + t.num_rows, dtype=np.int64))
             n_data += t.num_rows
         elif isinstance(b, DeleteBlock):
-            recs = b.delete_keys()
-            if not recs:
-                continue
-            k, o = _delete_orderings([r.ordering_val for r in recs], ord_type)
-            keys.append(pa.array([r.record_key for r in recs], pa.string()))
+            vec = delete_vec.decode(b.content)
+            if vec is not None:  # integer (or no) ordering values: decoded without a Python object per record
+                dkeys, vals, present = vec
+                if not len(dkeys):
+                    continue
+                k, o = _int_delete_orderings(vals, present, ord_type)
+                keys.append(dkeys)
+            else:
+                recs = b.delete_keys()
+                if not recs:
+                    continue
+                k, o = _delete_orderings([r.ordering_val for r in recs], ord_type)
+                keys.append(pa.array([r.record_key for r in recs], pa.string()))
+            n_del = len(k)
             kinds.append(k)
             if ord_field:
                 ords.append(o)
-            idx.append(np.full(len(recs), -1, dtype=np.int64))
+            idx.append(np.full(n_del, -1, dtype=np.int64))
     data = pa.concat_tables(data_parts) if data_parts else conform(pa.table({}), schema).slice(0, 0)
     if not keys:
         return data, None
@@ -251,6 +279,8 @@ def _fold_log(events, event_time: bool):
     keys, kinds, ords, idx = events
     n = len(keys)
     enc = pc.dictionary_encode(keys)
+    if len(enc.dictionary) == n:  # every key once: each record is its own fold (the common case)
+        return keys, kinds, ords if event_time else None, idx
     codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     order = np.argsort(codes, kind="stable")  # by key, log order within a key
     sc = codes[order]
@@ -312,10 +342,7 @@ def resolve(base: pa.Table, data: pa.Table, events, spec: MergeSpec) -> tuple[np
     event_time = spec.event_time
     lkeys, lkinds, lords, lidx = _fold_log(events, event_time)
     if base.num_rows:
-        pos = pc.index_in(base.column(KEY), value_set=lkeys)
-        matched = pos.is_valid().to_numpy(zero_copy_only=False)
-        m_base = np.flatnonzero(matched)
-        m_log = pos.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
+        m_base, m_log = _match(base.column(KEY), lkeys)
     else:
         m_base = m_log = np.array([], dtype=np.int64)
     log_wins = np.ones(len(m_base), dtype=bool)
@@ -328,7 +355,39 @@ def resolve(base: pa.Table, data: pa.Table, events, spec: MergeSpec) -> tuple[np
     keep_base[m_base[log_wins]] = False
     keep_log = lkinds == _DATA
     keep_log[m_log[~log_wins]] = False
-    return ~keep_base, data.take(pa.array(lidx[keep_log], pa.int64()))
+    return ~keep_base, _rows(data, lidx[keep_log])
+
+
+def _rows(data: pa.Table, sel: np.ndarray) -> pa.Table:
+    """`data.take(sel)`; ascending selections (the usual case: every key once in the log) as a filter, all rows
+    without a copy."""
+    if len(sel) and (len(sel) < 2 or bool((sel[1:] > sel[:-1]).all())):
+        if len(sel) == data.num_rows:
+            return data
+        mask = np.zeros(data.num_rows, dtype=bool)
+        mask[sel] = True
+        return data.filter(pa.array(mask))
+    return data.take(pa.array(sel, pa.int64()))
+
+
+def _match(base_keys: pa.ChunkedArray, lkeys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(base rows, log records) with equal keys: every base row whose key is one of `lkeys` (distinct), with the
+    index of that log record. Integer base keys in strictly ascending order (base files written from sorted
+    input) are matched by binary search of the log keys: no hash of every base key."""
+    if (pa.types.is_int64(base_keys.type) and pa.types.is_int64(lkeys.type) and base_keys.null_count == 0
+            and lkeys.null_count == 0):
+        b = base_keys.to_numpy()
+        if len(b) < 2 or bool((b[1:] > b[:-1]).all()):
+            lk = lkeys.to_numpy(zero_copy_only=False)
+            at = np.searchsorted(b, lk)
+            at[at == len(b)] = 0
+            hit = np.flatnonzero(b[at] == lk)
+            m_base = at[hit]
+            o = np.argsort(m_base, kind="stable")
+            return m_base[o].astype(np.int64), hit[o].astype(np.int64)
+    pos = pc.index_in(base_keys, value_set=lkeys)
+    matched = pos.is_valid().to_numpy(zero_copy_only=False)
+    return np.flatnonzero(matched), pos.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def merge_records(base: pa.Table, data: pa.Table, events, spec: MergeSpec) -> pa.Table:

@@ -66,11 +66,12 @@ def file_ids(spark, slices) -> tuple[int | None, list[int | None]] | None:
     return None
 
 
-def merged_dataframe(spark, plan, schema, slices, ids, scan):
-    """The merged rows of `slices` (all with log files) in `schema`; `ids` from `file_ids`. `scan(files)` is the
-    native scan of base files in the table schema with FILE / SIZE / ROW columns (`_metadata.file_name`,
-    `_metadata.file_size`, `_metadata.row_index`), rows of an
-    incremental read's commit times only."""
+def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
+    """The merged rows of `slices` (all with log files) in `schema`, plus the rows of the `riders` (slices without
+    log files, read as they are: their base files join the same native scan, where no superseded block matches
+    them); `ids` from `file_ids` of `slices + riders`. `scan(files)` is the native scan of base files in the
+    table schema with FILE / SIZE / ROW columns (`_metadata.file_name`, `_metadata.file_size`,
+    `_metadata.row_index`), rows of an incremental read's commit times only."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, LongType, StructField, StructType
 
@@ -83,7 +84,7 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan):
     block_spark = StructType([StructField(BLOCK, LongType(), False), StructField(MASK, LongType(), False)])
     ov_spark = StructType(schema.fields + [StructField(GONE, ArrayType(block_spark, False), True)])
     shift, fids = ids
-    descs = [(SliceDesc.of(s), fid) for s, fid in zip(slices, fids)]
+    descs = [(SliceDesc.of(s), fid) for s, fid in zip(slices, fids)]  # riders' ids come after the slices'
     # A few tasks, each merging every n-th slice: a Python task costs tens of ms however little it does, and
     # `range` feeds the tasks without a Python input stage (the slice list travels in the task closure).
     n = max(1, min(len(descs), 2 * spark.sparkContext.defaultParallelism))
@@ -97,7 +98,7 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan):
 
     overlay = sdf.mapInArrow(overlay_task, ov_spark).localCheckpoint(eager=False)
     log_rows = overlay.filter(F.col(GONE).isNull()).drop(GONE)
-    based = [s.base_file.path for s in slices if s.base_file is not None]
+    based = [s.base_file.path for s in list(slices) + list(riders) if s.base_file is not None]
     if not based:
         return log_rows
     gone = overlay.filter(F.col(GONE).isNotNull()).select(F.inline(GONE))

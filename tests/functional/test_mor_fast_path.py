@@ -300,3 +300,40 @@ def test_superseded_rows_at_block_boundaries(spark, tmp_path, monkeypatch):
             monkeypatch.setattr(spark_read, "file_ids", hashed)
         got = {r["id"]: r["name"] for r in hudilite.read(spark, path).collect()}
         assert got == expected, kind
+
+
+@pytest.mark.parametrize("fraction", [100.0, 0.0])
+def test_plain_files_riding_along_with_the_merged_scan(spark, event_time_table, monkeypatch, fraction):
+    """Base files of slices without logs join the merged slices' native scan when they are small next to them
+    (`RIDE_ALONG_FRACTION`): the same rows as the Python path, each plain row once, and only while every file id
+    stays distinct."""
+    path, commits = event_time_table
+    monkeypatch.setattr(spark_read, "RIDE_ALONG_FRACTION", fraction)
+    seen = []
+    real = spark_merge.merged_dataframe
+
+    def spy(*a, **kw):
+        seen.append(kw.get("riders", ()))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(spark_read, "merged_dataframe", spy)
+    for plan in (plan_read(path), plan_read(path, begin=commits[0], end=commits[3])):
+        if not (plan.merged_slices and plan.plain_files):
+            continue
+        _same_read(spark, plan, monkeypatch)
+        riders = seen[-1]
+        if fraction:
+            assert [s.base_file.path for s in riders] == plan.plain_files
+        else:
+            assert not riders
+    assert seen
+    plan = plan_read(path)
+    merged, plain = plan.merged_slices, [s for s in plan.slices if s.base_file is not None and not s.log_files]
+    ids = (None, [s.base_file.size for s in merged])
+    if fraction:
+        assert spark_read._riders(plan, merged, ids) == (plain, (None, ids[1] + [s.base_file.size for s in plain]))
+        clash = [dataclasses.replace(s, base_file=dataclasses.replace(s.base_file, size=merged[0].base_file.size))
+                 for s in plain]  # a plain file's size equal to a merged one's: no riders
+        plan.slices = merged + clash
+        assert spark_read._riders(plan, merged, ids) == ([], ids)
+        assert spark_read._riders(plan_read(path), merged, (3, ids[1])) == ([], (3, ids[1]))  # hash ids
