@@ -178,21 +178,33 @@ def _newest_checkpoint_commit(agg_path: str, checkpoint_key: str) -> Optional[di
     return None
 
 
-def load(agg_path: str, checkpoint_key: str, signature: str, detail: str, position: str,
-         schemas: Dict[int, pa.Schema]) -> Optional[Dict[int, pa.Table]]:
-    """The state of each item (`schemas`: item position among the query's aggregates -> its state schema) as
-    of the detail `position`, when the newest checkpoint-carrying commit of the aggregate table names it for
-    that position; else None (build it anew)."""
+def stored_entry(agg_path: str, checkpoint_key: str) -> Optional[dict]:
+    """The state entry (`files`, `signature`, `detail`, `position`) named by the newest checkpoint-carrying
+    commit of the aggregate table; None when it names none or an unreadable one."""
     raw = (_newest_checkpoint_commit(agg_path, checkpoint_key) or {}).get(STATE_KEY)
     if not raw:
         return None
     try:
         entry = json.loads(raw)
-        if (entry["signature"], entry["detail"], entry["position"]) != (signature, detail, position):
-            return None
-        files = {int(n): os.path.join(_dir(agg_path), name) for n, name in entry["files"].items()}
-    except (ValueError, KeyError, TypeError, AttributeError):
+        if not (isinstance(entry, dict) and isinstance(entry.get("files"), dict)):
+            raise ValueError("no files")
+        return entry
+    except ValueError:
         log.warning("aggregate %s: unreadable %s; rebuilding the aggregate state", agg_path, STATE_KEY)
+        return None
+
+
+def load(agg_path: str, entry: Optional[dict], signature: str, detail: str, position: str,
+         schemas: Dict[int, pa.Schema]) -> Optional[Dict[int, pa.Table]]:
+    """The state of each item (`schemas`: item position among the query's aggregates -> its state schema) as
+    of the detail `position`, when the stored `entry` (`stored_entry`) is for that position; else None (build
+    it anew)."""
+    if entry is None or (entry.get("signature"), entry.get("detail"), entry.get("position")) != (
+            signature, detail, position):
+        return None
+    try:
+        files = {int(n): os.path.join(_dir(agg_path), name) for n, name in entry["files"].items()}
+    except (ValueError, TypeError):
         return None
     if sorted(files) != sorted(schemas):
         return None
@@ -210,10 +222,10 @@ def load(agg_path: str, checkpoint_key: str, signature: str, detail: str, positi
 
 
 def save(agg_path: str, states: Dict[int, pa.Table], signature: str, detail: str, position: str,
-         keep: tuple = ()) -> Dict[str, str]:
+         current: Optional[dict]) -> Dict[str, str]:
     """Write the states of a refresh that ends at the detail `position`; returns the extraMetadata entry for
-    the commit that writes the aggregate rows. Removes the other files of the state directory except `keep`
-    (the files of the commit this refresh started from: the table's current state until this one commits)."""
+    the commit that writes the aggregate rows. Removes the other files of the state directory except those of
+    `current` (`stored_entry`: the table's state until this refresh commits)."""
     fs, d = storage_for(agg_path), _dir(agg_path)
     fs.makedirs(d)
     stem = uuid.uuid4().hex[:16]
@@ -221,18 +233,9 @@ def save(agg_path: str, states: Dict[int, pa.Table], signature: str, detail: str
     for n, t in states.items():
         names[str(n)] = f"{stem}_{n}.parquet"
         pq.write_table(t, os.path.join(d, names[str(n)]), compression="snappy")
-    kept = set(names.values()) | {os.path.basename(k) for k in keep}
+    kept = set(names.values()) | {os.path.basename(str(k)) for k in (current or {}).get("files", {}).values()}
     for f in fs.listdir(d):
         if f not in kept:
             fs.delete(os.path.join(d, f))
     entry = {"signature": signature, "detail": detail, "position": position, "files": names}
     return {STATE_KEY: json.dumps(entry, sort_keys=True, separators=(",", ":"))}
-
-
-def current_files(agg_path: str, checkpoint_key: str) -> tuple:
-    """The state files the newest checkpoint-carrying commit names (kept while a refresh runs)."""
-    raw = (_newest_checkpoint_commit(agg_path, checkpoint_key) or {}).get(STATE_KEY)
-    try:
-        return tuple(json.loads(raw)["files"].values()) if raw else ()
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return ()

@@ -736,7 +736,8 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
     items = _state_items(plan, q)
     state_extra = {}
     if items:  # min / max / count(distinct): the value multisets folded, the affected groups' values read off
-        states = _fold_states(plan, q, detail, agg_path, start, end, ch, sign, items)
+        current = st.stored_entry(agg_path, CHECKPOINT_KEY)
+        states = _fold_states(plan, q, detail, agg_path, current, start, end, ch, sign, items)
         if states is None:
             return None
         j, jk = st.null_safe_keys(j, key_names)
@@ -745,7 +746,7 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
             per = per.drop_columns(key_names)
             j = j.join(per.rename_columns([f"__r{n}" if c == "__r" else c for c in per.column_names]), jk,
                        join_type="left outer", use_threads=False)
-        state_extra = st.save(agg_path, states, q.signature(), detail, end, st.current_files(agg_path, CHECKPOINT_KEY))
+        state_extra = st.save(agg_path, states, q.signature(), detail, end, current)
     new = {c: new_state(c) for c in state}
     out, visible = {}, []
     for item in q.items:
@@ -808,19 +809,19 @@ def full_state(q: AggregateQuery, detail: str, agg_path: str, end: Optional[str]
     states = _snapshot_states(plan, detail, end, items)
     if states is None:
         return {}
-    return st.save(agg_path, states, q.signature(), detail, end, st.current_files(agg_path, CHECKPOINT_KEY))
+    return st.save(agg_path, states, q.signature(), detail, end, st.stored_entry(agg_path, CHECKPOINT_KEY))
 
 
-def _fold_states(plan: _ArrowPlan, q: AggregateQuery, detail: str, agg_path: str, start: str, end: str,
-                 ch, sign, items):
-    """The value multiset of each item as of `end`: the stored state of `start` with the signed change images
-    folded in (groups whose min / max buffer emptied read again from the snapshot), or (no usable stored
-    state) built from the detail snapshot as of `end`; None when a snapshot read needs Spark."""
+def _fold_states(plan: _ArrowPlan, q: AggregateQuery, detail: str, agg_path: str, current, start: str,
+                 end: str, ch, sign, items):
+    """The value multiset of each item as of `end`: the stored state (`current`) of `start` with the signed
+    change images folded in (groups whose min / max buffer emptied read again from the snapshot), or (no
+    usable stored state) built from the detail snapshot as of `end`; None when a snapshot read needs Spark."""
     import pyarrow as pa
 
     key_types = [plan.stored.field(name).type for _, _, name in plan.keys]
     schemas = {n: st.state_schema(key_types, ch.schema.field(col).type) for n, col, _ in items}
-    states = st.load(agg_path, CHECKPOINT_KEY, q.signature(), detail, start, schemas)
+    states = st.load(agg_path, current, q.signature(), detail, start, schemas)
     if states is None:
         return _snapshot_states(plan, detail, end, items)
     keys = [ch.column(c) for c, _, _ in plan.keys]
