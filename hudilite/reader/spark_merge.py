@@ -15,8 +15,9 @@ of the read's base files are distinct and below 2**32; otherwise a 32-bit window
 `xxhash64(_metadata.file_name)`, chosen on the driver so that it is distinct for every base file of the read
 (exact, and no per-row join to map file names to ids); without such a window (e.g. two base files of one name)
 the slices are merged whole in Python instead.
-The Python output is local-checkpointed so that the log side is computed once although the plan reads it twice
-(blocks for the join, rows for the union); the checkpoint is dropped with the DataFrame.
+The Python output is local-checkpointed (serialized, spilling to disk under memory pressure) so that the log side is
+computed once although the plan reads it twice (blocks for the join, rows for the union); the checkpoint is dropped
+with the DataFrame.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
     them); `ids` from `file_ids` of `slices + riders`. `scan(files)` is the native scan of base files in the
     table schema with FILE / SIZE / ROW columns (`_metadata.file_name`, `_metadata.file_size`,
     `_metadata.row_index`), rows of an incremental read's commit times only."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, LongType, StructField, StructType
 
@@ -96,7 +98,10 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
                 for desc, fid in descs[t::n]:
                     yield from _overlay_batches(slice_overlay(desc, spec), desc, fid, out_schema, ov_arrow)
 
-    overlay = sdf.mapInArrow(overlay_task, ov_spark).localCheckpoint(eager=False)
+    # serialized blocks: a third of the memory of row objects (~90 vs ~250 MB for 0.65M log rows of 18 columns)
+    # for as long as the DataFrame lives, and fewer objects for the JVM's collector to trace
+    overlay = sdf.mapInArrow(overlay_task, ov_spark).localCheckpoint(eager=False,
+                                                                     storageLevel=StorageLevel.MEMORY_AND_DISK)
     log_rows = overlay.filter(F.col(GONE).isNull()).drop(GONE)
     based = [s.base_file.path for s in list(slices) + list(riders) if s.base_file is not None]
     if not based:

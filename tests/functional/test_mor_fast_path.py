@@ -337,3 +337,20 @@ def test_plain_files_riding_along_with_the_merged_scan(spark, event_time_table, 
         plan.slices = merged + clash
         assert spark_read._riders(plan, merged, ids) == ([], ids)
         assert spark_read._riders(plan_read(path), merged, (3, ids[1])) == ([], (3, ids[1]))  # hash ids
+
+
+def test_log_side_is_checkpointed_serialized(spark, event_time_table):
+    """The overlay's checkpoint (read twice by the plan) keeps serialized blocks, not row objects, for as long as the
+    DataFrame lives."""
+    path, _ = event_time_table
+    sc = spark.sparkContext._jsc.sc()
+
+    def stored():
+        return {i.id(): i for i in sc.getRDDStorageInfo() if i.memSize() + i.diskSize() > 0}
+
+    before = set(stored())
+    df = hudilite.read(spark, path)
+    assert df.count() == 40
+    new = [i for rid, i in stored().items() if rid not in before]
+    assert new, "the merged read stored no checkpoint"
+    assert all(not i.storageLevel().deserialized() for i in new), [i.storageLevel().description() for i in new]
