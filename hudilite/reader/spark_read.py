@@ -183,11 +183,11 @@ def _scan(spark, schema, files, *, check_file_types: bool = True, row_ids: bool 
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, StructType
 
-    ids = [F.col("_metadata.file_name").alias(FILE), F.col("_metadata.file_size").alias(SIZE),
-           F.col("_metadata.row_index").alias(ROW)] if row_ids else []
+    ids = [f"_metadata.file_name AS `{FILE}`", f"_metadata.file_size AS `{SIZE}`",
+           f"_metadata.row_index AS `{ROW}`"] if row_ids else []
     if not check_file_types:
         part = _read_parquet(spark, schema, files)
-        return part.select("*", *ids) if ids else part
+        return part.selectExpr("*", *ids) if ids else part
     by_overrides: dict[tuple, list[str]] = {}
     for f in files:
         by_overrides.setdefault(_file_type_overrides(schema, f), []).append(f)
@@ -195,14 +195,14 @@ def _scan(spark, schema, files, *, check_file_types: bool = True, row_ids: bool 
     for overrides, group in by_overrides.items():
         if not overrides:
             part = _read_parquet(spark, schema, group)
-            part = part.select("*", *ids) if ids else part
+            part = part.selectExpr("*", *ids) if ids else part
         else:
             o = dict(overrides)
             read_schema = StructType([StructField(fl.name, o.get(fl.name, fl.dataType), fl.nullable)
                                       for fl in schema.fields])
             part = _read_parquet(spark, read_schema, group)
             part = part.select(*[F.col(f"`{fl.name}`").cast(fl.dataType).alias(fl.name) if fl.name in o
-                                 else F.col(f"`{fl.name}`") for fl in schema.fields], *ids)
+                                 else F.col(f"`{fl.name}`") for fl in schema.fields], *map(F.expr, ids))
         df = part if df is None else df.unionByName(part)
     return df
 
