@@ -188,32 +188,30 @@ def _is_natural(value) -> bool:
 
 def _delete_orderings(values: list, t: pa.DataType | None) -> tuple[np.ndarray, pa.Array | None]:
     """(kind per delete, ordering values cast to the ordering column type)."""
-    kinds = np.array([_NATURAL_DELETE if _is_natural(v) else _ORDERED_DELETE for v in values], dtype=np.int8)
-    if t is None:
-        return np.full(len(values), _NATURAL_DELETE, dtype=np.int8), None
-    vals = [None if k == _NATURAL_DELETE else v for k, v in zip(kinds, values)]
-    try:
-        arr = pa.array(vals).cast(t) if any(v is not None for v in vals) else pa.nulls(len(vals), t)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError):
-        # not comparable with the ordering column: the newer delete wins, as a natural one does
-        return np.full(len(values), _NATURAL_DELETE, dtype=np.int8), pa.nulls(len(vals), t)
-    return kinds, arr
+    natural = np.array([_is_natural(v) for v in values], dtype=bool)
+    return _delete_kinds(natural, lambda: pa.array([None if k else v for k, v in zip(natural, values)]), t)
 
 
 def _int_delete_orderings(vals: np.ndarray, present: np.ndarray, t: pa.DataType | None):
-    """`_delete_orderings` of integer ordering values (`present`: not null): the same kinds and values."""
+    """`_delete_orderings` of integer ordering values (`present`: not null), without a Python object each."""
     natural = ~present | (vals == 0)
-    n = len(vals)
+    return _delete_kinds(natural, lambda: pa.array(vals, pa.int64(), mask=natural), t)
+
+
+def _delete_kinds(natural: np.ndarray, values, t: pa.DataType | None) -> tuple[np.ndarray, pa.Array | None]:
+    """(kind per delete, ordering values cast to `t`) from which deletes are natural (null or 0 ordering value)
+    and `values()`: their ordering values as an Arrow array, null where natural."""
+    n = len(natural)
     if t is None:
         return np.full(n, _NATURAL_DELETE, dtype=np.int8), None
     kinds = np.where(natural, _NATURAL_DELETE, _ORDERED_DELETE).astype(np.int8)
     if natural.all():
         return kinds, pa.nulls(n, t)
     try:
-        arr = pa.array(vals, pa.int64(), mask=natural).cast(t)
+        return kinds, values().cast(t)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError):
+        # not comparable with the ordering column: the newer delete wins, as a natural one does
         return np.full(n, _NATURAL_DELETE, dtype=np.int8), pa.nulls(n, t)
-    return kinds, arr
 
 
 def _log_records(blocks: list[LogBlock], spec: MergeSpec):
