@@ -546,6 +546,26 @@ def _key_kind(t) -> Optional[str]:
     return None
 
 
+def _plain_keys(q: AggregateQuery, detail_schema) -> Optional[List[tuple]]:
+    """The group keys as (detail column, kind, output name) when each is a plain detail column of a kind the
+    Arrow fold groups by; else None."""
+    out = []
+    for k in q.keys:
+        c = _plain_column(k.expr, q, detail_schema.names)
+        kind = _key_kind(detail_schema.field(c).type) if c else None
+        if kind is None:
+            return None
+        out.append((c, kind, k.name))
+    return out
+
+
+def _recomputed_column(a, q: AggregateQuery, detail_schema) -> Optional[str]:
+    """The detail column of a min / max / count(distinct) item when it is a plain column of a type whose order
+    and equality Arrow shares with Spark; else None."""
+    c = _plain_column(a.expr, q, detail_schema.names)
+    return c if c is not None and _key_kind(detail_schema.field(c).type) is not None else None
+
+
 @dataclass
 class _ArrowPlan:
     keys: List[tuple]  # (detail column, kind, output name)
@@ -563,14 +583,10 @@ def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema) -> Optional[_Arrow
         return None
     names = detail_schema.names
     stored = {f.name: f.type for f in agg_schema}
-    keys, aggs, cols = [], [], []
-    for i in q.keys:
-        c = _plain_column(i.expr, q, names)
-        kind = _key_kind(detail_schema.field(c).type) if c else None
-        if kind is None or stored.get(i.name) != detail_schema.field(c).type:
-            return None
-        keys.append((c, kind, i.name))
-        cols.append(c)
+    keys = _plain_keys(q, detail_schema)
+    if keys is None or any(stored.get(name) != detail_schema.field(c).type for c, _, name in keys):
+        return None
+    aggs, cols = [], [c for c, _, _ in keys]
     for n, a in enumerate(q.aggs):
         name = a.name or _default_name(a)
         if a.expr == "*":
@@ -580,8 +596,8 @@ def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema) -> Optional[_Arrow
             if col is None:
                 return None
             t = detail_schema.field(col).type
-            if a in q.recomputed:  # min / max / count(distinct): types whose order and equality Arrow shares
-                if _key_kind(t) is None:
+            if a in q.recomputed:
+                if _recomputed_column(a, q, detail_schema) is None:
                     return None
                 want = pa.int64() if a.distinct else t
                 if stored.get(name) != want or stored.get(f"_hudilite_agg_r{n}") != want:
@@ -793,18 +809,11 @@ def full_state(q: AggregateQuery, detail: str, agg_path: str, end: Optional[str]
     if not q.recomputed or q.where or end is None:
         return {}
     schema = table_schema(HoodieTable.open(detail))
-    keys, items = [], []
-    for k in q.keys:
-        c = _plain_column(k.expr, q, schema.names)
-        if c is None or _key_kind(schema.field(c).type) is None:
-            return {}
-        keys.append((c, _key_kind(schema.field(c).type), k.name))
-    for n, a in enumerate(q.aggs):
-        if a in q.recomputed:
-            c = _plain_column(a.expr, q, schema.names)
-            if c is None or _key_kind(schema.field(c).type) is None:
-                return {}
-            items.append((n, c, st.DISTINCT if a.distinct else a.func))
+    keys = _plain_keys(q, schema)
+    items = [(n, _recomputed_column(a, q, schema), st.DISTINCT if a.distinct else a.func)
+             for n, a in enumerate(q.aggs) if a in q.recomputed]
+    if keys is None or any(c is None for _, c, _ in items):
+        return {}
     plan = _ArrowPlan(keys, [], [], pa.schema([(name, schema.field(c).type) for c, _, name in keys]))
     states = _snapshot_states(plan, detail, end, items)
     if states is None:
