@@ -193,7 +193,8 @@ class ParquetDataBlock(LogBlock):
         return cls(_data_header(instant_time, schema_json, header), sink.getvalue())
 
     def records(self, arrow_schema: pa.Schema | None = None) -> pa.Table:
-        table = pq.read_table(pa.BufferReader(self.content))
+        # the content is one Parquet file: read directly (pq.read_table would set up a dataset for it)
+        table = pq.ParquetFile(pa.BufferReader(self.content)).read()
         return table if arrow_schema is None else _conform(table, arrow_schema)
 
 

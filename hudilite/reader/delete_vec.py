@@ -124,13 +124,13 @@ def decode(content: bytes) -> tuple[pa.Array, np.ndarray, np.ndarray] | None:
     st = np.array(starts, dtype=np.int64)
     n = len(st)
     kend, kstart, klen = _skip_string(buf, st)
-    pend = _skip_string(buf, kend)[0]
+    pend, pstart, plen = _skip_string(buf, kend)
     ob = buf[pend] if n else np.zeros(0, dtype=np.uint8)
     ov, _ = _varints(buf, pend + 1) if n else (np.zeros(0, np.int64), None)
     present = ob != _NULL
     if (ob == _INT).any() and (np.abs(ov[ob == _INT]) >= (1 << 31)).any():
         return None  # an int out of range: let the general decoder report it
     keys = _strings(buf, kstart, klen)
-    if keys is None or _strings(buf, *_skip_string(buf, kend)[1:]) is None:  # partition paths: UTF-8 checked too
+    if keys is None or _strings(buf, pstart, plen) is None:  # partition paths: UTF-8 checked too
         return None
     return keys, np.where(present, ov, 0), present

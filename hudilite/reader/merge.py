@@ -225,9 +225,7 @@ def _log_records(blocks: list[LogBlock], spec: MergeSpec):
     n_data = 0
     for b in blocks:
         if isinstance(b, (AvroDataBlock, ParquetDataBlock)):
-            # a Parquet block's content is one Parquet file: read directly (pq.read_table would set up a dataset)
-            t = conform(fast_records(b) if isinstance(b, AvroDataBlock)
-                        else pq.ParquetFile(pa.BufferReader(b.content)).read(), schema)
+            t = conform(fast_records(b) if isinstance(b, AvroDataBlock) else b.records(), schema)
             if t.num_rows == 0:
                 continue
             data_parts.append(t)

@@ -592,13 +592,11 @@ def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema) -> Optional[_Arrow
         if a.expr == "*":
             col, want = None, pa.int64()
         else:
-            col = _plain_column(a.expr, q, names)
+            col = _recomputed_column(a, q, detail_schema) if a in q.recomputed else _plain_column(a.expr, q, names)
             if col is None:
                 return None
             t = detail_schema.field(col).type
             if a in q.recomputed:
-                if _recomputed_column(a, q, detail_schema) is None:
-                    return None
                 want = pa.int64() if a.distinct else t
                 if stored.get(name) != want or stored.get(f"_hudilite_agg_r{n}") != want:
                     return None
