@@ -499,7 +499,7 @@ def run_system(ctx: Ctx, name: str, steps: list[str], rep: int, path: Path, log:
                 log.check(name, rep, "load checksums", exp["base"], sysobj.checksums())
             elif step == "upsert":
                 log.check(name, rep, "upsert checksums", exp["final"], sysobj.checksums())
-            elif step == "scan":
+            elif step.startswith("scan"):  # scan, and bench/mor.py's scan_again / scan_compacted
                 want = exp["final_by_status"] if "upsert" in steps else exp["base_by_status"]
                 got = status_summary(agg_rows)
                 log.check(name, rep, "scan aggregate (count/sum_qty/max_version/sum_user_id by status)",

@@ -417,7 +417,7 @@ def _image_changes(spark, table: HoodieTable, imaged, filters, include_deletes: 
     from pyspark.sql import functions as F
 
     from hudilite.reader.planner import table_schema
-    from hudilite.reader.spark_read import _read_parquet, apply_filters
+    from hudilite.reader.spark_read import read_parquet_files, apply_filters
     from hudilite.schema import arrow_to_spark
 
     images, inserted = imaged
@@ -428,10 +428,10 @@ def _image_changes(spark, table: HoodieTable, imaged, filters, include_deletes: 
     ops = [INSERT, UPDATE] + ([DELETE] if include_deletes else []) + ([BEFORE] if before_image else [])
     parts = []
     if images:
-        d = _read_parquet(spark, with_op, images)
+        d = read_parquet_files(spark, with_op, images)
         parts.append(d.filter(F.col(CHANGE_OP).isin(ops)).select(*cols, F.col(CHANGE_OP)))
     if inserted:
-        parts.append(_read_parquet(spark, spark_schema, inserted).select(*cols, F.lit(INSERT).alias(CHANGE_OP)))
+        parts.append(read_parquet_files(spark, spark_schema, inserted).select(*cols, F.lit(INSERT).alias(CHANGE_OP)))
     if not parts:
         return spark.createDataFrame([], with_op).select(*cols, F.col(CHANGE_OP))
     df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])

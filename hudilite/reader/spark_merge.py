@@ -15,19 +15,27 @@ of the read's base files are distinct and below 2**32; otherwise a 32-bit window
 `xxhash64(_metadata.file_name)`, chosen on the driver so that it is distinct for every base file of the read
 (exact, and no per-row join to map file names to ids); without such a window (e.g. two base files of one name)
 the slices are merged whole in Python instead.
-The Python output is local-checkpointed (serialized, spilling to disk under memory pressure) so that the log side is
-computed once although the plan reads it twice (blocks for the join, rows for the union); the checkpoint is dropped
-with the DataFrame.
+The overlay reaches the JVM in one of two ways. Snapshot reads of a writable table keep it as parquet files beside
+the table (`overlay_cache`): a Spark job writes the entries a read lacks, then the winning rows and the blocks are
+native parquet scans - only the columns a query reads, vectorised, no Python->JVM row conversion - and later reads of
+the same slices find them written. Otherwise (incremental reads, read-only tables) the Python output is
+local-checkpointed (serialized, spilling to disk under memory pressure) so that the log side is computed once
+although the plan reads it twice (blocks for the join, rows for the union); the checkpoint is dropped with the
+DataFrame.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
 import pyarrow as pa
 
 from hudilite.errors import UnsupportedTableError
+from hudilite.reader import overlay_cache
+
+log = logging.getLogger(__name__)
 
 ROW_BITS = 32  # base files of up to 2**32 rows (Hudi base files are ~100 MB); 32-bit file ids
 BLOCK_BITS = 6  # superseded rows travel as blocks of 2**6 = 64 rows: (block key, 64-bit mask)
@@ -39,6 +47,7 @@ BLOCKS_PER_ROW = 1 << 16  # superseded blocks travel as arrays of up to this man
 FILE = "_hl_file"
 SIZE = "_hl_file_size"
 ROW = "_hl_row"
+BLOCKS_ARROW = pa.schema([pa.field(BLOCK, pa.int64(), False), pa.field(MASK, pa.int64(), False)])
 # Above this much log data the superseded positions are not broadcast (Spark plans a shuffled join instead).
 BROADCAST_LOG_BYTES = 2 << 30
 
@@ -78,36 +87,46 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
     from pyspark.sql.types import ArrayType, LongType, StructField, StructType
 
     from hudilite.reader.merge import SliceDesc, slice_overlay, to_spark_arrow
+    from hudilite.reader.spark_read import read_parquet_files
 
     spec = plan.merge_spec()
     out_schema = to_spark_arrow(plan.schema)
-    block = pa.struct([pa.field(BLOCK, pa.int64(), False), pa.field(MASK, pa.int64(), False)])
-    ov_arrow = out_schema.append(pa.field(GONE, pa.list_(pa.field("element", block, False)), True))
-    block_spark = StructType([StructField(BLOCK, LongType(), False), StructField(MASK, LongType(), False)])
-    ov_spark = StructType(schema.fields + [StructField(GONE, ArrayType(block_spark, False), True)])
+    ov_arrow = out_schema.append(pa.field(GONE, pa.list_(pa.field("element", pa.struct(BLOCKS_ARROW), False)),
+                                          True))
+    blocks_spark = StructType([StructField(f.name, LongType(), False) for f in BLOCKS_ARROW])
+    ov_spark = StructType(schema.fields + [StructField(GONE, ArrayType(blocks_spark, False), True)])
     shift, fids = ids
     descs = [(SliceDesc.of(s), fid) for s, fid in zip(slices, fids)]  # riders' ids come after the slices'
-    # A few tasks, each merging every n-th slice: a Python task costs tens of ms however little it does, and
-    # `range` feeds the tasks without a Python input stage (the slice list travels in the task closure).
-    n = max(1, min(len(descs), 2 * spark.sparkContext.defaultParallelism))
-    sdf = spark.range(0, n, 1, n)
-
-    def overlay_task(batches):
-        for b in batches:
-            for t in b.column(0).to_pylist():
-                for desc, fid in descs[t::n]:
-                    yield from _overlay_batches(slice_overlay(desc, spec), desc, fid, out_schema, ov_arrow)
-
-    # serialized blocks: a third of the memory of row objects (~90 vs ~250 MB for 0.65M log rows of 18 columns)
-    # for as long as the DataFrame lives, and fewer objects for the JVM's collector to trace
-    overlay = sdf.mapInArrow(overlay_task, ov_spark).localCheckpoint(eager=False,
-                                                                     storageLevel=StorageLevel.MEMORY_AND_DISK)
-    # SQL text rather than Column objects where it saves py4j round trips (a few hundred of ~0.25 ms each)
-    log_rows = overlay.where(f"`{GONE}` IS NULL").drop(GONE)
     based = [s.base_file.path for s in list(slices) + list(riders) if s.base_file is not None]
-    if not based:
-        return log_rows
-    gone = overlay.where(f"`{GONE}` IS NOT NULL").selectExpr(f"inline(`{GONE}`)")
+    files = _overlay_files(spark, plan, slices, descs, spec, out_schema) if overlay_cache.enabled(spark, plan) \
+        else None
+    if files is not None:  # native scans of the overlay files
+        rows_files, block_files = files
+        log_rows = read_parquet_files(spark, schema, rows_files)
+        if not based:
+            return log_rows
+        gone = read_parquet_files(spark, blocks_spark, block_files)
+    else:
+        # A few tasks, each merging every n-th slice: a Python task costs tens of ms however little it does, and
+        # `range` feeds the tasks without a Python input stage (the slice list travels in the task closure).
+        n = _tasks(spark, len(descs))
+        sdf = spark.range(0, n, 1, n)
+
+        def overlay_task(batches):
+            for b in batches:
+                for t in b.column(0).to_pylist():
+                    for desc, fid in descs[t::n]:
+                        yield from _overlay_batches(slice_overlay(desc, spec), desc, fid, out_schema, ov_arrow)
+
+        # serialized blocks: a third of the memory of row objects (~90 vs ~250 MB for 0.65M log rows of 18
+        # columns) for as long as the DataFrame lives, and fewer objects for the JVM's collector to trace
+        overlay = sdf.mapInArrow(overlay_task, ov_spark).localCheckpoint(eager=False,
+                                                                         storageLevel=StorageLevel.MEMORY_AND_DISK)
+        # SQL text rather than Column objects where it saves py4j round trips (a few hundred of ~0.25 ms each)
+        log_rows = overlay.where(f"`{GONE}` IS NULL").drop(GONE)
+        if not based:
+            return log_rows
+        gone = overlay.where(f"`{GONE}` IS NOT NULL").selectExpr(f"inline(`{GONE}`)")
     if sum(lf.size for s in slices for lf in s.log_files) <= BROADCAST_LOG_BYTES:
         gone = F.broadcast(gone)
     fid = f"`{SIZE}`" if shift is None else f"(shiftrightunsigned(xxhash64(`{FILE}`), {shift}) & {(1 << ROW_BITS) - 1})"
@@ -118,6 +137,49 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
     base = scan(based).withColumn(BLOCK, key).join(gone, BLOCK, "left").filter(kept)
     base = base.drop(BLOCK, MASK, FILE, SIZE, ROW)  # the table's columns, in order (the join key came first)
     return base.unionByName(log_rows)
+
+
+def _tasks(spark, n_slices: int) -> int:
+    """How many Python tasks compute the overlays of `n_slices` slices (each task every n-th slice)."""
+    return max(1, min(n_slices, 2 * spark.sparkContext.defaultParallelism))
+
+
+def _overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
+    """(rows files, blocks files) of the slices' overlay cache entries (`overlay_cache`). A Spark job finds each
+    slice's entry (its key needs the slice's log block headers: read by the executors, not the driver) and
+    computes and writes the missing ones. None if entries cannot be written (e.g. storage the executors may not
+    write to): the read then goes without files."""
+    from hudilite.reader.merge import slice_overlay
+
+    items = [(d, fid, s.base_instant) for s, (d, fid) in zip(slices, descs)]
+    base_path = plan.table.base_path
+    n = _tasks(spark, len(items))
+
+    def entry_task(batches):
+        for b in batches:
+            for t in b.column(0).to_pylist():
+                prefixes, errors = [], []
+                for desc, fid, base_instant in items[t::n]:
+                    prefix, error = overlay_cache.entry_path(base_path, base_instant, desc, spec, fid), None
+                    if not any(errors) and not overlay_cache.is_complete(prefix):
+                        ov = slice_overlay(desc, spec)
+                        try:
+                            overlay_cache.write_entry(prefix, ov.rows, *_blocks(ov, desc, fid), out_schema,
+                                                      BLOCKS_ARROW)
+                        except OSError as e:
+                            error = f"{prefix}: {e}"
+                    prefixes.append(prefix)
+                    errors.append(error)
+                yield pa.RecordBatch.from_arrays([pa.array(prefixes, pa.string()), pa.array(errors, pa.string())],
+                                                 names=["prefix", "failed"])
+
+    got = spark.range(0, n, 1, n).mapInArrow(entry_task, "prefix string, failed string").collect()
+    failed = [r.failed for r in got if r.failed]
+    if failed:
+        log.warning("merged read of %s without overlay files: cannot write %s", base_path, failed[0])
+        return None
+    prefixes = [r.prefix for r in got]
+    return [p + overlay_cache.ROWS for p in prefixes], [p + overlay_cache.BLOCKS for p in prefixes]
 
 
 def _overlay_batches(ov, desc, fid, out_schema: pa.Schema, ov_arrow: pa.Schema):
@@ -131,6 +193,19 @@ def _overlay_batches(ov, desc, fid, out_schema: pa.Schema, ov_arrow: pa.Schema):
         yield from rows.to_batches(max_chunksize=65536)
     if not len(ov.superseded):
         return
+    keys, masks = _blocks(ov, desc, fid)
+    structs = pa.StructArray.from_arrays([pa.array(keys.view(np.int64)), pa.array(masks.view(np.int64))],
+                                         fields=list(ov_arrow.field(GONE).type.value_type))
+    offsets = np.append(np.arange(0, len(structs), BLOCKS_PER_ROW), len(structs)).astype(np.int32)
+    lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), structs, type=ov_arrow.field(GONE).type)
+    cols = [pa.nulls(len(lists), f.type) for f in out_schema] + [lists]
+    yield pa.RecordBatch.from_arrays(cols, schema=ov_arrow)
+
+
+def _blocks(ov, desc, fid) -> tuple[np.ndarray, np.ndarray]:
+    """(block key, bit mask) of each 64-row block of the base file with superseded rows (uint64 arrays)."""
+    if not len(ov.superseded):
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64)
     if ov.superseded[-1] >> ROW_BITS:
         raise UnsupportedTableError(f"{desc.base_path}: more than 2**{ROW_BITS} rows in a base file")
     pos = ov.superseded.astype(np.uint64)  # ascending
@@ -139,10 +214,4 @@ def _overlay_batches(ov, desc, fid, out_schema: pa.Schema, ov_arrow: pa.Schema):
     masks = np.bitwise_or.reduceat(np.uint64(1) << (pos & np.uint64((1 << BLOCK_BITS) - 1)), starts)
     # two's complement, as the JVM's `shiftleft(id, 26) | ((row >> 6) ^ (id & (2**26 - 1)))`
     f = np.uint64(fid)
-    keys = (f << np.uint64(KEY_BITS)) | (blocks[starts] ^ (f & np.uint64((1 << KEY_BITS) - 1)))
-    structs = pa.StructArray.from_arrays([pa.array(keys.view(np.int64)), pa.array(masks.view(np.int64))],
-                                         fields=list(ov_arrow.field(GONE).type.value_type))
-    offsets = np.append(np.arange(0, len(structs), BLOCKS_PER_ROW), len(structs)).astype(np.int32)
-    lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), structs, type=ov_arrow.field(GONE).type)
-    cols = [pa.nulls(len(lists), f.type) for f in out_schema] + [lists]
-    yield pa.RecordBatch.from_arrays(cols, schema=ov_arrow)
+    return (f << np.uint64(KEY_BITS)) | (blocks[starts] ^ (f & np.uint64((1 << KEY_BITS) - 1))), masks

@@ -161,7 +161,7 @@ def _keygen_may_retype(config) -> bool:
 _DISCOVERY_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
-def _read_parquet(spark, schema, files):
+def read_parquet_files(spark, schema, files):
     """`spark.read.parquet(*files)`, the files' status taken on the driver: the planned files are known to exist,
     and above 32 paths Spark would otherwise run a listing job per read (~0.2 s even for local files)."""
     old = spark.conf.get(_DISCOVERY_THRESHOLD, None)
@@ -186,7 +186,7 @@ def _scan(spark, schema, files, *, check_file_types: bool = True, row_ids: bool 
     ids = [f"_metadata.file_name AS `{FILE}`", f"_metadata.file_size AS `{SIZE}`",
            f"_metadata.row_index AS `{ROW}`"] if row_ids else []
     if not check_file_types:
-        part = _read_parquet(spark, schema, files)
+        part = read_parquet_files(spark, schema, files)
         return part.selectExpr("*", *ids) if ids else part
     by_overrides: dict[tuple, list[str]] = {}
     for f in files:
@@ -194,13 +194,13 @@ def _scan(spark, schema, files, *, check_file_types: bool = True, row_ids: bool 
     df = None
     for overrides, group in by_overrides.items():
         if not overrides:
-            part = _read_parquet(spark, schema, group)
+            part = read_parquet_files(spark, schema, group)
             part = part.selectExpr("*", *ids) if ids else part
         else:
             o = dict(overrides)
             read_schema = StructType([StructField(fl.name, o.get(fl.name, fl.dataType), fl.nullable)
                                       for fl in schema.fields])
-            part = _read_parquet(spark, read_schema, group)
+            part = read_parquet_files(spark, read_schema, group)
             part = part.select(*[F.col(f"`{fl.name}`").cast(fl.dataType).alias(fl.name) if fl.name in o
                                  else F.col(f"`{fl.name}`") for fl in schema.fields], *map(F.expr, ids))
         df = part if df is None else df.unionByName(part)

@@ -29,6 +29,7 @@ import os
 import time
 
 from hudilite.errors import CorruptTableError, HudiliteError, InvalidWriteError
+from hudilite.reader import overlay_cache
 from hudilite.services.common import Progress, open_table, opt_choice, opt_int, pending_plan, schedule_plan
 from hudilite.table import HoodieTable
 from hudilite.timeline import CLEAN, COMPLETED, INFLIGHT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, Timeline
@@ -175,6 +176,7 @@ def execute_clean(table: HoodieTable, instant: Instant, options: dict | None = N
             r["failedDeleteFiles"].append(name)
         bar.update()
     bar.close()
+    overlay_cache.remove_slices(table.base_path, paths)  # merged-read overlays go with their slices
     eir = plan.get("earliestInstantToRetain") or {}
     last = tl.latest_completed()
     md = {

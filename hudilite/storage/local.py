@@ -70,13 +70,13 @@ class LocalStorage:
         except FileNotFoundError:
             return
 
-    def _tmp_name(self, path: str) -> str:
+    def tmp_name(self, path: str) -> str:
         d, name = os.path.split(path)
         return os.path.join(d, f".{name}.{uuid.uuid4().hex}.tmp")
 
     def write_bytes(self, path: str, data: bytes, *, fsync: bool = True) -> None:
         """Atomically replace `path` with `data` (temp file + rename)."""
-        tmp = self._tmp_name(path)
+        tmp = self.tmp_name(path)
         with open(tmp, "wb") as f:
             f.write(data)
             if fsync:
@@ -86,7 +86,7 @@ class LocalStorage:
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
         """Create `path` with `data` only if it does not exist. Returns False if it already existed."""
-        tmp = self._tmp_name(path)
+        tmp = self.tmp_name(path)
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()

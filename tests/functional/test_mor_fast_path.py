@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import hudilite
-from hudilite.reader import spark_merge, spark_read
+from hudilite.reader import overlay_cache, spark_merge, spark_read
 from hudilite.reader.merge import COMMIT_TIME_COL, SliceDesc, conform, merge_slice, slice_overlay
 from hudilite.reader.planner import plan_read
 from hudilite.schema import arrow_to_spark
@@ -39,6 +39,15 @@ def key_comparison(request, monkeypatch):
 
         monkeypatch.setattr(planner, "_int_key", lambda cfg, schema: None)
     return request.param
+
+
+@pytest.fixture(autouse=True, params=["overlay_files", "no_overlay_files"])
+def overlay_files(request, spark):
+    """Every test with the overlays kept as files beside the table (snapshot reads: `overlay_cache`) and without
+    (the overlay handed from the Python workers to the JVM)."""
+    spark.conf.set(overlay_cache.CONF, "true" if request.param == "overlay_files" else "false")
+    yield request.param
+    spark.conf.unset(overlay_cache.CONF)
 
 
 def _write(spark, path, rows, *, event_time=True, operation="upsert", options=None):
@@ -343,6 +352,7 @@ def test_log_side_is_checkpointed_serialized(spark, event_time_table):
     """The overlay's checkpoint (read twice by the plan) keeps serialized blocks, not row objects, for as long as the
     DataFrame lives."""
     path, _ = event_time_table
+    spark.conf.set(overlay_cache.CONF, "false")  # the path that checkpoints (overlay files are read natively)
     sc = spark.sparkContext._jsc.sc()
 
     def stored():

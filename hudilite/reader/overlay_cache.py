@@ -1,0 +1,120 @@
+"""Merged-read overlays kept beside the table.
+
+What a merge-on-read file slice's log files change in its base file (the winning log rows, and the superseded
+base rows as 64-row blocks: see `spark_merge`) is written as two parquet files by the first snapshot read that
+needs it, then read by Spark's native parquet scan, by that read and by every later read of the same slice state:
+
+    <table>/.hoodie/.aux/hudilite_overlays/<partition>/<fileId>_<baseInstant>/<key>.blocks.parquet
+                                                                              <key>.rows.parquet
+
+Why files: rows handed from Python workers to the JVM are converted value by value, every column, whatever the
+query reads; a native scan of a parquet file reads only the columns the query needs, vectorised. And a file
+outlives the read that wrote it, so a DataFrame over it stays valid however late it is evaluated.
+
+`key` hashes everything the overlay is a function of: the base file (its name is unique and the file never
+changes), the log blocks that count (log file name + offset: blocks are appended, never rewritten; which blocks
+count follows from the read's timeline, rollbacks and `as_of`), the table schema and merge settings, the file id
+the block keys carry, and `FORMAT`. A deltacommit on the slice gives it a new key; a commit elsewhere in the
+table leaves it valid. An entry is written as temp file + rename, blocks before rows: a rows file means a
+complete entry (two readers writing one key write the same bytes). Clean removes a slice's entries with the
+slice (`remove_slices`), so a reader pinned to a retained slice keeps its entries.
+
+Used for snapshot reads (latest or `as_of`) when the table's `.hoodie` directory is writable - its permission
+bits are honoured for root too, so a read-only table is never written to - and the Spark conf `CONF` is not
+"false". Incremental reads (each range is read once) and read-only tables take the path without files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hudilite.storage.local import storage_for
+
+DIR = os.path.join(".hoodie", ".aux", "hudilite_overlays")
+CONF = "spark.hudilite.read.overlayCache"
+FORMAT = 1  # bump when the entries' content or layout changes: old entries are then never read
+ROWS, BLOCKS = ".rows.parquet", ".blocks.parquet"
+
+
+def enabled(spark, plan) -> bool:
+    """Whether this read keeps its overlays as files (see the module docstring)."""
+    if plan.query != "snapshot" or str(spark.conf.get(CONF, "true")).strip().lower() == "false":
+        return False
+    meta = plan.table.meta_path
+    try:
+        mode = os.stat(meta).st_mode
+    except OSError:
+        return False
+    return os.access(meta, os.W_OK) and (os.geteuid() != 0 or bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)))
+
+
+def slice_dir(base_path: str, partition: str, file_id: str, base_instant: str) -> str:
+    return os.path.join(base_path, DIR, partition, f"{file_id}_{base_instant}")
+
+
+def entry_path(base_path: str, base_instant: str, desc, spec, fid: int | None) -> str:
+    """The path prefix (without ROWS / BLOCKS) of the entry for the slice `desc` (base instant `base_instant`)
+    read with `spec`; reads the headers of the slice's log blocks."""
+    from hudilite import __version__
+    from hudilite.reader.merge import valid_blocks
+
+    blocks = valid_blocks(desc.log_paths, spec) if desc.log_paths else []
+    ident = [FORMAT, __version__, desc.partition, desc.file_id,
+             os.path.basename(desc.base_path) if desc.base_path else None,
+             [(os.path.basename(b.path), b.offset, b.size) for b in blocks],
+             hashlib.sha256(spec.schema.serialize().to_pybytes()).hexdigest(),
+             spec.merge_mode, spec.ordering_field, spec.keyed, spec.int_key,
+             sorted(spec.row_range) if spec.row_range is not None else None, fid]
+    key = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:40]
+    return os.path.join(slice_dir(base_path, desc.partition, desc.file_id, base_instant), key)
+
+
+def is_complete(prefix: str) -> bool:
+    return os.path.exists(prefix + ROWS)
+
+
+def write_entry(prefix: str, rows: pa.Table, block_keys: np.ndarray, masks: np.ndarray,
+                rows_schema: pa.Schema, blocks_schema: pa.Schema) -> None:
+    """Write one entry: the superseded blocks, then the winning rows (whose file marks the entry complete)."""
+    fs = storage_for(prefix)
+    fs.makedirs(os.path.dirname(prefix))
+    blocks = pa.table([pa.array(block_keys.view(np.int64)), pa.array(masks.view(np.int64))], schema=blocks_schema)
+    for suffix, table in ((BLOCKS, blocks), (ROWS, rows.cast(rows_schema) if rows.schema != rows_schema else rows)):
+        tmp = fs.tmp_name(prefix + suffix)
+        try:
+            pq.write_table(table, tmp, compression="snappy")
+            fs.rename(tmp, prefix + suffix)
+        finally:
+            fs.delete(tmp)
+
+
+def remove_slices(base_path: str, deleted: list[tuple[str, str]]) -> None:
+    """Remove the entries of the file slices whose files `deleted` lists ((partition, path) of base files and
+    log files; a log file names its slice's base instant in table version 6, the version written here)."""
+    from hudilite.file_group import parse_base_file_name
+    from hudilite.log.format import parse_log_file_name
+
+    fs = storage_for(base_path)
+    done = set()
+    for part, path in deleted:
+        name = os.path.basename(path)
+        parsed = parse_base_file_name(name)
+        if parsed is not None:
+            fid, inst = parsed[0], parsed[2]
+        else:
+            try:
+                ln = parse_log_file_name(name)
+            except ValueError:
+                continue
+            fid, inst = ln.file_id, ln.instant
+        d = slice_dir(base_path, part, fid, inst)
+        if d not in done:
+            done.add(d)
+            fs.delete_tree(d)

@@ -1,0 +1,145 @@
+"""Merged-read overlays kept beside the table (hudilite/reader/overlay_cache.py): written by the first snapshot
+read of a slice state, reused by later reads of that state, new entries only for slices a commit changed,
+never written for read-only tables or incremental reads, rewritten when incomplete, removed by clean with
+their slices; every read equal to the read without overlay files."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+import hudilite
+from hudilite.reader import overlay_cache
+from hudilite.services.clean import run_clean
+from hudilite.services.compaction import run_compaction, schedule_compaction
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+SCHEMA = "id long, ts long, name string, region string"
+
+
+def _write(spark, path, rows, operation="upsert"):
+    df = spark.createDataFrame([(i, ts, name, "eu" if i % 2 else "us") for i, ts, name in rows], SCHEMA)
+    return hudilite.write(df, path, record_key="id", precombine_field="ts", partition_by="region",
+                          operation=operation, table_type="MERGE_ON_READ")
+
+
+def _entries(path) -> dict[str, float]:
+    """Complete entries (rows files) of the table: path -> mtime."""
+    root = os.path.join(path, overlay_cache.DIR)
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            if f.endswith(overlay_cache.ROWS):
+                out[os.path.join(d, f)] = os.stat(os.path.join(d, f)).st_mtime_ns
+    return out
+
+
+def _rows(spark, path, cache: bool, **kw):
+    spark.conf.set(overlay_cache.CONF, "true" if cache else "false")
+    try:
+        return sorted(tuple(r) for r in hudilite.read(spark, path, **kw).select("id", "ts", "name").collect())
+    finally:
+        spark.conf.unset(overlay_cache.CONF)
+
+
+@pytest.fixture
+def mor_table(spark, tmp_path):
+    path = str(tmp_path / "t")
+    c0 = _write(spark, path, [(i, 10, f"n{i}") for i in range(30)])
+    c1 = _write(spark, path, [(1, 20, "u1"), (2, 5, "late2"), (4, 20, "u4")])
+    return path, c0, c1
+
+
+def test_first_read_writes_entries_later_reads_reuse_them(spark, mor_table):
+    path, _, _ = mor_table
+    expected = sorted([(i, 10, f"n{i}") for i in range(30) if i not in (1, 4)] + [(1, 20, "u1"), (4, 20, "u4")])
+    assert _rows(spark, path, cache=False) == expected
+    assert _entries(path) == {}, "a read without overlay files writes none"
+    assert _rows(spark, path, cache=True) == expected
+    first = _entries(path)
+    assert len(first) == 2  # the two file groups (one per region) with log files
+    assert _rows(spark, path, cache=True) == expected
+    assert _entries(path) == first, "the second read reuses the entries"
+
+
+def test_commit_on_one_group_writes_one_new_entry(spark, mor_table):
+    path, _, _ = mor_table
+    _rows(spark, path, cache=True)
+    before = _entries(path)
+    _write(spark, path, [(3, 30, "u3")])  # region eu only
+    got = _rows(spark, path, cache=True)
+    assert got == _rows(spark, path, cache=False)
+    assert (3, 30, "u3") in got and (1, 20, "u1") in got
+    after = _entries(path)
+    assert set(before) < set(after) and len(after) == len(before) + 1, "only the changed slice gets a new entry"
+
+
+def test_time_travel_has_its_own_entries(spark, mor_table):
+    path, c0, c1 = mor_table
+    _write(spark, path, [(1, 40, "u1b")])
+    for as_of in (c1, None):
+        kw = {"as_of": as_of} if as_of else {}
+        assert _rows(spark, path, cache=True, **kw) == _rows(spark, path, cache=False, **kw)
+    assert (1, 20, "u1") in _rows(spark, path, cache=True, as_of=c1)
+    assert (1, 40, "u1b") in _rows(spark, path, cache=True)
+
+
+def test_incomplete_entry_is_rewritten(spark, mor_table):
+    path, _, _ = mor_table
+    expected = _rows(spark, path, cache=True)
+    victim = sorted(_entries(path))[0]
+    os.remove(victim)  # a writer that died between the blocks file and the rows file
+    with open(victim[: -len(overlay_cache.ROWS)] + overlay_cache.ROWS + ".x.tmp", "wb") as f:
+        f.write(b"garbage of a dead writer")
+    assert _rows(spark, path, cache=True) == expected
+    assert os.path.exists(victim)
+
+
+def test_no_entries_for_incremental_reads(spark, mor_table):
+    path, c0, c1 = mor_table
+    got = _rows(spark, path, cache=True, begin=c0, end=c1)
+    assert {(1, 20, "u1"), (4, 20, "u4")} <= set(got) and len(got) <= 3
+    assert _entries(path) == {}
+
+
+def test_read_only_table_is_never_written(spark, mor_table):
+    path, _, _ = mor_table
+    expected = _rows(spark, path, cache=False)
+    meta = os.path.join(path, ".hoodie")
+    mode = os.stat(meta).st_mode
+    os.chmod(meta, mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        assert _rows(spark, path, cache=True) == expected
+    finally:
+        os.chmod(meta, mode)
+    assert _entries(path) == {}
+
+
+def test_unwritable_entries_fall_back(spark, mor_table):
+    path, _, _ = mor_table
+    expected = _rows(spark, path, cache=False)
+    # a file where the entries' directory should be: the executors' makedirs fails with an OSError
+    with open(os.path.join(path, overlay_cache.DIR), "wb"):
+        pass
+    assert _rows(spark, path, cache=True) == expected
+    assert os.path.isfile(os.path.join(path, overlay_cache.DIR))
+
+
+def test_clean_removes_entries_with_their_slices(spark, mor_table):
+    path, _, _ = mor_table
+    _rows(spark, path, cache=True)
+    old = _entries(path)
+    assert schedule_compaction(path, {"hoodie.compact.inline.max.delta.commits": "1"})
+    run_compaction(path)
+    _write(spark, path, [(5, 50, "u5"), (6, 50, "u6")])
+    expected = _rows(spark, path, cache=False)
+    assert _rows(spark, path, cache=True) == expected
+    new = _entries(path)
+    assert set(old) < set(new)
+    run_clean(path, {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+                      "hoodie.cleaner.fileversions.retained": "1"})
+    assert set(_entries(path)) == set(new) - set(old), "the cleaned slices' entries are gone, the live ones stay"
+    assert _rows(spark, path, cache=True) == expected
