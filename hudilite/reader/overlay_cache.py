@@ -17,7 +17,7 @@ count follows from the read's timeline, rollbacks and `as_of`), the table schema
 the block keys carry, and `FORMAT`. A deltacommit on the slice gives it a new key; a commit elsewhere in the
 table leaves it valid. An entry is written as temp file + rename, blocks before rows: a rows file means a
 complete entry (two readers writing one key write the same bytes). Clean removes a slice's entries with the
-slice (`remove_slices`), so a reader pinned to a retained slice keeps its entries.
+slice (`sweep`), so a reader pinned to a retained slice keeps its entries.
 
 Used for snapshot reads (latest or `as_of`) when the table's `.hoodie` directory is writable - its permission
 bits are honoured for root too, so a read-only table is never written to - and the Spark conf `CONF` is not
@@ -95,26 +95,35 @@ def write_entry(prefix: str, rows: pa.Table, block_keys: np.ndarray, masks: np.n
             fs.delete(tmp)
 
 
-def remove_slices(base_path: str, deleted: list[tuple[str, str]]) -> None:
-    """Remove the entries of the file slices whose files `deleted` lists ((partition, path) of base files and
-    log files; a log file names its slice's base instant in table version 6, the version written here)."""
+def sweep(base_path: str) -> int:
+    """Remove the entries of file slices that no longer exist (cleaned, replaced and cleaned, or rolled back;
+    also a slice's entry written by a reader racing the clean that removed the slice). Returns how many slice
+    directories were removed. A slice exists while its base file or one of its log files does (a log file
+    names its slice's base instant in table version 6, the version written here)."""
     from hudilite.file_group import parse_base_file_name
-    from hudilite.log.format import parse_log_file_name
+    from hudilite.log.format import try_parse_log_file_name
 
     fs = storage_for(base_path)
-    done = set()
-    for part, path in deleted:
-        name = os.path.basename(path)
-        parsed = parse_base_file_name(name)
-        if parsed is not None:
-            fid, inst = parsed[0], parsed[2]
-        else:
-            try:
-                ln = parse_log_file_name(name)
-            except ValueError:
-                continue
-            fid, inst = ln.file_id, ln.instant
-        d = slice_dir(base_path, part, fid, inst)
-        if d not in done:
-            done.add(d)
-            fs.delete_tree(d)
+    root = os.path.join(base_path, DIR)
+    removed = 0
+    for d, dirs, _ in os.walk(root):
+        data_dir = os.path.join(base_path, os.path.relpath(d, root))
+        # partition directories mirror the table's; a slice's directory has no counterpart there
+        slices = [x for x in dirs if not os.path.isdir(os.path.join(data_dir, x))]
+        if not slices:
+            continue
+        live = set()
+        for name in fs.listdir(data_dir):
+            parsed = parse_base_file_name(name)
+            if parsed is not None:
+                live.add(f"{parsed[0]}_{parsed[2]}")
+            else:
+                ln = try_parse_log_file_name(name)
+                if ln is not None:
+                    live.add(f"{ln.file_id}_{ln.instant}")
+        for x in slices:
+            if x not in live:
+                fs.delete_tree(os.path.join(d, x))
+                dirs.remove(x)
+                removed += 1
+    return removed

@@ -176,7 +176,7 @@ def execute_clean(table: HoodieTable, instant: Instant, options: dict | None = N
             r["failedDeleteFiles"].append(name)
         bar.update()
     bar.close()
-    overlay_cache.remove_slices(table.base_path, paths)  # merged-read overlays go with their slices
+    overlay_cache.sweep(table.base_path)  # merged-read overlays go with their slices
     eir = plan.get("earliestInstantToRetain") or {}
     last = tl.latest_completed()
     md = {

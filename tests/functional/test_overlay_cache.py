@@ -143,3 +143,19 @@ def test_clean_removes_entries_with_their_slices(spark, mor_table):
                       "hoodie.cleaner.fileversions.retained": "1"})
     assert set(_entries(path)) == set(new) - set(old), "the cleaned slices' entries are gone, the live ones stay"
     assert _rows(spark, path, cache=True) == expected
+
+
+def test_sweep_removes_entries_of_vanished_slices_only(spark, mor_table):
+    path, _, _ = mor_table
+    _rows(spark, path, cache=True)
+    live = _entries(path)
+    root = os.path.join(path, overlay_cache.DIR)
+    part = sorted(os.listdir(root))[0]
+    ghost = os.path.join(root, part, "0000aaaa-0_20200101000000000")  # a slice gone (a reader raced its clean)
+    gone_part = os.path.join(root, "region=xx", "0000bbbb-0_20200101000000000")  # a dropped partition's
+    for d in (ghost, gone_part):
+        os.makedirs(d)
+        open(os.path.join(d, "k" + overlay_cache.ROWS), "wb").close()
+    assert overlay_cache.sweep(path) == 2
+    assert _entries(path) == live and not os.path.exists(ghost) and not os.path.exists(gone_part)
+    assert overlay_cache.sweep(path) == 0
