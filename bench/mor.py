@@ -5,14 +5,16 @@ delta-rs merge, in one process and one run (the workload, staging, systems and c
 
 Per repetition, fresh tables:
     hudilite       COW:  bulk_insert load -> upsert -> snapshot scan + agg            (bench/run.py's system)
-    hudilite_mor   MOR:  bulk_insert load -> upsert (log blocks) -> merged snapshot scan + agg (the first read of
-                         the new slices: writes their overlay files) -> the same scan again (overlay files found)
-                         -> compaction (schedule + execute) -> snapshot scan + agg of the compacted table
+    hudilite_mor   MOR:  bulk_insert load -> upsert (log blocks) -> merged snapshot scan + agg (computes and writes
+                         the overlay files) -> the same scan again (finds them) -> compaction (schedule + execute)
+                         -> snapshot scan + agg of the compacted table
+    hudilite_mor_prep    the same with hoodie.write.read.overlays=true: load -> upsert (log blocks, then the
+                         overlay files of the slices it touched) -> merged snapshot scan + agg (finds them)
     delta          delta-rs: load -> merge                                            (bench/run.py's system)
 Checks (untimed, as bench/run.py): checksums after load and upsert, the scan aggregate, and the checksums
 after the compaction, all against the staged expectations.
-Ratios: MOR upsert / delta-rs merge (target <= 0.5), MOR merged snapshot / COW snapshot (target <= 1.5),
-MOR upsert / COW upsert, compaction / COW upsert.
+Ratios: MOR upsert / delta-rs merge (target <= 0.5), MOR merged snapshot / COW snapshot (target <= 1.5), the
+scan again, the upsert and scan with prepared overlay files, MOR upsert / COW upsert, compaction / COW upsert.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class HudiliteMOR(brun.Hudilite):
         return {"instant": c, "completed": done}
 
     def checksums(self) -> dict:
-        """Untimed checks read without writing overlay files, so that the timed scan is the first read that does."""
+        """Untimed checks read without overlay files (neither reading nor writing any)."""
         from hudilite.reader import overlay_cache
 
         self.ctx.spark.conf.set(overlay_cache.CONF, "false")
@@ -50,24 +52,36 @@ class HudiliteMOR(brun.Hudilite):
             self.ctx.spark.conf.unset(overlay_cache.CONF)
 
     def scan_again(self):
-        """The merged scan again: its overlay files (hudilite/reader/overlay_cache.py) are now written."""
+        """The merged scan again: it finds the overlay files the first scan wrote."""
         return self.scan()
 
     def scan_compacted(self):
         return self.scan()
 
 
+class HudiliteMORPrepared(HudiliteMOR):
+    """MOR with `hoodie.write.read.overlays=true`: the upsert also writes the overlay files of the slices it
+    touched, so the first scan finds them."""
+
+    name = "hudilite_mor_prep"
+    KW = dict(HudiliteMOR.KW, options={"hoodie.write.read.overlays": "true"})
+
+
 brun.CLASSES["hudilite_mor"] = HudiliteMOR
+brun.CLASSES["hudilite_mor_prep"] = HudiliteMORPrepared
 PLAN = [
     ("hudilite", ["load", "upsert", "scan"]),
     ("hudilite_mor", ["load", "upsert", "scan", "scan_again", "compaction", "scan_compacted"]),
+    ("hudilite_mor_prep", ["load", "upsert", "scan"]),
     ("delta", ["load", "upsert"]),
 ]
 RATIOS = [
     ("MOR upsert / delta-rs merge (target <= 0.5)", ("hudilite_mor", "upsert"), ("delta", "upsert")),
     ("MOR merged snapshot scan / COW snapshot scan (target <= 1.5)", ("hudilite_mor", "scan"), ("hudilite", "scan")),
-    ("MOR merged scan again (overlay files written) / COW snapshot scan", ("hudilite_mor", "scan_again"),
+    ("MOR merged scan again (overlay files found) / COW snapshot scan", ("hudilite_mor", "scan_again"),
      ("hudilite", "scan")),
+    ("MOR upsert preparing the overlay files / delta-rs merge", ("hudilite_mor_prep", "upsert"), ("delta", "upsert")),
+    ("MOR merged scan after it / COW snapshot scan", ("hudilite_mor_prep", "scan"), ("hudilite", "scan")),
     ("MOR upsert / COW upsert", ("hudilite_mor", "upsert"), ("hudilite", "upsert")),
     ("COW upsert / delta-rs merge", ("hudilite", "upsert"), ("delta", "upsert")),
     ("compaction / COW upsert", ("hudilite_mor", "compaction"), ("hudilite", "upsert")),

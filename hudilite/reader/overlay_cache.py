@@ -39,6 +39,9 @@ from hudilite.storage.local import storage_for
 
 DIR = os.path.join(".hoodie", ".aux", "hudilite_overlays")
 CONF = "spark.hudilite.read.overlayCache"
+# "true": a deltacommit also writes the overlays of the slices it touched (default off: the upsert of bench.mor
+# takes ~1.5 s longer, its first merged read ~0.6 s less)
+WRITE_OPTION = "hoodie.write.read.overlays"
 FORMAT = 1  # bump when the entries' content or layout changes: old entries are then never read
 ROWS, BLOCKS = ".rows.parquet", ".blocks.parquet"
 

@@ -26,6 +26,7 @@ from hudilite.markers import (OPT_MARKERS_TYPE, OPT_SERVICE_URL, TIMELINE_SERVER
                               delete_markers, list_markers)
 from hudilite.schema import META_FIELDS, SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve, \
     spark_to_arrow
+from hudilite.reader import overlay_cache
 from hudilite.services import check_service_options, run_inline_services
 from hudilite.services.rollback import rollback_instant
 from hudilite.table import HoodieTable
@@ -193,7 +194,23 @@ class WriteClient:
         services = run_inline_services(table, wo.options, inst.timestamp)  # hoodie.compact.inline, clean, ...
         if services:
             summary["services"] = services
+        if table.config.table_type == "MERGE_ON_READ" and wo.get_bool(overlay_cache.WRITE_OPTION, False):
+            self._prepare_overlays(table, stats)
         return WriteResult(inst.timestamp, summary)
+
+    def _prepare_overlays(self, table, stats) -> None:
+        """Write the merged-read overlays of the file groups this deltacommit appended logs to (the next snapshot
+        reads find them: `hudilite/reader/overlay_cache.py`). The commit is complete: a failure here is logged,
+        and reads compute what is missing."""
+        groups = {s["fileId"] for s in stats if s.get("fileId") and ".log." in (s.get("path") or "")}
+        if not groups:
+            return
+        from hudilite.reader.spark_read import prepare_overlays
+
+        try:
+            prepare_overlays(self.spark, table.base_path, groups)
+        except Exception:  # noqa: BLE001 - the write succeeded; a read computes the overlays itself
+            log.warning("overlay files of %s not prepared", table.base_path, exc_info=True)
 
     # ------------------------------------------------------------------------------------------
     def _prepare_table(self, cols: list[str], data):

@@ -20,10 +20,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 SCHEMA = "id long, ts long, name string, region string"
 
 
-def _write(spark, path, rows, operation="upsert"):
+def _write(spark, path, rows, operation="upsert", prepare=False):
+    """A MOR write; `prepare`: the deltacommit writes the overlays of the slices it touched."""
     df = spark.createDataFrame([(i, ts, name, "eu" if i % 2 else "us") for i, ts, name in rows], SCHEMA)
     return hudilite.write(df, path, record_key="id", precombine_field="ts", partition_by="region",
-                          operation=operation, table_type="MERGE_ON_READ")
+                          operation=operation, table_type="MERGE_ON_READ",
+                          options={overlay_cache.WRITE_OPTION: str(prepare).lower()})
 
 
 def _entries(path) -> dict[str, float]:
@@ -159,3 +161,18 @@ def test_sweep_removes_entries_of_vanished_slices_only(spark, mor_table):
     assert overlay_cache.sweep(path) == 2
     assert _entries(path) == live and not os.path.exists(ghost) and not os.path.exists(gone_part)
     assert overlay_cache.sweep(path) == 0
+
+
+def test_deltacommit_prepares_the_overlays_reads_use(spark, tmp_path):
+    path = str(tmp_path / "t")
+    _write(spark, path, [(i, 10, f"n{i}") for i in range(30)], prepare=True)
+    assert _entries(path) == {}, "a commit of base files only has no overlays"
+    _write(spark, path, [(3, 20, "u3")], prepare=True)
+    prepared = _entries(path)
+    assert len(prepared) == 1, "the one file group the deltacommit appended to"
+    got = _rows(spark, path, cache=True)
+    assert _entries(path) == prepared, "the read found the prepared entry"
+    assert got == _rows(spark, path, cache=False) and (3, 20, "u3") in got
+    hudilite.write(spark.createDataFrame([(5, 20, "u5", "eu")], SCHEMA), path, record_key="id",
+                   precombine_field="ts", partition_by="region", table_type="MERGE_ON_READ")  # the default: off
+    assert _entries(path) == prepared
