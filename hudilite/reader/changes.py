@@ -417,7 +417,7 @@ def _image_changes(spark, table: HoodieTable, imaged, filters, include_deletes: 
     from pyspark.sql import functions as F
 
     from hudilite.reader.planner import table_schema
-    from hudilite.reader.spark_read import read_parquet_files, apply_filters
+    from hudilite.reader.spark_read import apply_filters, read_parquet_files
     from hudilite.schema import arrow_to_spark
 
     images, inserted = imaged

@@ -98,7 +98,7 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
     shift, fids = ids
     descs = [(SliceDesc.of(s), fid) for s, fid in zip(slices, fids)]  # riders' ids come after the slices'
     based = [s.base_file.path for s in list(slices) + list(riders) if s.base_file is not None]
-    files = _overlay_files(spark, plan, slices, descs, spec, out_schema) if overlay_cache.enabled(spark, plan) \
+    files = overlay_files(spark, plan, slices, descs, spec, out_schema) if overlay_cache.enabled(spark, plan) \
         else None
     if files is not None:  # native scans of the overlay files
         rows_files, block_files = files
@@ -144,7 +144,7 @@ def _tasks(spark, n_slices: int) -> int:
     return max(1, min(n_slices, 2 * spark.sparkContext.defaultParallelism))
 
 
-def _overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
+def overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
     """(rows files, blocks files) of the slices' overlay cache entries (`overlay_cache`). A Spark job finds each
     slice's entry (its key needs the slice's log block headers: read by the executors, not the driver) and
     computes and writes the missing ones. None if entries cannot be written (e.g. storage the executors may not

@@ -55,7 +55,7 @@ def prepare_overlays(spark, path, groups) -> int:
     are those a read computes (same plan, same file ids); returns how many slices have one."""
     from hudilite.reader import overlay_cache
     from hudilite.reader.merge import SliceDesc, to_spark_arrow
-    from hudilite.reader.spark_merge import _overlay_files
+    from hudilite.reader.spark_merge import overlay_files
 
     plan = plan_read(path)
     if not overlay_cache.enabled(spark, plan):
@@ -66,7 +66,7 @@ def prepare_overlays(spark, path, groups) -> int:
     if not chosen:
         return 0
     slices, descs = zip(*chosen)
-    done = _overlay_files(spark, plan, slices, descs, plan.merge_spec(), to_spark_arrow(plan.schema))
+    done = overlay_files(spark, plan, slices, descs, plan.merge_spec(), to_spark_arrow(plan.schema))
     return len(slices) if done is not None else 0
 
 
