@@ -248,3 +248,26 @@ def test_mor_data_source_snapshot(spark, real_tables, table):
         ts = sorted(table["time_travel"])[0]
         df = spark.read.format("hudilite").option("as_of", ts).load(path)
         _assert_rows(df, table, table["time_travel"][ts], f"data source as_of {ts}")
+
+
+@pytest.mark.parametrize("table", [t for t in EXPECTED if _is_mor(t) and not _is_lance(t)], ids=_table_id)
+def test_mor_reads_with_and_without_overlay_files(spark, real_tables, table):
+    """Snapshot and time-travel reads of Hudi-written MOR tables both ways the overlay reaches the JVM: kept in
+    Spark (overlay files off), and as overlay files (hudilite/reader/overlay_cache.py) written afresh, then found."""
+    import shutil
+
+    from hudilite.reader import overlay_cache
+
+    path = real_tables[_table_id(table)]
+    reads = [(None, table["snapshot"])] + sorted(table["time_travel"].items())
+    shutil.rmtree(os.path.join(path, overlay_cache.DIR), ignore_errors=True)
+    try:
+        for setting in ("false", "true", "true"):  # the second "true" pass finds the files the first wrote
+            spark.conf.set(overlay_cache.CONF, setting)
+            for as_of, want in reads:
+                df = hudilite.read(spark, path, as_of=as_of) if as_of else hudilite.read(spark, path)
+                _assert_rows(df, table, want, f"overlay files {setting}, as_of {as_of}")
+            if setting == "false":
+                assert not os.path.exists(os.path.join(path, overlay_cache.DIR))
+    finally:
+        spark.conf.unset(overlay_cache.CONF)
