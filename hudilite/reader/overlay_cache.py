@@ -17,7 +17,9 @@ count follows from the read's timeline, rollbacks and `as_of`), the table schema
 the block keys carry, and `FORMAT`. A deltacommit on the slice gives it a new key; a commit elsewhere in the
 table leaves it valid. An entry is written as temp file + rename, blocks before rows: a rows file means a
 complete entry (two readers writing one key write the same bytes). Clean removes a slice's entries with the
-slice (`sweep`), so a reader pinned to a retained slice keeps its entries.
+slice (`sweep`), so a reader pinned to a retained slice keeps its entries; of a live slice it keeps the newest
+entry and those written in the last `KEEP_SECONDS` (a slice's superseded states would otherwise accumulate
+until it is compacted and cleaned).
 
 Used for snapshot reads (latest or `as_of`) when the table's `.hoodie` directory is writable - its permission
 bits are honoured for root too, so a read-only table is never written to - and the Spark conf `CONF` is not
@@ -32,6 +34,7 @@ import hashlib
 import json
 import os
 import stat
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -101,16 +104,23 @@ def write_entry(prefix: str, rows: pa.Table, block_keys: np.ndarray, masks: np.n
             fs.delete(tmp)
 
 
-def sweep(base_path: str) -> int:
-    """Remove the entries of file slices that no longer exist (cleaned, replaced and cleaned, or rolled back;
-    also a slice's entry written by a reader racing the clean that removed the slice). Returns how many slice
-    directories were removed. A slice exists while its base file or one of its log files does (a log file
-    names its slice's base instant in table version 6, the version written here)."""
+# A live slice's superseded entries (from before its latest deltacommit, or of a time-travel read) stay this long
+# after they were written: a DataFrame planned over them may still run.
+KEEP_SECONDS = 24 * 3600
+
+
+def sweep(base_path: str, keep_seconds: float = KEEP_SECONDS) -> int:
+    """Remove overlay files nobody needs: every entry of a file slice that no longer exists (cleaned, replaced and
+    cleaned, or rolled back; also an entry a reader wrote while a clean removed its slice), and of a live slice
+    the entries and leftover temp files older than `keep_seconds`, except its newest entry. Returns how many
+    slice directories and entries were removed. A slice exists while its base file or one of its log files does
+    (a log file names its slice's base instant in table version 6, the version written here)."""
     from hudilite.file_group import parse_base_file_name
     from hudilite.log.format import try_parse_log_file_name
 
     fs = storage_for(base_path)
     root = os.path.join(base_path, DIR)
+    cutoff = time.time() - keep_seconds
     removed = 0
     for d, dirs, _ in os.walk(root):
         data_dir = os.path.join(base_path, os.path.relpath(d, root))
@@ -128,8 +138,28 @@ def sweep(base_path: str) -> int:
                 if ln is not None:
                     live.add(f"{ln.file_id}_{ln.instant}")
         for x in slices:
-            if x not in live:
+            dirs.remove(x)  # entries only below: not walked
+            if x in live:
+                removed += _prune(fs, os.path.join(d, x), cutoff)
+            else:
                 fs.delete_tree(os.path.join(d, x))
-                dirs.remove(x)
                 removed += 1
+    return removed
+
+
+def _prune(fs, slice_path: str, cutoff: float) -> int:
+    """Remove a live slice's entries (and temp files) written before `cutoff`, except its newest complete entry."""
+    files = {e.name: e.stat().st_mtime for e in fs.scandir_files(slice_path)}
+    entries = {n[: -len(ROWS)]: t for n, t in files.items() if n.endswith(ROWS) and not n.startswith(".")}
+    newest = max(entries, key=entries.get) if entries else None
+    removed = 0
+    for key, written in entries.items():
+        if key != newest and written < cutoff:
+            fs.delete(os.path.join(slice_path, key + ROWS))  # the rows file first: the entry is incomplete now
+            fs.delete(os.path.join(slice_path, key + BLOCKS))
+            removed += 1
+    for name, written in files.items():  # temp files of dead writers; blocks files of unfinished entries
+        unfinished = name.endswith(BLOCKS) and name[: -len(BLOCKS)] not in entries
+        if written < cutoff and (name.startswith(".") or unfinished):
+            fs.delete(os.path.join(slice_path, name))
     return removed

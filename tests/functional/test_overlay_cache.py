@@ -176,3 +176,25 @@ def test_deltacommit_prepares_the_overlays_reads_use(spark, tmp_path):
     hudilite.write(spark.createDataFrame([(5, 20, "u5", "eu")], SCHEMA), path, record_key="id",
                    precombine_field="ts", partition_by="region", table_type="MERGE_ON_READ")  # the default: off
     assert _entries(path) == prepared
+
+
+def test_sweep_prunes_a_live_slices_old_entries_keeping_the_newest(spark, mor_table):
+    path, _, _ = mor_table
+    _rows(spark, path, cache=True)
+    _write(spark, path, [(1, 30, "u1b")])  # region eu: a new state of that slice
+    expected = _rows(spark, path, cache=True)
+    entries = _entries(path)
+    assert len(entries) == 3  # eu: two states, us: one
+    slice_dirs = {os.path.dirname(p) for p in entries}
+    old = os.path.dirname(sorted(entries, key=entries.get)[0])
+    tmp = os.path.join(old, ".x" + overlay_cache.ROWS + ".dead.tmp")
+    open(tmp, "wb").close()
+    assert overlay_cache.sweep(path) == 0, "everything is younger than the retention"
+    for p in list(entries) + [tmp]:  # all older than the retention, in the order they were written
+        past = os.stat(p).st_mtime - 2 * overlay_cache.KEEP_SECONDS
+        os.utime(p, (past, past))
+    assert overlay_cache.sweep(path) == 1, "only the eu slice's superseded entry"
+    left = _entries(path)
+    assert len(left) == 2 and {os.path.dirname(p) for p in left} == slice_dirs and not os.path.exists(tmp)
+    assert set(left) < set(entries)
+    assert _rows(spark, path, cache=True) == expected and _entries(path) == left, "the newest entries still serve"
