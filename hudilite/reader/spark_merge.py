@@ -144,23 +144,37 @@ def _tasks(spark, n_slices: int) -> int:
     return max(1, min(n_slices, 2 * spark.sparkContext.defaultParallelism))
 
 
+# Up to this many slices a read finds its overlay entries from the driver (log block headers read there); more,
+# and a Spark job finds them (the headers read by the executors, in parallel).
+DRIVER_ENTRY_LOOKUPS = 64
+
+
 def overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
-    """(rows files, blocks files) of the slices' overlay cache entries (`overlay_cache`). A Spark job finds each
-    slice's entry (its key needs the slice's log block headers: read by the executors, not the driver) and
-    computes and writes the missing ones. None if entries cannot be written (e.g. storage the executors may not
-    write to): the read then goes without files."""
+    """(rows files, blocks files) of the slices' overlay cache entries (`overlay_cache`), the missing ones computed
+    and written first by a Spark job. Each slice's entry is found from its log block headers: on the driver for
+    up to DRIVER_ENTRY_LOOKUPS slices (a read whose entries all exist runs no job), else in that job. None if
+    entries cannot be written (e.g. storage the executors may not write to): the read then goes without files."""
     from hudilite.reader.merge import slice_overlay
 
-    items = [(d, fid, s.base_instant) for s, (d, fid) in zip(slices, descs)]
     base_path = plan.table.base_path
-    n = _tasks(spark, len(items))
+    items = [(d, fid, s.base_instant) for s, (d, fid) in zip(slices, descs)]
+    found = None
+    if len(items) <= DRIVER_ENTRY_LOOKUPS:
+        found = [overlay_cache.entry_path(base_path, inst, d, spec, fid) for d, fid, inst in items]
+        todo = [(item, p) for item, p in zip(items, found) if not overlay_cache.is_complete(p)]
+        if not todo:
+            return _entry_files(found)
+    else:
+        todo = [(item, None) for item in items]
+    n = _tasks(spark, len(todo))
 
     def entry_task(batches):
         for b in batches:
             for t in b.column(0).to_pylist():
                 prefixes, errors = [], []
-                for desc, fid, base_instant in items[t::n]:
-                    prefix, error = overlay_cache.entry_path(base_path, base_instant, desc, spec, fid), None
+                for (desc, fid, base_instant), prefix in todo[t::n]:
+                    prefix = prefix or overlay_cache.entry_path(base_path, base_instant, desc, spec, fid)
+                    error = None
                     if not any(errors) and not overlay_cache.is_complete(prefix):
                         ov = slice_overlay(desc, spec)
                         try:
@@ -178,7 +192,10 @@ def overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
     if failed:
         log.warning("merged read of %s without overlay files: cannot write %s", base_path, failed[0])
         return None
-    prefixes = [r.prefix for r in got]
+    return _entry_files(found if found is not None else [r.prefix for r in got])
+
+
+def _entry_files(prefixes) -> tuple[list[str], list[str]]:
     return [p + overlay_cache.ROWS for p in prefixes], [p + overlay_cache.BLOCKS for p in prefixes]
 
 

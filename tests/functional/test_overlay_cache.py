@@ -198,3 +198,27 @@ def test_sweep_prunes_a_live_slices_old_entries_keeping_the_newest(spark, mor_ta
     assert len(left) == 2 and {os.path.dirname(p) for p in left} == slice_dirs and not os.path.exists(tmp)
     assert set(left) < set(entries)
     assert _rows(spark, path, cache=True) == expected and _entries(path) == left, "the newest entries still serve"
+
+
+def test_entries_found_on_the_driver_or_by_the_job(spark, mor_table, monkeypatch):
+    """Few slices: the driver finds the entries (a read whose entries exist runs no Spark job to plan); many: the
+    overlay job finds them (forced here with a limit of 0). Both find the same entries."""
+    from hudilite.reader import spark_merge
+
+    path, _, _ = mor_table
+    expected = _rows(spark, path, cache=False)
+    tracker = spark.sparkContext.statusTracker()
+    spark.conf.set(overlay_cache.CONF, "true")
+    try:
+        for limit in (0, spark_merge.DRIVER_ENTRY_LOOKUPS):
+            monkeypatch.setattr(spark_merge, "DRIVER_ENTRY_LOOKUPS", limit)
+            for _ in range(2):  # the first read of each setting may write, the second finds
+                hudilite.read(spark, path).count()
+            before = max(tracker.getJobIdsForGroup() or [-1])  # the newest job id (old ones may be evicted)
+            df = hudilite.read(spark, path)
+            jobs = max(tracker.getJobIdsForGroup() or [-1]) - before
+            assert jobs == (1 if limit == 0 else 0), (limit, jobs)
+            assert sorted(tuple(r) for r in df.select("id", "ts", "name").collect()) == expected
+            assert len(_entries(path)) == 2
+    finally:
+        spark.conf.unset(overlay_cache.CONF)
