@@ -12,7 +12,8 @@ query reads; a native scan of a parquet file reads only the columns the query ne
 outlives the read that wrote it, so a DataFrame over it stays valid however late it is evaluated.
 
 `key` hashes everything the overlay is a function of: the base file (its name is unique and the file never
-changes), the log blocks that count (log file name + offset: blocks are appended, never rewritten; which blocks
+changes), the log blocks that count (log file name, offset, size and instant: blocks are appended, never
+rewritten, and a log file name that reappears after a rollback holds another instant's blocks; which blocks
 count follows from the read's timeline, rollbacks and `as_of`), the table schema and merge settings, the file id
 the block keys carry, and `FORMAT`. A deltacommit on the slice gives it a new key; a commit elsewhere in the
 table leaves it valid. An entry is written as temp file + rename, blocks before rows: a rows file means a
@@ -77,7 +78,7 @@ def entry_path(base_path: str, base_instant: str, desc, spec, fid: int | None) -
     blocks = valid_blocks(desc.log_paths, spec) if desc.log_paths else []
     ident = [FORMAT, __version__, desc.partition, desc.file_id,
              os.path.basename(desc.base_path) if desc.base_path else None,
-             [(os.path.basename(b.path), b.offset, b.size) for b in blocks],
+             [(os.path.basename(b.path), b.offset, b.size, b.instant_time) for b in blocks],
              hashlib.sha256(spec.schema.serialize().to_pybytes()).hexdigest(),
              spec.merge_mode, spec.ordering_field, spec.keyed, spec.int_key,
              sorted(spec.row_range) if spec.row_range is not None else None, fid]
