@@ -24,9 +24,9 @@ from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableEr
 from hudilite.keygen import KeySpec, integer_key_column, partition_path_expr, record_key_expr
 from hudilite.markers import (OPT_MARKERS_TYPE, OPT_SERVICE_URL, TIMELINE_SERVER_BASED, MarkerService,
                               delete_markers, list_markers)
+from hudilite.reader import overlay_cache
 from hudilite.schema import META_FIELDS, SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve, \
     spark_to_arrow
-from hudilite.reader import overlay_cache
 from hudilite.services import check_service_options, run_inline_services
 from hudilite.services.rollback import rollback_instant
 from hudilite.table import HoodieTable

@@ -245,3 +245,20 @@ def test_entry_key_covers_each_blocks_instant(mor_table, monkeypatch):
 
     assert key_with("20240101000000000") == key_with("20240101000000000")
     assert key_with("20240101000000000") != key_with("20240101000000001")
+
+
+def test_clean_completes_when_overlay_files_cannot_be_removed(spark, mor_table, monkeypatch):
+    path, _, _ = mor_table
+    _rows(spark, path, cache=True)
+    assert schedule_compaction(path, {"hoodie.compact.inline.max.delta.commits": "1"})
+    run_compaction(path)
+
+    def broken(base_path, keep_seconds=overlay_cache.KEEP_SECONDS):
+        raise PermissionError("overlay directory not writable")
+
+    monkeypatch.setattr(overlay_cache, "sweep", broken)
+    done = run_clean(path, {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+                            "hoodie.cleaner.fileversions.retained": "1"})
+    assert len(done) == 1 and os.path.exists(os.path.join(path, ".hoodie", f"{done[0]}.clean")), \
+        "the clean completed"
+    assert _rows(spark, path, cache=True) == _rows(spark, path, cache=False)
