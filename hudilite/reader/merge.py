@@ -455,12 +455,13 @@ def _as_int_keys(keys: pa.Array) -> pa.Array | None:
     return ints if pc.all(pc.equal(pc.cast(ints, pa.string()), keys)).as_py() is not False else None
 
 
-def slice_overlay(desc: SliceDesc, spec: MergeSpec) -> SliceOverlay:
+def slice_overlay(desc: SliceDesc, spec: MergeSpec, blocks: list[LogBlock] | None = None) -> SliceOverlay:
     """The log side of `merge_slice` without reading the base file's other columns (the Spark read scans base
-    files natively and drops `superseded` rows there)."""
+    files natively and drops `superseded` rows there); `blocks`: the slice's `valid_blocks`, if known."""
     empty = conform(pa.table({}), spec.schema).slice(0, 0)
     none = np.array([], dtype=np.int64)
-    blocks = valid_blocks(desc.log_paths, spec) if desc.log_paths else []
+    if blocks is None:
+        blocks = valid_blocks(desc.log_paths, spec) if desc.log_paths else []
     if not blocks:
         return SliceOverlay(empty, none)
     data, events = _log_records(blocks, spec)

@@ -69,13 +69,10 @@ def slice_dir(base_path: str, partition: str, file_id: str, base_instant: str) -
     return os.path.join(base_path, DIR, partition, f"{file_id}_{base_instant}")
 
 
-def entry_path(base_path: str, base_instant: str, desc, spec, fid: int | None) -> str:
+def entry_path(base_path: str, base_instant: str, desc, spec, fid: int | None, blocks: list) -> str:
     """The path prefix (without ROWS / BLOCKS) of the entry for the slice `desc` (base instant `base_instant`)
-    read with `spec`; reads the headers of the slice's log blocks."""
+    read with `spec`; `blocks`: the slice's `merge.valid_blocks` (read from its log block headers)."""
     from hudilite import __version__
-    from hudilite.reader.merge import valid_blocks
-
-    blocks = valid_blocks(desc.log_paths, spec) if desc.log_paths else []
     ident = [FORMAT, __version__, desc.partition, desc.file_id,
              os.path.basename(desc.base_path) if desc.base_path else None,
              [(os.path.basename(b.path), b.offset, b.size, b.instant_time) for b in blocks],
@@ -101,8 +98,9 @@ def write_entry(prefix: str, rows: pa.Table, block_keys: np.ndarray, masks: np.n
         try:
             pq.write_table(table, tmp, compression="snappy")
             fs.rename(tmp, prefix + suffix)
-        finally:
+        except BaseException:
             fs.delete(tmp)
+            raise
 
 
 # A live slice's superseded entries (from before its latest deltacommit, or of a time-travel read) stay this long

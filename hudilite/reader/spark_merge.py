@@ -91,10 +91,7 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
 
     spec = plan.merge_spec()
     out_schema = to_spark_arrow(plan.schema)
-    ov_arrow = out_schema.append(pa.field(GONE, pa.list_(pa.field("element", pa.struct(BLOCKS_ARROW), False)),
-                                          True))
     blocks_spark = StructType([StructField(f.name, LongType(), False) for f in BLOCKS_ARROW])
-    ov_spark = StructType(schema.fields + [StructField(GONE, ArrayType(blocks_spark, False), True)])
     shift, fids = ids
     descs = [(SliceDesc.of(s), fid) for s, fid in zip(slices, fids)]  # riders' ids come after the slices'
     based = [s.base_file.path for s in list(slices) + list(riders) if s.base_file is not None]
@@ -107,6 +104,9 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
             return log_rows
         gone = read_parquet_files(spark, blocks_spark, block_files)
     else:
+        ov_arrow = out_schema.append(pa.field(GONE, pa.list_(pa.field("element", pa.struct(BLOCKS_ARROW), False)),
+                                              True))
+        ov_spark = StructType(schema.fields + [StructField(GONE, ArrayType(blocks_spark, False), True)])
         # A few tasks, each merging every n-th slice: a Python task costs tens of ms however little it does, and
         # `range` feeds the tasks without a Python input stage (the slice list travels in the task closure).
         n = _tasks(spark, len(descs))
@@ -160,7 +160,8 @@ def overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
     items = [(d, fid, s.base_instant) for s, (d, fid) in zip(slices, descs)]
     found = None
     if len(items) <= DRIVER_ENTRY_LOOKUPS:
-        found = [overlay_cache.entry_path(base_path, inst, d, spec, fid) for d, fid, inst in items]
+        found = [overlay_cache.entry_path(base_path, inst, d, spec, fid, _valid_blocks(d, spec))
+                 for d, fid, inst in items]
         todo = [(item, p) for item, p in zip(items, found) if not overlay_cache.is_complete(p)]
         if not todo:
             return _entry_files(found)
@@ -173,10 +174,11 @@ def overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
             for t in b.column(0).to_pylist():
                 prefixes, errors = [], []
                 for (desc, fid, base_instant), prefix in todo[t::n]:
-                    prefix = prefix or overlay_cache.entry_path(base_path, base_instant, desc, spec, fid)
+                    blocks = _valid_blocks(desc, spec)  # once: for the entry's key and its overlay
+                    prefix = prefix or overlay_cache.entry_path(base_path, base_instant, desc, spec, fid, blocks)
                     error = None
                     if not any(errors) and not overlay_cache.is_complete(prefix):
-                        ov = slice_overlay(desc, spec)
+                        ov = slice_overlay(desc, spec, blocks)
                         try:
                             overlay_cache.write_entry(prefix, ov.rows, *_blocks(ov, desc, fid), out_schema,
                                                       BLOCKS_ARROW)
@@ -193,6 +195,12 @@ def overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
         log.warning("merged read of %s without overlay files: cannot write %s", base_path, failed[0])
         return None
     return _entry_files(found if found is not None else [r.prefix for r in got])
+
+
+def _valid_blocks(desc, spec) -> list:
+    from hudilite.reader.merge import valid_blocks
+
+    return valid_blocks(desc.log_paths, spec) if desc.log_paths else []
 
 
 def _entry_files(prefixes) -> tuple[list[str], list[str]]:

@@ -224,11 +224,10 @@ def test_entries_found_on_the_driver_or_by_the_job(spark, mor_table, monkeypatch
         spark.conf.unset(overlay_cache.CONF)
 
 
-def test_entry_key_covers_each_blocks_instant(mor_table, monkeypatch):
+def test_entry_key_covers_each_blocks_instant(mor_table):
     """A log file name reappearing after a rollback with another instant's block of the same offset and size must
     not find the old entry."""
     from hudilite.log.blocks import BlockType, HeaderKey, LogBlock
-    from hudilite.reader import merge
     from hudilite.reader.merge import SliceDesc
     from hudilite.reader.planner import plan_read
 
@@ -240,8 +239,7 @@ def test_entry_key_covers_each_blocks_instant(mor_table, monkeypatch):
     def key_with(instant):
         block = LogBlock(BlockType.PARQUET_DATA, {HeaderKey.INSTANT_TIME: instant}, b"", offset=0, size=100,
                          path=desc.log_paths[0])
-        monkeypatch.setattr(merge, "valid_blocks", lambda paths, spec: [block])
-        return overlay_cache.entry_path(path, sl.base_instant, desc, spec, 7)
+        return overlay_cache.entry_path(path, sl.base_instant, desc, spec, 7, [block])
 
     assert key_with("20240101000000000") == key_with("20240101000000000")
     assert key_with("20240101000000000") != key_with("20240101000000001")
