@@ -174,6 +174,7 @@ class ParquetDataBlock(LogBlock):
 
     def __init__(self, header=None, content=b"", footer=None, **kw) -> None:
         super().__init__(BlockType.PARQUET_DATA, header, content, footer, **kw)
+        self._table: pa.Table | None = None  # the table a block made by `from_table` was encoded from
 
     @classmethod
     def from_table(
@@ -190,11 +191,13 @@ class ParquetDataBlock(LogBlock):
         sink = io.BytesIO()
         pq.write_table(table, sink, compression=compression, use_dictionary=use_dictionary)
         schema_json = None if schema is None else _schema_json(schema)
-        return cls(_data_header(instant_time, schema_json, header), sink.getvalue())
+        block = cls(_data_header(instant_time, schema_json, header), sink.getvalue())
+        block._table = table  # its records, without decoding them again (a writer that goes on to read them)
+        return block
 
     def records(self, arrow_schema: pa.Schema | None = None) -> pa.Table:
         # the content is one Parquet file: read directly (pq.read_table would set up a dataset for it)
-        table = pq.ParquetFile(pa.BufferReader(self.content)).read()
+        table = self._table if self._table is not None else pq.ParquetFile(pa.BufferReader(self.content)).read()
         return table if arrow_schema is None else _conform(table, arrow_schema)
 
 

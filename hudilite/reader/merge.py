@@ -418,11 +418,13 @@ class SliceOverlay:
     superseded: np.ndarray  # int64 row positions in the base file, ascending
 
 
-def read_base_keys(path: str, spec: MergeSpec, key: str = KEY) -> tuple[pa.Table, np.ndarray]:
+def read_base_keys(path: str, spec: MergeSpec, key: str = KEY,
+                   columns: pa.Table | None = None) -> tuple[pa.Table, np.ndarray]:
     """The base file's columns the merge decides on (record key; ordering field for event time; commit time for
     an incremental row range), conformed like `read_base`, with each row's position in the file. `key`: the
     column read as the key (the integer key column, see `slice_overlay`: returned as int64 under KEY; the
-    record key strings when the file does not store it)."""
+    record key strings when the file does not store it). `columns`: columns of the file read already (all of
+    its rows), used when they include the ones needed."""
     pf = pq.ParquetFile(path)
     if key not in pf.schema_arrow.names:
         key = KEY
@@ -433,7 +435,10 @@ def read_base_keys(path: str, spec: MergeSpec, key: str = KEY) -> tuple[pa.Table
         cols.append(COMMIT_TIME_COL)
     cols = list(dict.fromkeys(cols))
     present = [c for c in cols if c in pf.schema_arrow.names]
-    t = pf.read(columns=present) if present else pa.table({"_": pa.nulls(pf.metadata.num_rows)})
+    if columns is not None and present and all(c in columns.column_names for c in present):
+        t = columns.select(present)
+    else:
+        t = pf.read(columns=present) if present else pa.table({"_": pa.nulls(pf.metadata.num_rows)})
     t = conform(t, pa.schema([spec.schema.field(c) for c in cols]))
     if key != KEY:  # the key column stays too: it may be the ordering field as well
         t = t.append_column(pa.field(KEY, pa.int64()), t.column(key).cast(pa.int64()))
@@ -455,9 +460,11 @@ def _as_int_keys(keys: pa.Array) -> pa.Array | None:
     return ints if pc.all(pc.equal(pc.cast(ints, pa.string()), keys)).as_py() is not False else None
 
 
-def slice_overlay(desc: SliceDesc, spec: MergeSpec, blocks: list[LogBlock] | None = None) -> SliceOverlay:
+def slice_overlay(desc: SliceDesc, spec: MergeSpec, blocks: list[LogBlock] | None = None,
+                  base_columns: pa.Table | None = None) -> SliceOverlay:
     """The log side of `merge_slice` without reading the base file's other columns (the Spark read scans base
-    files natively and drops `superseded` rows there); `blocks`: the slice's `valid_blocks`, if known."""
+    files natively and drops `superseded` rows there); `blocks`: the slice's `valid_blocks`, if known;
+    `base_columns`: columns of the base file read already (see `read_base_keys`)."""
     empty = conform(pa.table({}), spec.schema).slice(0, 0)
     none = np.array([], dtype=np.int64)
     if blocks is None:
@@ -472,7 +479,8 @@ def slice_overlay(desc: SliceDesc, spec: MergeSpec, blocks: list[LogBlock] | Non
     if desc.base_path:
         # integers hash and compare at a fraction of the cost of the key strings of every base row
         int_keys = _as_int_keys(events[0]) if spec.int_key else None
-        keys, pos = read_base_keys(desc.base_path, spec, spec.int_key if int_keys is not None else KEY)
+        keys, pos = read_base_keys(desc.base_path, spec, spec.int_key if int_keys is not None else KEY,
+                                   base_columns)
         if keys.column(KEY).type == pa.int64():
             events = (int_keys,) + tuple(events[1:])
     else:

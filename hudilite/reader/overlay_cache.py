@@ -1,8 +1,9 @@
 """Merged-read overlays kept beside the table.
 
 What a merge-on-read file slice's log files change in its base file (the winning log rows, and the superseded
-base rows as 64-row blocks: see `spark_merge`) is written as two parquet files by the first snapshot read that
-needs it, then read by Spark's native parquet scan, by that read and by every later read of the same slice state:
+base rows as 64-row blocks: see `spark_merge`) is written as two parquet files by the deltacommit that makes the
+slice state, or else by the first snapshot read that needs it, then read by Spark's native parquet scan, by every
+read of the same slice state:
 
     <table>/.hoodie/.aux/hudilite_overlays/<partition>/<fileId>_<baseInstant>/<key>.blocks.parquet
                                                                               <key>.rows.parquet
@@ -17,7 +18,7 @@ rewritten, and a log file name that reappears after a rollback holds another ins
 count follows from the read's timeline, rollbacks and `as_of`), the table schema and merge settings, the file id
 the block keys carry, and `FORMAT`. A deltacommit on the slice gives it a new key; a commit elsewhere in the
 table leaves it valid. An entry is written as temp file + rename, blocks before rows: a rows file means a
-complete entry (two readers writing one key write the same bytes). Clean removes a slice's entries with the
+complete entry (two writers of one key write the same rows). Clean removes a slice's entries with the
 slice (`sweep`), so a reader pinned to a retained slice keeps its entries; of a live slice it keeps the newest
 entry and those written in the last `KEEP_SECONDS` (a slice's superseded states would otherwise accumulate
 until it is compacted and cleaned).
@@ -25,8 +26,11 @@ until it is compacted and cleaned).
 Used for snapshot reads (latest or `as_of`) when the table's `.hoodie` directory is writable - its permission
 bits are honoured for root too, so a read-only table is never written to - and the Spark conf `CONF` is not
 "false". Incremental reads (each range is read once) and read-only tables take the path without files.
-With the write option `WRITE_OPTION`, a deltacommit writes the entries of the slices it touched right after it
-commits (`spark_read.prepare_overlays`: the job a read would run), so that the first read finds them.
+A deltacommit writes the entries of the slice states it makes (`WRITE_OPTION`, on by default): each log append
+writes its slice's entry in the write task, with the merge spec of the reads that follow the commit (the write's
+instant counted as committed; `spark_merge.write_slice_entry`), so that the first read finds it. For the first
+deltacommit on a slice (no late records: the writer drops them against the base file) the rows file is a copy of
+the log's Parquet block. An entry of a write that never commits is never looked for (its blocks do not count).
 """
 
 from __future__ import annotations
@@ -45,8 +49,7 @@ from hudilite.storage.local import storage_for
 
 DIR = os.path.join(".hoodie", ".aux", "hudilite_overlays")
 CONF = "spark.hudilite.read.overlayCache"
-# "true": a deltacommit also writes the overlays of the slices it touched (default off: bench.mor's upsert takes
-# 0.7-1.8 s longer, its first merged read ~0.5-0.6 s less)
+# "true" (default): a deltacommit's log appends also write the overlay entries of the slices they make
 WRITE_OPTION = "hoodie.write.read.overlays"
 FORMAT = 1  # bump when the entries' content or layout changes: old entries are then never read
 ROWS, BLOCKS = ".rows.parquet", ".blocks.parquet"
@@ -54,15 +57,37 @@ ROWS, BLOCKS = ".rows.parquet", ".blocks.parquet"
 
 def enabled(spark, plan) -> bool:
     """Whether this read keeps its overlays as files (see the module docstring)."""
-    if plan.query != "snapshot" or str(spark.conf.get(CONF, "true")).strip().lower() == "false":
+    return plan.query == "snapshot" and _usable(spark, plan.table)
+
+
+def _usable(spark, table) -> bool:
+    """Overlay files not switched off (`CONF`) and the table's `.hoodie` writable."""
+    if spark is not None and str(spark.conf.get(CONF, "true")).strip().lower() == "false":
         return False
-    meta = plan.table.meta_path
+    meta = table.meta_path
     try:
         mode = os.stat(meta).st_mode
     except OSError:
         return False
     writable_bits = bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
     return os.access(meta, os.W_OK) and (os.geteuid() != 0 or writable_bits)
+
+
+def for_write(spark, table, schema_json: str, instant: str):
+    """(merge spec, rows schema) of the snapshot reads that follow the write `instant`, whose commit records
+    `schema_json`: its log appends write the overlay entries those reads look for (`WRITE_OPTION`). None when
+    the table keeps no overlay files."""
+    import dataclasses
+
+    from hudilite.reader.merge import to_spark_arrow
+    from hudilite.reader.planner import ReadPlan
+    from hudilite.schema import avro_to_arrow, with_meta_fields_arrow
+
+    if not _usable(spark, table):
+        return None
+    schema = with_meta_fields_arrow(avro_to_arrow(schema_json))
+    spec = ReadPlan(table, schema, [], "snapshot").merge_spec()
+    return dataclasses.replace(spec, committed=spec.committed | {instant}), to_spark_arrow(schema)
 
 
 def slice_dir(base_path: str, partition: str, file_id: str, base_instant: str) -> str:
@@ -87,16 +112,23 @@ def is_complete(prefix: str) -> bool:
     return os.path.exists(prefix + ROWS)
 
 
-def write_entry(prefix: str, rows: pa.Table, block_keys: np.ndarray, masks: np.ndarray,
+def write_entry(prefix: str, rows: pa.Table | bytes, block_keys: np.ndarray, masks: np.ndarray,
                 rows_schema: pa.Schema, blocks_schema: pa.Schema) -> None:
-    """Write one entry: the superseded blocks, then the winning rows (whose file marks the entry complete)."""
+    """Write one entry: the superseded blocks, then the winning rows (whose file marks the entry complete);
+    `rows` as a table, or as the bytes of a parquet file holding them in `rows_schema`."""
     fs = storage_for(prefix)
     fs.makedirs(os.path.dirname(prefix))
     blocks = pa.table([pa.array(block_keys.view(np.int64)), pa.array(masks.view(np.int64))], schema=blocks_schema)
-    for suffix, table in ((BLOCKS, blocks), (ROWS, rows.cast(rows_schema) if rows.schema != rows_schema else rows)):
+    if isinstance(rows, pa.Table) and rows.schema != rows_schema:
+        rows = rows.cast(rows_schema)
+    for suffix, content in ((BLOCKS, blocks), (ROWS, rows)):
         tmp = fs.tmp_name(prefix + suffix)
         try:
-            pq.write_table(table, tmp, compression="snappy")
+            if isinstance(content, bytes):
+                with open(tmp, "wb") as f:
+                    f.write(content)
+            else:
+                pq.write_table(content, tmp, compression="snappy")
             fs.rename(tmp, prefix + suffix)
         except BaseException:
             fs.delete(tmp)

@@ -31,6 +31,7 @@ import os
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from hudilite.errors import UnsupportedTableError
 from hudilite.reader import overlay_cache
@@ -154,8 +155,6 @@ def overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
     and written first by a Spark job. Each slice's entry is found from its log block headers: on the driver for
     up to DRIVER_ENTRY_LOOKUPS slices (a read whose entries all exist runs no job), else in that job. None if
     entries cannot be written (e.g. storage the executors may not write to): the read then goes without files."""
-    from hudilite.reader.merge import slice_overlay
-
     base_path = plan.table.base_path
     items = [(d, fid, s.base_instant) for s, (d, fid) in zip(slices, descs)]
     found = None
@@ -178,10 +177,8 @@ def overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
                     prefix = prefix or overlay_cache.entry_path(base_path, base_instant, desc, spec, fid, blocks)
                     error = None
                     if not any(errors) and not overlay_cache.is_complete(prefix):
-                        ov = slice_overlay(desc, spec, blocks)
                         try:
-                            overlay_cache.write_entry(prefix, ov.rows, *_blocks(ov, desc, fid), out_schema,
-                                                      BLOCKS_ARROW)
+                            _compute_entry(prefix, desc, spec, fid, blocks, out_schema)
                         except OSError as e:
                             error = f"{prefix}: {e}"
                     prefixes.append(prefix)
@@ -195,6 +192,59 @@ def overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
         log.warning("merged read of %s without overlay files: cannot write %s", base_path, failed[0])
         return None
     return _entry_files(found if found is not None else [r.prefix for r in got])
+
+
+def _compute_entry(prefix: str, desc, spec, fid, blocks: list, out_schema: pa.Schema,
+                   base_columns: pa.Table | None = None) -> None:
+    """Compute and write the overlay entry `prefix` of the slice `desc` (`blocks`: its valid log blocks;
+    `base_columns`: see `merge.read_base_keys`)."""
+    from hudilite.reader.merge import slice_overlay
+
+    ov = slice_overlay(desc, spec, blocks, base_columns)
+    copy = _whole_block(blocks, ov.rows.num_rows, spec, out_schema)
+    overlay_cache.write_entry(prefix, ov.rows if copy is None else copy, *_blocks(ov, desc, fid), out_schema,
+                              BLOCKS_ARROW)
+
+
+def _whole_block(blocks: list, n_rows: int, spec, out_schema: pa.Schema) -> bytes | None:
+    """The content of the slice's only data block when it is a Parquet block whose `n_rows` rows all win and
+    whose columns are the rows file's (names and types): the rows file is then a copy of it, no encoding (the
+    first deltacommit on a slice, whose late records the writer drops, gives exactly this)."""
+    from hudilite.log.blocks import AvroDataBlock, ParquetDataBlock
+
+    data = [b for b in blocks if isinstance(b, (AvroDataBlock, ParquetDataBlock))]
+    if len(data) != 1 or not isinstance(data[0], ParquetDataBlock) or not n_rows:
+        return None
+    content = data[0].content
+    f = pq.ParquetFile(pa.BufferReader(content))
+    columns = [(x.name, x.type) for x in f.schema_arrow]
+    if f.metadata.num_rows != n_rows or columns != [(x.name, x.type) for x in out_schema] \
+            or columns != [(x.name, x.type) for x in spec.schema]:
+        return None
+    return content
+
+
+def write_slice_entry(spec, out_schema: pa.Schema, table_path: str, partition: str, file_id: str,
+                      base_file: str | None, base_instant: str, log_paths: list[str], blocks: list,
+                      base_columns: pa.Table | None = None) -> str | None:
+    """For a writer that appended `blocks` (written: their path, offset and size set) as the last of `log_paths`
+    to the slice (`base_file`, `base_instant`): write the overlay entry a snapshot read of the slice will look
+    for once the write commits (`spec`: that read's merge spec, the write's instant counted as committed). Its
+    block keys use the base file's size as file id, as reads do when their base files' sizes are distinct (other
+    reads compute their own). `base_columns`: see `merge.read_base_keys`. Returns the entry's prefix, None when
+    no read would find it."""
+    from hudilite.reader.merge import SliceDesc, valid_blocks
+
+    fid = os.path.getsize(base_file) if base_file else None
+    if fid is not None and not 0 < fid < 1 << ROW_BITS:
+        return None
+    desc = SliceDesc(partition, file_id, base_file, tuple(log_paths))
+    # the blocks of earlier instants that count, then this write's (a new instant: no rollback targets it)
+    blocks = (valid_blocks(log_paths[:-1], spec) if len(log_paths) > 1 else []) + list(blocks)
+    prefix = overlay_cache.entry_path(table_path, base_instant, desc, spec, fid, blocks)
+    if not overlay_cache.is_complete(prefix):
+        _compute_entry(prefix, desc, spec, fid, blocks, out_schema, base_columns)
+    return prefix
 
 
 def _valid_blocks(desc, spec) -> list:

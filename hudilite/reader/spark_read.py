@@ -49,27 +49,6 @@ def plan_to_dataframe(spark, plan: ReadPlan):
     return apply_filters(df, plan.filters)
 
 
-def prepare_overlays(spark, path, groups) -> int:
-    """Write the overlay files (`overlay_cache`) of the latest snapshot's slices with log files in the file groups
-    `groups` (ids) - what a deltacommit touched - so that the next snapshot reads find them written. The entries
-    are those a read computes (same plan, same file ids); returns how many slices have one."""
-    from hudilite.reader import overlay_cache
-    from hudilite.reader.merge import SliceDesc, to_spark_arrow
-    from hudilite.reader.spark_merge import overlay_files
-
-    plan = plan_read(path)
-    if not overlay_cache.enabled(spark, plan):
-        return 0
-    merged = plan.merged_slices
-    ids = file_ids(spark, merged) if merged else None
-    chosen = [(s, (SliceDesc.of(s), fid)) for s, fid in zip(merged, ids[1] if ids else ()) if s.file_id in groups]
-    if not chosen:
-        return 0
-    slices, descs = zip(*chosen)
-    done = overlay_files(spark, plan, slices, descs, plan.merge_spec(), to_spark_arrow(plan.schema))
-    return len(slices) if done is not None else 0
-
-
 # Plain base files (slices without logs) of a merge-on-read read join the merged slices' base scan when their
 # bytes are at most this fraction of the merged base files': one parquet relation instead of two (a file index
 # and a union child less: ~0.1 s of driver time and a smaller generated stage) for a join probe of their rows.

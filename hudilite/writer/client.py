@@ -147,6 +147,9 @@ class WriteClient:
             change_images=action == COMMIT and wo.operation != "bulk_insert"
             and wo.get_bool(change_images.OPTION, change_images.DEFAULT),
         )
+        schema_json = avro_to_json(arrow_to_avro(data_schema, table.config.name))
+        if action == DELTA_COMMIT and wo.get_bool(overlay_cache.WRITE_OPTION, True):
+            ctx.overlays = overlay_cache.for_write(self.spark, table, schema_json, inst.timestamp)
         counted: list[dict] = []
         try:
             ctx.markers().init()
@@ -162,7 +165,6 @@ class WriteClient:
             images = change_images.take_from_stats(stats)
             for part in {s["partitionPath"] for s in stats}:
                 table.ensure_partition_metadata(part, inst.timestamp)
-            schema_json = avro_to_json(arrow_to_avro(data_schema, table.config.name))
             extra = {"schema": schema_json, **{k: str(v) for k, v in extra_metadata.items()}}
             if ctx.change_images and images is not None:
                 extra[change_images.META_KEY] = json.dumps(images, separators=(",", ":"))
@@ -194,23 +196,7 @@ class WriteClient:
         services = run_inline_services(table, wo.options, inst.timestamp)  # hoodie.compact.inline, clean, ...
         if services:
             summary["services"] = services
-        if table.config.table_type == "MERGE_ON_READ" and wo.get_bool(overlay_cache.WRITE_OPTION, False):
-            self._prepare_overlays(table, stats)
         return WriteResult(inst.timestamp, summary)
-
-    def _prepare_overlays(self, table, stats) -> None:
-        """Write the merged-read overlays of the file groups this deltacommit appended logs to (the next snapshot
-        reads find them: `hudilite/reader/overlay_cache.py`). The commit is complete: a failure here is logged,
-        and reads compute what is missing."""
-        groups = {s["fileId"] for s in stats if s.get("fileId") and ".log." in (s.get("path") or "")}
-        if not groups:
-            return
-        from hudilite.reader.spark_read import prepare_overlays
-
-        try:
-            prepare_overlays(self.spark, table.base_path, groups)
-        except Exception:  # noqa: BLE001 - the write succeeded; a read computes the overlays itself
-            log.warning("overlay files of %s not prepared", table.base_path, exc_info=True)
 
     # ------------------------------------------------------------------------------------------
     def _prepare_table(self, cols: list[str], data):

@@ -39,6 +39,9 @@ class WriteContext:
     int_key: str | None = None
     # copy-on-write merges also write the file group's change images (hudilite.change_images)
     change_images: bool = False
+    # merge-on-read: (MergeSpec, rows schema) with which log appends write the merged-read overlay entries of
+    # the slice states they make (hudilite/reader/overlay_cache.py), or None
+    overlays: tuple | None = None
 
     def markers(self):
         from hudilite.markers import markers_for

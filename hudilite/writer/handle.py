@@ -165,6 +165,28 @@ def _stat(ctx: WriteContext, partition: str, fid: str, name: str, size: int, *, 
     }
 
 
+def orders_by_event_time(ctx: WriteContext, incoming: pa.Table) -> bool:
+    """Whether incoming records are decided against stored ones by the precombine field."""
+    return bool(ctx.event_time and ctx.precombine_field and ctx.precombine_field in incoming.column_names)
+
+
+def incoming_wins(ctx: WriteContext, incoming: pa.Table, stored: pa.Table, m_inc: np.ndarray, m_old: np.ndarray,
+                  is_del: np.ndarray) -> np.ndarray:
+    """For each matched pair (incoming row m_inc[i], stored row m_old[i]) whether the incoming record replaces
+    the stored one: under event-time ordering a higher or equal ordering value wins (a null on either side: the
+    incoming record); the delete operation, and deletes without an ordering value, always win."""
+    if not (orders_by_event_time(ctx, incoming) and len(m_old)):
+        return np.ones(len(m_old), dtype=bool)
+    inc_pc = incoming.column(ctx.precombine_field).take(pa.array(m_inc))
+    old_pc = stored.column(ctx.precombine_field).take(pa.array(m_old))
+    if inc_pc.type != old_pc.type:
+        inc_pc = inc_pc.cast(old_pc.type)
+    wins = pc.fill_null(pc.greater_equal(inc_pc, old_pc), True).to_numpy(zero_copy_only=False)
+    no_order = pc.is_null(inc_pc).to_numpy(zero_copy_only=False)
+    wins |= is_del[m_inc] & (no_order | ctx.delete_operation)
+    return wins
+
+
 def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str | None, old_instant: str | None,
                      incoming: pa.Table) -> dict | None:
     """Copy-on-write merge of one file group: stored rows + this batch's rows for it -> one new base file.
@@ -202,17 +224,7 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
     matched = pos.is_valid().to_numpy(zero_copy_only=False)
     m_old = np.nonzero(matched)[0]
     m_inc = pos.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
-    if ctx.event_time and ctx.precombine_field and ctx.precombine_field in incoming.column_names and len(m_old):
-        inc_pc = incoming.column(ctx.precombine_field).take(pa.array(m_inc))
-        old_pc = old.column(ctx.precombine_field).take(pa.array(m_old))
-        if inc_pc.type != old_pc.type:
-            inc_pc = inc_pc.cast(old_pc.type)
-        wins = pc.fill_null(pc.greater_equal(inc_pc, old_pc), True).to_numpy(zero_copy_only=False)
-        # the delete operation, and deletes that carry no ordering value, always win
-        no_order = pc.is_null(inc_pc).to_numpy(zero_copy_only=False)
-        wins |= is_del[m_inc] & (no_order | ctx.delete_operation)
-    else:
-        wins = np.ones(len(m_old), dtype=bool)
+    wins = incoming_wins(ctx, incoming, old, m_inc, m_old, is_del)
     win_inc = m_inc[wins]
     upd_inc = win_inc[~is_del[win_inc]]
     del_inc = win_inc[is_del[win_inc]]

@@ -15,6 +15,7 @@ Log records carry the 5 meta fields; `_hoodie_file_name` holds the fileId, as Ja
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 
 import numpy as np
@@ -25,14 +26,16 @@ import pyarrow.parquet as pq
 from hudilite.errors import InvalidWriteError
 from hudilite.file_group import new_file_id
 from hudilite.log.blocks import DeleteBlock, ParquetDataBlock
-from hudilite.log.format import format_log_file_name
+from hudilite.log.format import format_log_file_name, list_log_files
 from hudilite.log.vector_avro import avro_block
-from hudilite.log.writer import append_blocks, next_log_version
+from hudilite.log.writer import append_blocks
 from hudilite.markers import APPEND
 from hudilite.schema import arrow_to_avro, avro_to_json, with_meta_fields_avro
 from hudilite.writer.context import DELETE_COL, KEY_COL, PART_COL, WriteContext
-from hudilite.writer.handle import _with_meta, dedup_latest, dictionary_columns, key_columns, merge_file_group, \
-    task_info
+from hudilite.writer.handle import _with_meta, dedup_latest, dictionary_columns, incoming_wins, key_columns, \
+    merge_file_group, orders_by_event_time, task_info
+
+log = logging.getLogger(__name__)
 
 LOG_BLOCK_FORMAT_KEY = "hoodie.logfile.data.block.format"
 LOG_BLOCK_FORMATS = ("avro", "parquet")
@@ -115,12 +118,28 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         raise ValueError(f"HUDILITE_INVALID_INPUT: {nulls} row(s) have a null record key")
     incoming = dedup_latest(incoming, ctx)
     is_del = incoming.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
+    directory = os.path.join(ctx.base_path, partition) if partition else ctx.base_path
+    prior = list_log_files(directory, fid, base_instant) if os.path.isdir(directory) else []
+    late = np.zeros(incoming.num_rows, dtype=bool)
     if base_path is not None:
         pf = pq.ParquetFile(base_path)
         key = ctx.int_key if ctx.int_key in pf.schema_arrow.names else "_hoodie_record_key"
-        stored_keys, inc_keys = key_columns(ctx, pf.read(columns=[key]), incoming)
-        held = pc.is_in(inc_keys, value_set=stored_keys.combine_chunks())
-        held = held.to_numpy(zero_copy_only=False).astype(bool)
+        # A slice without log files holds each key's current record in its base file: an update that loses
+        # against it (a late record) changes nothing, so it is not written (as copy-on-write keeps the stored
+        # record). Behind log files the current record is the merge of base and logs: every update is written.
+        ordered = orders_by_event_time(ctx, incoming) and ctx.precombine_field in pf.schema_arrow.names
+        decide = ordered and not prior
+        # (the ordering column serves the overlay entry too)
+        stored = pf.read(columns=list(dict.fromkeys(
+            [key, ctx.precombine_field] if decide or (ordered and ctx.overlays is not None) else [key])))
+        stored_keys, inc_keys = key_columns(ctx, stored, incoming)
+        at = pc.index_in(inc_keys, value_set=stored_keys.combine_chunks())
+        held = at.is_valid().to_numpy(zero_copy_only=False)
+        if decide:
+            m_inc = np.flatnonzero(held)
+            m_old = at.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
+            lost = m_inc[~incoming_wins(ctx, incoming, stored, m_inc, m_old, is_del)]
+            late[lost[~is_del[lost]]] = True
     else:  # a log-only group: whatever the index routed here belongs to it
         held = np.ones(incoming.num_rows, dtype=bool)
     stats: list[dict] = []
@@ -129,7 +148,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         st = merge_file_group(ctx, partition, new_file_id(), None, None, inserts)
         if st:
             stats.append(st)
-    upd = incoming.filter(pa.array(held & ~is_del))
+    upd = incoming.filter(pa.array(held & ~is_del & ~late))
     dels = incoming.filter(pa.array(held & is_del))
     if upd.num_rows == 0 and dels.num_rows == 0:
         return stats
@@ -147,10 +166,9 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     if dels.num_rows:
         blocks.extend(_delete_blocks(ctx, dels))
 
-    directory = os.path.join(ctx.base_path, partition) if partition else ctx.base_path
     os.makedirs(directory, exist_ok=True)
     token = f"{pid}-{stage}-{attempt}"
-    version = next_log_version(directory, fid, base_instant)
+    version = max((f.version for f in prior), default=0) + 1
     while True:
         name = format_log_file_name(fid, base_instant, version, token)
         if not os.path.exists(os.path.join(directory, name)):
@@ -160,6 +178,12 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     path = os.path.join(directory, name)
     locations = append_blocks(path, blocks)
     size = os.path.getsize(path)
+    if ctx.overlays is not None:
+        for b, loc in zip(blocks, locations):
+            b.path, b.offset, b.size = loc.path, loc.offset, loc.size
+        _write_overlay_entry(ctx, partition, fid, base_path, base_instant,
+                             [os.path.join(directory, f.name) for f in prior] + [path], blocks,
+                             stored if base_path is not None else None)
     rel = f"{partition}/{name}" if partition else name
     base_name = os.path.basename(base_path) if base_path else ""
     n_upd, n_del = upd.num_rows, dels.num_rows
@@ -172,9 +196,24 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         "logOffset": locations[0].offset if locations else 0,
         "totalLogRecords": 0, "totalLogFilesCompacted": 0, "totalLogSizeCompacted": 0,
         "totalUpdatedRecordsCompacted": 0, "totalLogBlocks": len(blocks), "totalCorruptLogBlock": 0,
-        "totalRollbackBlocks": 0, "numIgnored": 0,
+        "totalRollbackBlocks": 0, "numIgnored": int(late.sum()),
     })
     return stats
+
+
+def _write_overlay_entry(ctx: WriteContext, partition: str, fid: str, base_path: str | None, base_instant: str,
+                         log_paths: list[str], blocks: list, base_columns: pa.Table | None) -> None:
+    """Write the merged-read overlay entry of the slice state this log file (`blocks`, written) makes
+    (`reader/overlay_cache.py`), so that the first snapshot read after the commit finds it. A cache: failing to
+    write it is logged, never fails the write (a read computes what it does not find)."""
+    from hudilite.reader.spark_merge import write_slice_entry
+
+    spec, out_schema = ctx.overlays
+    try:
+        write_slice_entry(spec, out_schema, ctx.base_path, partition, fid, base_path, base_instant, log_paths,
+                          blocks, base_columns)
+    except Exception:  # noqa: BLE001 - see above
+        log.warning("overlay entry of file group %s not written", fid, exc_info=True)
 
 
 def block_format_option(options: dict) -> str:

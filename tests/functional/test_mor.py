@@ -65,11 +65,19 @@ class Model:
             cur = batch.get(r[0])
             if cur is None or not self.event_time or r[1] is None or (cur[1] is not None and r[1] >= cur[1]):
                 batch[r[0]] = r
+        def group(i):  # a file group per region and insert commit (inserts go to new file groups)
+            return i % 2, self.base[i].commit
+
+        had_logs = {group(i) for i in self.logs}
         for i, (_, ts, name, is_del) in batch.items():
             is_del = is_del or delete_op
             natural = delete_op or not self.event_time or ts is None
             ev = Event(commit, is_del, None if (is_del and natural) else ts, name)
             if i in self.base:
+                b = self.base[i]
+                if (self.event_time and not is_del and group(i) not in had_logs and ts is not None
+                        and b.ts is not None and ts < b.ts):
+                    continue  # late against a base file alone: not written (the stored record stays)
                 self.logs.setdefault(i, []).append(ev)
             elif not is_del:
                 self.base[i] = ev

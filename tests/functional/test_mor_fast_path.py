@@ -64,6 +64,9 @@ def _sorted_rows(t: pa.Table) -> list:
 def _overlay_applied(desc: SliceDesc, spec) -> pa.Table:
     """merge_slice's rows rebuilt from the overlay: base rows not superseded, plus the overlay's log rows."""
     ov = slice_overlay(desc, spec)
+    if desc.base_path:  # the base file's columns passed in (as a writer does) give the same overlay
+        given = slice_overlay(desc, spec, base_columns=pq.read_table(desc.base_path))
+        assert given.rows.equals(ov.rows) and np.array_equal(given.superseded, ov.superseded)
     parts = []
     if desc.base_path:
         base = conform(pq.read_table(desc.base_path), spec.schema)

@@ -163,19 +163,117 @@ def test_sweep_removes_entries_of_vanished_slices_only(spark, mor_table):
     assert overlay_cache.sweep(path) == 0
 
 
-def test_deltacommit_prepares_the_overlays_reads_use(spark, tmp_path):
+def _log_blocks(path):
+    """{log file name: [valid-looking data/delete blocks]} of the table."""
+    from hudilite.log.blocks import LogBlock
+    from hudilite.log.format import try_parse_log_file_name
+    from hudilite.log.reader import scan_log_file
+
+    out = {}
+    for d, _, files in os.walk(path):
+        if ".hoodie" in d:
+            continue
+        for f in files:
+            if try_parse_log_file_name(f) is not None:
+                out[f] = [b for b in scan_log_file(os.path.join(d, f)) if isinstance(b, LogBlock)]
+    return out
+
+
+def test_deltacommit_writes_the_entries_the_first_read_uses(spark, tmp_path):
+    from hudilite.log.blocks import ParquetDataBlock
+
     path = str(tmp_path / "t")
     _write(spark, path, [(i, 10, f"n{i}") for i in range(30)], prepare=True)
     assert _entries(path) == {}, "a commit of base files only has no overlays"
-    _write(spark, path, [(3, 20, "u3")], prepare=True)
-    prepared = _entries(path)
-    assert len(prepared) == 1, "the one file group the deltacommit appended to"
+    _write(spark, path, [(3, 20, "u3"), (4, 20, "u4"), (6, 5, "late6")], prepare=True)
+    written = _entries(path)
+    assert len(written) == 2, "one entry per file group the deltacommit appended to"
     got = _rows(spark, path, cache=True)
-    assert _entries(path) == prepared, "the read found the prepared entry"
-    assert got == _rows(spark, path, cache=False) and (3, 20, "u3") in got
-    hudilite.write(spark.createDataFrame([(5, 20, "u5", "eu")], SCHEMA), path, record_key="id",
-                   precombine_field="ts", partition_by="region", table_type="MERGE_ON_READ")  # the default: off
-    assert _entries(path) == prepared
+    assert _entries(path) == written, "the first read found them: nothing written"
+    assert got == _rows(spark, path, cache=False) and (3, 20, "u3") in got and (6, 10, "n6") in got
+    # the first deltacommit on a slice: its rows file is a copy of the log's Parquet block
+    blocks = _log_blocks(path)
+    contents = {b.content for bs in blocks.values() for b in bs if isinstance(b, ParquetDataBlock)}
+    assert len(contents) == 2
+    for p in written:
+        with open(p, "rb") as f:
+            assert f.read() in contents
+    # explicitly off: the deltacommit writes none, the read computes them
+    _write(spark, path, [(5, 20, "u5")], prepare=False)
+    assert _entries(path) == written
+    assert _rows(spark, path, cache=True) == _rows(spark, path, cache=False)
+    assert len(_entries(path)) == 3
+
+
+def test_entries_a_write_makes_are_the_ones_a_read_computes(spark, tmp_path):
+    """Slices with logs already (the writer decodes them), late records, deletes, a new file group: the writer's
+    entries have the keys and the contents of the entries a read computes."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "t")
+    _write(spark, path, [(i, 10, f"n{i}") for i in range(40)])
+    _write(spark, path, [(1, 20, "u1"), (2, 20, "u2"), (7, 3, "late7")])
+    _write(spark, path, [(1, 15, "late1"), (2, 30, "u2b"), (8, 40, "u8"), (100, 1, "new")], prepare=True)
+    _write(spark, path, [(9, 50, "x")], operation="delete", prepare=True)
+    written = _entries(path)
+    assert len(written) == 3, "eu: two states (the upsert, then the delete), us: one"
+    tables = {os.path.relpath(p, path): pq.read_table(p) for p in written}
+    shutil.rmtree(os.path.join(path, overlay_cache.DIR))
+    expected = _rows(spark, path, cache=False)
+    assert _rows(spark, path, cache=True) == expected
+    computed = {os.path.relpath(p, path) for p in _entries(path)}
+    assert len(computed) == 2 and computed < set(tables), "the read computes the latest states' entries: same keys"
+    for rel in computed:
+        assert pq.read_table(os.path.join(path, rel)).equals(tables[rel]), rel
+        blocks = rel[: -len(overlay_cache.ROWS)] + overlay_cache.BLOCKS
+        assert os.path.exists(os.path.join(path, blocks))
+    assert (1, 20, "u1") in expected and (2, 30, "u2b") in expected and 9 not in {r[0] for r in expected}
+
+
+def test_late_records_are_not_logged_against_a_base_file_alone(spark, tmp_path):
+    """A slice without log files: an update whose ordering value is below the stored one's changes nothing and is
+    not written (reported as ignored). Behind log files every update is written: the merge of base and logs
+    decides."""
+    from hudilite.log.blocks import ParquetDataBlock
+
+    path = str(tmp_path / "t")
+    _write(spark, path, [(i, 10, f"n{i}") for i in range(20)])
+    r = _write(spark, path, [(1, 5, "late1"), (3, 10, "tie3"), (5, 11, "u5")])  # eu: ids 1, 3, 5
+    logged = {k for bs in _log_blocks(path).values() for b in bs if isinstance(b, ParquetDataBlock)
+              for k in b.records().column("id").to_pylist()}
+    assert logged == {3, 5}, "the tie wins (the newer write), the late record is dropped"
+    assert r.stats["ignored"] == 1 and r.stats["updated"] == 2
+    _write(spark, path, [(7, 4, "late7")])  # eu again: the slice has a log file now
+    logged = {k for bs in _log_blocks(path).values() for b in bs if isinstance(b, ParquetDataBlock)
+              for k in b.records().column("id").to_pylist()}
+    assert 7 in logged
+    got = _rows(spark, path, cache=False)
+    assert (1, 10, "n1") in got and (3, 10, "tie3") in got and (5, 11, "u5") in got and (7, 10, "n7") in got
+    assert got == _rows(spark, path, cache=True)
+
+
+def test_a_write_that_cannot_write_its_entries_still_commits(spark, tmp_path):
+    path = str(tmp_path / "t")
+    _write(spark, path, [(i, 10, f"n{i}") for i in range(10)])
+    with open(os.path.join(path, overlay_cache.DIR), "wb"):  # the entries' directory cannot be made
+        pass
+    _write(spark, path, [(1, 20, "u1")], prepare=True)
+    assert (1, 20, "u1") in _rows(spark, path, cache=False)
+
+
+def test_entries_of_a_write_that_never_commits_are_not_used(spark, tmp_path):
+    path = str(tmp_path / "t")
+    _write(spark, path, [(i, 10, f"n{i}") for i in range(10)])
+    expected = _rows(spark, path, cache=False)
+    df = spark.createDataFrame([(1, 20, "u1", "eu")], SCHEMA)
+    pending = hudilite.write(df, path, record_key="id", precombine_field="ts", partition_by="region",
+                             table_type="MERGE_ON_READ", commit=False)
+    assert len(_entries(path)) == 1
+    assert _rows(spark, path, cache=True) == expected, "its blocks do not count: its entry is not looked up"
+    pending.abort()
+    assert _rows(spark, path, cache=True) == expected
 
 
 def test_sweep_prunes_a_live_slices_old_entries_keeping_the_newest(spark, mor_table):
