@@ -138,7 +138,10 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         if decide:
             m_inc = np.flatnonzero(held)
             m_old = at.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
-            lost = m_inc[~incoming_wins(ctx, incoming, stored, m_inc, m_old, is_del)]
+            try:
+                lost = m_inc[~incoming_wins(ctx, incoming, stored, m_inc, m_old, is_del)]
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                lost = m_inc[:0]  # ordering values not comparable here: every update is logged, reads decide
             late[lost[~is_del[lost]]] = True
     else:  # a log-only group: whatever the index routed here belongs to it
         held = np.ones(incoming.num_rows, dtype=bool)
