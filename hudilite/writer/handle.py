@@ -116,6 +116,7 @@ def _footer_metadata(keys: pa.ChunkedArray) -> dict[bytes, bytes]:
 
 _HIGH_CARDINALITY_META = ("_hoodie_commit_seqno", "_hoodie_record_key")
 _DICT_SAMPLE_ROWS = 16384
+_DICT_PROBE_ROWS = 2048  # a first look: clearly low or clearly high cardinality decides without the sample
 
 
 def dictionary_columns(table: pa.Table) -> list[str]:
@@ -130,8 +131,12 @@ def dictionary_columns(table: pa.Table) -> list[str]:
         if n == 0:
             out.append(f.name)
             continue
-        sample = table.column(f.name).slice(0, n)
-        if pc.count_distinct(sample).as_py() <= max(n // 4, 1):
+        col = table.column(f.name)
+        m = min(n, _DICT_PROBE_ROWS)
+        d = pc.count_distinct(col.slice(0, m)).as_py()
+        if m < n and d > m * 9 // 10:  # mostly distinct (keys, payloads, measurements)
+            continue
+        if (d <= m // 8 and m < n) or pc.count_distinct(col.slice(0, n)).as_py() <= max(n // 4, 1):
             out.append(f.name)
     return out
 
