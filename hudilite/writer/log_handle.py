@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hudilite.errors import InvalidWriteError
-from hudilite.file_group import new_file_id
+from hudilite.file_group import new_file_id, parse_base_file_name
 from hudilite.log.blocks import DeleteBlock, ParquetDataBlock
 from hudilite.log.format import format_log_file_name, list_log_files
 from hudilite.log.vector_avro import avro_block
@@ -127,8 +127,11 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         # A slice without log files holds each key's current record in its base file: an update that loses
         # against it (a late record) changes nothing, so it is not written (as copy-on-write keeps the stored
         # record). Behind log files the current record is the merge of base and logs: every update is written.
+        # So is every update of a slice named after a pending compaction (its base file is the previous
+        # slice's, whose log files - a delete, say - the compaction folds in).
         ordered = orders_by_event_time(ctx, incoming) and ctx.precombine_field in pf.schema_arrow.names
-        decide = ordered and not prior
+        own_base = (parse_base_file_name(os.path.basename(base_path)) or (None,) * 3)[2] == base_instant
+        decide = ordered and own_base and not prior
         # (the ordering column serves the overlay entry too)
         stored = pf.read(columns=list(dict.fromkeys(
             [key, ctx.precombine_field] if decide or (ordered and ctx.overlays is not None) else [key])))
