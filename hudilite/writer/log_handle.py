@@ -121,6 +121,10 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     directory = os.path.join(ctx.base_path, partition) if partition else ctx.base_path
     prior = list_log_files(directory, fid, base_instant) if os.path.isdir(directory) else []
     late = np.zeros(incoming.num_rows, dtype=bool)
+    # the base file is the slice's own, not the previous slice's behind a pending compaction (whose logs the
+    # read of this slice merges too)
+    own_base = base_path is None or \
+        (parse_base_file_name(os.path.basename(base_path)) or (None,) * 3)[2] == base_instant
     if base_path is not None:
         pf = pq.ParquetFile(base_path)
         key = ctx.int_key if ctx.int_key in pf.schema_arrow.names else "_hoodie_record_key"
@@ -130,11 +134,11 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         # So is every update of a slice named after a pending compaction (its base file is the previous
         # slice's, whose log files - a delete, say - the compaction folds in).
         ordered = orders_by_event_time(ctx, incoming) and ctx.precombine_field in pf.schema_arrow.names
-        own_base = (parse_base_file_name(os.path.basename(base_path)) or (None,) * 3)[2] == base_instant
         decide = ordered and own_base and not prior
         # (the ordering column serves the overlay entry too)
         stored = pf.read(columns=list(dict.fromkeys(
-            [key, ctx.precombine_field] if decide or (ordered and ctx.overlays is not None) else [key])))
+            [key, ctx.precombine_field] if decide or (ordered and own_base and ctx.overlays is not None)
+            else [key])))
         stored_keys, inc_keys = key_columns(ctx, stored, incoming)
         at = pc.index_in(inc_keys, value_set=stored_keys.combine_chunks())
         held = at.is_valid().to_numpy(zero_copy_only=False)
@@ -184,7 +188,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     path = os.path.join(directory, name)
     locations = append_blocks(path, blocks)
     size = os.path.getsize(path)
-    if ctx.overlays is not None:
+    if ctx.overlays is not None and own_base:  # (behind a pending compaction no read would find the entry)
         for b, loc in zip(blocks, locations):
             b.path, b.offset, b.size = loc.path, loc.offset, loc.size
         _write_overlay_entry(ctx, partition, fid, base_path, base_instant,

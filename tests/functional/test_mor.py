@@ -338,13 +338,22 @@ def test_late_update_behind_a_pending_compaction_is_logged(spark, tmp_path):
     """The writer drops an update that loses against a slice's base file only when that base file is the
     slice's own: behind a pending compaction the base file is the previous slice's, whose logs (here a delete)
     the compaction folds in, so a lower-ordered re-insert is written and survives the compaction."""
+    from hudilite.reader import overlay_cache
     from hudilite.services.compaction import run_compaction, schedule_compaction
 
     path = str(tmp_path / "mor")
     write(spark, path, [(1, 5, "a", False), (3, 5, "c", False)])
     write(spark, path, [(1, None, None, True)], operation="delete")
     assert schedule_compaction(path, {"hoodie.compact.inline.max.delta.commits": "1"})
+    def entries():
+        return sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(path, overlay_cache.DIR))
+                      for f in fs if f.endswith(overlay_cache.ROWS))
+
+    before = entries()
+    assert before, "the delete's deltacommit wrote its slice's entry"
     write(spark, path, [(1, 3, "back", False), (3, 1, "late3", False)])
+    assert entries() == before, \
+        "no overlay entry behind a pending compaction (the read merges the previous slice's logs: another key)"
     # read before the compaction: the previous slice's base file and every log, folded, then against the base
     # row (the base row of 1 comes back, as in the sequence test's re-insert of 9); late3 loses too
     assert ours(spark, path) == [(1, 5, "a"), (3, 5, "c")]
