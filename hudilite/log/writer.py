@@ -53,8 +53,12 @@ def next_log_version(directory: str | os.PathLike, file_id: str, base_instant: s
     """1 + the highest log version of (file_id, base_instant) in `directory`; 1 if none."""
     if not os.path.isdir(directory):
         return 1
-    versions = [f.version for f in list_log_files(directory, file_id, base_instant)]
-    return max(versions, default=0) + 1
+    return version_after(list_log_files(directory, file_id, base_instant))
+
+
+def version_after(log_files) -> int:
+    """1 + the highest version of `log_files` (as `list_log_files` gives them); 1 if none."""
+    return max((f.version for f in log_files), default=0) + 1
 
 
 class LogWriter:

@@ -122,13 +122,12 @@ def write_entry(prefix: str, rows: pa.Table | bytes, block_keys: np.ndarray, mas
     if isinstance(rows, pa.Table) and rows.schema != rows_schema:
         rows = rows.cast(rows_schema)
     for suffix, content in ((BLOCKS, blocks), (ROWS, rows)):
+        if isinstance(content, bytes):
+            fs.write_bytes(prefix + suffix, content, fsync=False)
+            continue
         tmp = fs.tmp_name(prefix + suffix)
         try:
-            if isinstance(content, bytes):
-                with open(tmp, "wb") as f:
-                    f.write(content)
-            else:
-                pq.write_table(content, tmp, compression="snappy")
+            pq.write_table(content, tmp, compression="snappy")
             fs.rename(tmp, prefix + suffix)
         except BaseException:
             fs.delete(tmp)

@@ -28,7 +28,7 @@ from hudilite.file_group import new_file_id, parse_base_file_name
 from hudilite.log.blocks import DeleteBlock, ParquetDataBlock
 from hudilite.log.format import format_log_file_name, list_log_files
 from hudilite.log.vector_avro import avro_block
-from hudilite.log.writer import append_blocks
+from hudilite.log.writer import append_blocks, version_after
 from hudilite.markers import APPEND
 from hudilite.schema import arrow_to_avro, avro_to_json, with_meta_fields_avro
 from hudilite.writer.context import DELETE_COL, KEY_COL, PART_COL, WriteContext
@@ -125,6 +125,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     # read of this slice merges too)
     own_base = base_path is None or \
         (parse_base_file_name(os.path.basename(base_path)) or (None,) * 3)[2] == base_instant
+    entry = own_base and ctx.overlays is not None  # this append writes its slice's overlay entry
     if base_path is not None:
         pf = pq.ParquetFile(base_path)
         key = ctx.int_key if ctx.int_key in pf.schema_arrow.names else "_hoodie_record_key"
@@ -135,10 +136,9 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         # slice's, whose log files - a delete, say - the compaction folds in).
         ordered = orders_by_event_time(ctx, incoming) and ctx.precombine_field in pf.schema_arrow.names
         decide = ordered and own_base and not prior
-        # (the ordering column serves the overlay entry too)
-        stored = pf.read(columns=list(dict.fromkeys(
-            [key, ctx.precombine_field] if decide or (ordered and own_base and ctx.overlays is not None)
-            else [key])))
+        # (the overlay entry uses the ordering column too)
+        stored = pf.read(columns=list(dict.fromkeys([key, ctx.precombine_field] if decide or (ordered and entry)
+                                                    else [key])))
         stored_keys, inc_keys = key_columns(ctx, stored, incoming)
         at = pc.index_in(inc_keys, value_set=stored_keys.combine_chunks())
         held = at.is_valid().to_numpy(zero_copy_only=False)
@@ -178,7 +178,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
 
     os.makedirs(directory, exist_ok=True)
     token = f"{pid}-{stage}-{attempt}"
-    version = max((f.version for f in prior), default=0) + 1
+    version = version_after(prior)
     while True:
         name = format_log_file_name(fid, base_instant, version, token)
         if not os.path.exists(os.path.join(directory, name)):
@@ -188,7 +188,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     path = os.path.join(directory, name)
     locations = append_blocks(path, blocks)
     size = os.path.getsize(path)
-    if ctx.overlays is not None and own_base:  # (behind a pending compaction no read would find the entry)
+    if entry:  # (not behind a pending compaction: no read would find that entry)
         for b, loc in zip(blocks, locations):
             b.path, b.offset, b.size = loc.path, loc.offset, loc.size
         _write_overlay_entry(ctx, partition, fid, base_path, base_instant,
