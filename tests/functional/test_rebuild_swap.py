@@ -139,3 +139,21 @@ def test_checkpoints_without_a_recorded_id():
     assert same_table(tid, "20251231000000000", tid)
     assert not same_table(tid, "20260102000000000", "20260101000000000-" + "1" * 32)
     assert not same_table(tid, "20260102000000000", None)  # an id recorded, a table without one: another table
+
+
+def test_aggregate_refresh_over_a_rebuilt_detail(spark, tmp_path):
+    """The aggregate engine without dbt (`refresh`, the PySpark entry point): a detail rebuilt at its path is
+    recomputed from, not folded on top of (before: ('a', 4, 75) and ('b', 1, 5))."""
+    from dbt.adapters.hudilite.aggregate import parse, refresh
+
+    detail, agg = str(tmp_path / "detail"), str(tmp_path / "agg")
+    q = parse("select g, count(*) as n, sum(x) as s from `db`.`detail` group by g")
+    t = {"id": pa.array([1, 2, 3], pa.int64()), "g": ["a", "a", "b"], "x": pa.array([10, 20, 5], pa.int64())}
+    hudilite.write(pa.table(t), detail, record_key="id")
+    refresh(spark, q, detail, agg)
+    with replace.staging_dir(detail) as staging:
+        t = {"id": pa.array([1, 4], pa.int64()), "g": ["a", "a"], "x": pa.array([15, 30], pa.int64())}
+        hudilite.write(pa.table(t), staging, record_key=["id", "g"])
+        replace.swap(detail, staging)
+    refresh(spark, q, detail, agg)
+    assert sorted((r["g"], r["n"], r["s"]) for r in hudilite.read(spark, agg).collect()) == [("a", 2, 45)]
