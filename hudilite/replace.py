@@ -74,13 +74,18 @@ def staging_dir(path: str):
     On an exception the staging directory is removed (the table at `path` is untouched)."""
     parent, name = _names(path)
     staging = os.path.join(parent, f".{name}{_REBUILD}{uuid.uuid4().hex[:12]}")
-    os.makedirs(staging)
-    with _flock(staging):
-        try:
-            yield staging
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+    os.makedirs(parent, exist_ok=True)
+    with _flock(parent):  # orphans are removed under this lock: none sees the new dir before it is held
+        os.mkdir(staging)
+        fd = os.open(staging, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        os.close(fd)
 
 
 def swap(path: str, staging: str) -> None:
