@@ -111,7 +111,7 @@ def test_failed_rebuild_leaves_the_table_untouched(tmp_path):
     assert HoodieTable.open(path).config.table_id == old_id and _leftovers(path) == []
 
 
-def test_identity_moves_with_the_directory_and_changes_on_rebuild(tmp_path):
+def test_identity_moves_with_the_directory_and_changes_on_rebuild(spark, tmp_path):
     path = _old_table(tmp_path)
     pos, tid = checkpoint(path)
     assert tid and table_id_created(tid) <= pos
@@ -125,6 +125,9 @@ def test_identity_moves_with_the_directory_and_changes_on_rebuild(tmp_path):
     assert tid2 != tid
     with pytest.raises(hudilite.TableReplacedError, match="rebuilt or recreated"):
         local_changes(path, pos, completion_bounds=True, table_id=tid)
+    with pytest.raises(hudilite.TableReplacedError, match="rebuilt or recreated"):
+        hudilite.changes(spark, path, begin=pos, completion_bounds=True, table_id=tid)
+    assert hudilite.changes(spark, path, begin=pos2, completion_bounds=True, table_id=tid2).count() == 0
     assert isinstance(hudilite.TableReplacedError("x"), hudilite.RangeUnavailableError)  # the same way out
 
 
