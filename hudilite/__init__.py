@@ -6,7 +6,7 @@
 
 from hudilite.errors import (
     CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError, LockTimeoutError,
-    RangeUnavailableError, TableNotFoundError, UnsupportedTableError,
+    RangeUnavailableError, TableNotFoundError, TableReplacedError, UnsupportedTableError,
 )
 
 __version__ = "0.1.0"
@@ -36,16 +36,18 @@ def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_op
 
 
 def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_image=False, filters=None,
-            completion_bounds=False):
+            completion_bounds=False, table_id=None):
     """What changed in `(begin, end]` (completion order): the latest image of every changed record with a
     `_change_op` column ('I', 'U', 'D'; with `before_image` also 'B': updated records as of `begin`). Deleted
     records carry their last image. `begin=None` reads the whole snapshot as of `end` (all 'I'). Raises
-    `RangeUnavailableError` when the range was cleaned/archived away (rebuild from the snapshot instead)."""
+    `RangeUnavailableError` when the range was cleaned/archived away (rebuild from the snapshot instead).
+    `table_id`: the identity of the table `begin` was taken on (`hudilite.reader.changes.checkpoint(path)`
+    gives both); a different table at `path` (rebuilt or recreated) raises `TableReplacedError`."""
     from hudilite.reader.changes import changes as _changes
 
     register(spark)
     return _changes(spark, path, begin=begin, end=end, include_deletes=include_deletes, before_image=before_image,
-                    filters=filters, completion_bounds=completion_bounds)
+                    filters=filters, completion_bounds=completion_bounds, table_id=table_id)
 
 
 def register(spark) -> None:
@@ -58,5 +60,5 @@ def register(spark) -> None:
 __all__ = [
     "write", "read", "changes", "register", "HudiliteError", "InvalidWriteError", "TableNotFoundError",
     "CorruptTableError", "UnsupportedTableError", "CommitConflictError", "LockTimeoutError",
-    "RangeUnavailableError",
+    "RangeUnavailableError", "TableReplacedError",
 ]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 import zlib
 from dataclasses import dataclass, field
 
 from hudilite.errors import CorruptTableError, UnsupportedTableError
+from hudilite.timeline.instant_time import format_instant, now_ms
 
 COPY_ON_WRITE = "COPY_ON_WRITE"
 MERGE_ON_READ = "MERGE_ON_READ"
@@ -22,6 +24,24 @@ KEYGEN_TIMESTAMP = "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
 
 WRITE_TABLE_VERSION = 6
 READABLE_VERSIONS = {6: 1, 8: 2, 9: 2}  # table version -> required timeline layout version
+
+
+# The table's identity: `<creation time (17-digit UTC ms)>-<uuid4 hex>`, written once when the table is created.
+# Apache Hudi has no table id (`hoodie.table.checksum` is a crc of database and name, equal for a table rebuilt
+# under the same name), so this is a hudilite key; Java and hudi-rs ignore keys they do not know. It moves
+# with the directory and differs for a table rebuilt or recreated at the same path, so checkpoints that
+# record it can tell "the table I consumed" from "a new table at that path".
+TABLE_ID_KEY = "hudilite.table.id"
+
+
+def new_table_id() -> str:
+    return f"{format_instant(now_ms())}-{uuid.uuid4().hex}"
+
+
+def table_id_created(table_id: str | None) -> str | None:
+    """The creation time (17-digit instant format) recorded in a table id; None if it has none."""
+    head = (table_id or "").split("-", 1)[0]
+    return head if len(head) == 17 and head.isdigit() else None
 
 
 def table_checksum(database: str, table: str) -> int:
@@ -127,6 +147,12 @@ class TableConfig:
     @property
     def populate_meta_fields(self) -> bool:
         return self.props.get("hoodie.populate.meta.fields", "true").lower() == "true"
+
+    @property
+    def table_id(self) -> str | None:
+        """hudilite's table identity (TABLE_ID_KEY); None for tables created by other engines or by hudilite
+        before identities existed."""
+        return self.props.get(TABLE_ID_KEY) or None
 
     @property
     def create_schema(self) -> str | None:
@@ -251,6 +277,7 @@ class TableConfig:
             "hoodie.table.metadata.partitions": "",
             "hoodie.compaction.payload.class": EVENT_TIME_PAYLOAD,
             "hoodie.compaction.record.merger.strategy": EVENT_TIME_STRATEGY,
+            TABLE_ID_KEY: new_table_id(),
         }
         if precombine_field:
             props["hoodie.table.precombine.field"] = precombine_field

@@ -37,3 +37,8 @@ class LockTimeoutError(HudiliteError):
 class RangeUnavailableError(HudiliteError):
     """An incremental/change range needs file slices or instants that were cleaned or archived away; reading
     it would return partial data. Rebuild the consumer from the current snapshot (dbt: --full-refresh)."""
+
+
+class TableReplacedError(RangeUnavailableError):
+    """The table at the path is not the table a position was taken on (it was rebuilt or recreated there):
+    no range of the new table continues the old position. Rebuild the consumer from the current snapshot."""

@@ -7,6 +7,7 @@ import os
 from hudilite.config import TableConfig
 from hudilite.errors import CorruptTableError, TableNotFoundError
 from hudilite.fs_view import PARTITION_METAFILE, FileSystemView, list_partitions
+from hudilite.replace import recover
 from hudilite.storage import storage_for
 from hudilite.storage.local import normalize_path
 from hudilite.timeline import Timeline
@@ -28,11 +29,13 @@ class HoodieTable:
     def exists(path: str) -> bool:
         """A table is here: hoodie.properties, or (damaged: `open` raises) a timeline without it."""
         base = normalize_path(path)
+        recover(base)  # a rebuild that swapped directories and crashed halfway is completed first
         return os.path.isfile(os.path.join(base, META_DIR, PROPS_FILE)) or _has_timeline(base)
 
     @classmethod
     def open(cls, path: str) -> "HoodieTable":
         base = normalize_path(path)
+        recover(base)  # a rebuild that swapped directories and crashed halfway is completed first
         props_path = os.path.join(base, META_DIR, PROPS_FILE)
         if not os.path.isfile(props_path):
             if not os.path.exists(base):

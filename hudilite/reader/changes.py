@@ -28,7 +28,8 @@ import numpy as np
 import pyarrow as pa
 
 from hudilite.change_images import BEFORE, CHANGE_OP, DELETE, INSERT, UPDATE  # noqa: F401 - the op values
-from hudilite.errors import InvalidWriteError, RangeUnavailableError, UnsupportedTableError
+from hudilite.config import table_id_created
+from hudilite.errors import InvalidWriteError, RangeUnavailableError, TableReplacedError, UnsupportedTableError
 from hudilite.file_group import FileSlice
 from hudilite.table import HoodieTable
 from hudilite.timeline import REPLACE_COMMIT
@@ -75,6 +76,36 @@ def latest_position(path_or_table) -> str | None:
     here covers everything committed now; later commits complete after it."""
     table = path_or_table if isinstance(path_or_table, HoodieTable) else HoodieTable.open(path_or_table)
     return max(completion_map(table).values(), default=None)
+
+
+def checkpoint(path_or_table) -> tuple[str | None, str | None]:
+    """(latest_position, table id) of ONE table: what a consumer records to continue from later. Both come
+    from the same table even if the directory is swapped meanwhile (a rebuild): the id is read again after
+    the position and the pair retaken when it changed."""
+    table = path_or_table if isinstance(path_or_table, HoodieTable) else HoodieTable.open(path_or_table)
+    for _ in range(3):
+        pos = latest_position(table)
+        again = HoodieTable.open(table.base_path)
+        if again.config.table_id == table.config.table_id:
+            return pos, table.config.table_id
+        table = again
+    raise TableReplacedError(f"{table.base_path}: the table was replaced three times while reading its position")
+
+
+def same_table(recorded_id: str | None, position: str | None, current_id: str | None) -> bool:
+    """Whether a checkpoint (`position` taken on the table whose id was `recorded_id`) continues on the table
+    whose id is now `current_id`. A checkpoint without a recorded id (written before identities existed, or
+    taken on a table without one) matches a table without an id (nothing to tell them apart: the old
+    behaviour), and a table with an id only if that table was created at or before the position: a position
+    is a completion time of the table it was taken on, so a table created after it is a rebuild. (Positions
+    and creation times are both UTC milliseconds of hudilite clocks; a rebuild that completes long before the
+    old checkpoint's commit cannot be told apart, see docs/incremental.md.)"""
+    if recorded_id == current_id:
+        return True
+    if recorded_id is not None:
+        return False
+    created = table_id_created(current_id)
+    return created is None or position is None or created <= position
 
 
 def _position(table: HoodieTable, cmap: dict[str, str], value, completion_bounds: bool) -> str:
@@ -275,17 +306,19 @@ def check_before(rng: ChangeRange, t: _Touched, before: dict) -> None:
 
 # ---- the change read ------------------------------------------------------------------------------------
 def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, before_image: bool = False,
-            filters=None, completion_bounds: bool = False, columns=None):
+            filters=None, completion_bounds: bool = False, columns=None, table_id: str | None = None):
     """Latest image of every record changed in `(begin, end]` (completion order) plus `_change_op`:
     'I' / 'U' / 'D' (deleted: the row as of `begin`), and with `before_image` also 'B' rows (updated records as
     of `begin`). `begin=None`: the whole snapshot as of `end`, every row 'I'. `columns`: only these columns of
-    the table (plus `_change_op`; filter columns must be among them); None: all."""
+    the table (plus `_change_op`; filter columns must be among them); None: all. `table_id`: the id of the
+    table `begin` was taken on (see `checkpoint`); another table at `path` raises TableReplacedError."""
     from pyspark.sql import functions as F
 
     from hudilite.reader.planner import table_schema
     from hudilite.reader.spark_read import plan_to_dataframe
 
     table = path if isinstance(path, HoodieTable) else HoodieTable.open(path)
+    check_table(table, begin, table_id)
     if columns is not None:
         columns = _columns(table_schema(table), columns, filters)
     rng = resolve_range(table, begin, end, completion_bounds=completion_bounds)
@@ -310,12 +343,22 @@ def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, 
     return _group_changes(spark, table, rng, t, after, before, filters, include_deletes, before_image, columns)
 
 
+def check_table(table: HoodieTable, begin, table_id: str | None) -> None:
+    """Raise TableReplacedError when a `begin` taken on the table `table_id` is read on another table."""
+    if table_id is not None and begin is not None and table.config.table_id != table_id:
+        raise TableReplacedError(
+            f"{table.base_path} is not the table the position {begin} was taken on (table id {table_id}, now "
+            f"{table.config.table_id or 'none'}): it was rebuilt or recreated, so no range continues from that "
+            "position. Rebuild the consumer from the current snapshot (begin=None; dbt: --full-refresh)")
+
+
 LOCAL_MAX_BYTES = 256 * 1024 * 1024  # change images read in this process at most (larger: a Spark read)
 LOCAL_SNAPSHOT_MAX_BYTES = 1024 * 1024 * 1024  # snapshot files a driver-local read may cover (larger: Spark)
 
 
 def local_changes(path, begin, end=None, *, include_deletes: bool = True, before_image: bool = False,
-                  completion_bounds: bool = False, columns=None, max_bytes: int = LOCAL_MAX_BYTES):
+                  completion_bounds: bool = False, columns=None, max_bytes: int = LOCAL_MAX_BYTES,
+                  table_id: str | None = None):
     """`changes()` of `(begin, end]` as an Arrow table read in this process, without Spark, when the range is
     served by change images (one copy-on-write commit that wrote them, or no commit) of at most `max_bytes`;
     None otherwise (use `changes()`). Same rows, columns and errors as `changes()`."""
@@ -324,6 +367,7 @@ def local_changes(path, begin, end=None, *, include_deletes: bool = True, before
     from hudilite.reader.planner import table_schema
 
     table = path if isinstance(path, HoodieTable) else HoodieTable.open(path)
+    check_table(table, begin, table_id)
     schema = table_schema(table)
     names = list(_columns(schema, columns, None) if columns is not None else schema.names)
     out_schema = pa.schema([schema.field(c) for c in names] + [pa.field(CHANGE_OP, pa.string(), True)])

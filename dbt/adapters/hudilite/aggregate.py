@@ -27,10 +27,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from dbt.adapters.hudilite import agg_state as st
 from dbt.adapters.hudilite.incremental import CHECKPOINT_KEY
+
+logger = AdapterLogger("Hudilite")
 
 GROUP_KEY = "_hudilite_group_key"
 ROWS = "_hudilite_agg_rows"
@@ -329,8 +332,7 @@ def _is_decimal(t) -> bool:
 # ---- the materialization --------------------------------------------------------------------------------
 def materialize_aggregate(env, schema: str, identifier: str, sql: str, cfg: Dict[str, Any]):
     from dbt.adapters.hudilite.environment import ModelSpec
-    from dbt.adapters.hudilite.incremental import model_key, run_state, stored_checkpoints
-    from hudilite.reader.changes import latest_position
+    from dbt.adapters.hudilite.incremental import model_key, resume_position, run_state
     from hudilite.table import HoodieTable
 
     from dbt.adapters.hudilite.incremental import set_publish_options
@@ -352,7 +354,7 @@ def materialize_aggregate(env, schema: str, identifier: str, sql: str, cfg: Dict
     detail = d_entry.path
     key = model_key(schema, identifier)
     state = run_state(env)
-    end = state.fixed_end(key, detail, lambda: latest_position(detail))
+    end, detail_id = state.fixed_position(key, detail)
     state.set_extra(key, {SIGNATURE_KEY: q.signature()})
     with env._table_lock(schema, identifier):
         entry = env.describe(schema, identifier)
@@ -360,7 +362,10 @@ def materialize_aggregate(env, schema: str, identifier: str, sql: str, cfg: Dict
         start = None
         if (entry is not None and entry.is_hudilite and not spec.full_refresh and HoodieTable.exists(path)
                 and _stored_signature(path) == q.signature()):
-            start = stored_checkpoints(path).get(detail)
+            start, rebuilt = resume_position(path, detail, detail_id)
+            if rebuilt:  # the state folds changes of another table: recompute from the new snapshot
+                logger.warning(f"hudilite: {q.relation} was rebuilt since the checkpoint of {schema}.{identifier}: "
+                               "recomputing the aggregate from its snapshot")
         spec.record_key = [GROUP_KEY]
         if start is None:
             return _full(env, q, schema, identifier, path, detail, end, spec, entry)
@@ -849,15 +854,15 @@ def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optio
     checkpoint metadata): full when it has no checkpoint for `detail` (or another signature), else
     incremental. Returns the commit (None: nothing new upstream)."""
     import hudilite
-    from dbt.adapters.hudilite.incremental import CHECKPOINT_KEY, stored_checkpoints
-    from hudilite.reader.changes import latest_position
+    from dbt.adapters.hudilite.incremental import checkpoint_entries, resume_position
+    from hudilite.reader.changes import checkpoint
     from hudilite.table import HoodieTable
 
-    end = latest_position(detail)
+    end, detail_id = checkpoint(detail)
     start = None
     if HoodieTable.exists(agg_path) and _stored_signature(agg_path) == q.signature():
-        start = stored_checkpoints(agg_path).get(detail)
-    extra = {SIGNATURE_KEY: q.signature(), CHECKPOINT_KEY: json.dumps({detail: end})}
+        start, _rebuilt = resume_position(agg_path, detail, detail_id)  # rebuilt detail: recompute in full
+    extra = {SIGNATURE_KEY: q.signature(), **checkpoint_entries({detail: (end, detail_id)})}
     opts = {"hoodie.write.input.persist": "true", **(options or {})}
     if start is None:
         df, _ = full_frame(spark, q, detail, end)

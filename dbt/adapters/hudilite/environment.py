@@ -14,7 +14,7 @@ import re
 import shutil
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional
 
 from dbt.adapters.events.logging import AdapterLogger
@@ -22,6 +22,7 @@ from dbt.adapters.exceptions import FailedToConnectError
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from dbt.adapters.hudilite import catalog as cat
+from hudilite import replace as table_replace
 
 logger = AdapterLogger("Hudilite")
 
@@ -553,6 +554,8 @@ class HudiliteEnvironment:
             path = self.table_path(schema, identifier, spec)
             if entry is not None and entry.path and os.path.normpath(entry.path) != path:
                 logger.warning(f"hudilite: {schema}.{identifier} moves from {entry.path} to {path}")
+            if kind == "incremental" and not spec.full_refresh:
+                spec = self._rebuild_if_upstream_rebuilt(schema, identifier, spec)
             df = self.model_frame(sql)
             drop = [c for c in df.columns if c.lower() in {d.lower() for d in cfg.get("drop_columns") or ()}]
             if drop:
@@ -575,6 +578,31 @@ class HudiliteEnvironment:
             if incremental:
                 return self._incremental(schema, identifier, path, df, spec, entry)
             return self._build(schema, identifier, path, df, spec, entry)
+
+    def _rebuild_if_upstream_rebuilt(self, schema: str, identifier: str, spec: ModelSpec) -> ModelSpec:
+        """An incremental model whose checkpoint names another table than one of its upstreams now is (the
+        upstream was rebuilt at its path) is rebuilt from its upstreams' snapshots, as --full-refresh would:
+        the rebuilt upstream's timeline does not continue the checkpoint, and the full overwrite is one commit
+        whose change read gives the model's own consumers the deletes and updates it implies. An `append`
+        model cannot be recomputed from a snapshot (its rows are the history of what it consumed): it fails,
+        naming --full-refresh."""
+        from dbt.adapters.hudilite.incremental import model_key, rebuild_reads, run_state
+
+        key = model_key(schema, identifier)
+        if not run_state(self).rebuilding(key):
+            return spec
+        rebuilt = run_state(self).reads(key)[0]
+        strategy = spec.strategy or ("upsert" if spec.record_key else "append")
+        if strategy == "append":
+            run_state(self).take(key)
+            raise DbtRuntimeError(
+                f"hudilite: upstream {', '.join(rebuilt)} of {schema}.{identifier} was rebuilt (it is another table "
+                "than the model's checkpoint names), and an append model cannot be recomputed from the new "
+                "snapshot: run it with --full-refresh to rebuild it")
+        rebuild_reads(self, schema, identifier)
+        logger.warning(f"hudilite: upstream {', '.join(rebuilt)} of {schema}.{identifier} was rebuilt since the "
+                       "model's checkpoint: rebuilding the model from the new snapshot")
+        return replace(spec, full_refresh=True)
 
     def load_seed(self, schema: str, identifier: str, columns: List[str], types: List[str], rows: List[list],
                   cfg: Dict[str, Any]):
@@ -644,20 +672,14 @@ class HudiliteEnvironment:
 
     def _rebuild_beside(self, df, path, record_key, spec, op, options, schema, identifier):
         """The new table cannot be a commit on the old one (record key, partitioning or an incompatible
-        column type changed): write it beside the old table, then swap the directories."""
-        parent, name = os.path.split(path)
-        staging = os.path.join(parent, f".{name}.hudilite-rebuild-{uuid.uuid4().hex[:8]}")
+        column type changed): write it beside the old table, then swap the directories (hudilite.replace: a
+        crash at any point leaves the old or the new table at the path, never nothing). The new table has a
+        new table id, so the checkpoints of its consumers no longer match it (they rebuild)."""
         logger.info(f"hudilite: {schema}.{identifier} changes its key, partitioning or column types: "
                     "rebuilding it beside the old table")
-        try:
+        with table_replace.staging_dir(path) as staging:
             result = self._write(df, staging, record_key, spec, op, options, schema, identifier)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        old = os.path.join(parent, f".{name}.hudilite-replaced-{uuid.uuid4().hex[:8]}")
-        os.rename(path, old)
-        os.rename(staging, path)
-        shutil.rmtree(old, ignore_errors=True)
+            table_replace.swap(path, staging)
         return result
 
     def _compatible(self, path, spec: ModelSpec, record_key, df) -> bool:

@@ -12,6 +12,11 @@ commit that writes the model (`hudilite.checkpoints`, JSON), so output and check
 * the first run, a `--full-refresh` and models that are rebuilt every run (`table`) read the full snapshot
   (as of the fixed end) and every row arrives as 'I'.
 
+Beside each position the commit records the upstream's table id (`hudilite.checkpoint.tables`, path -> id):
+a checkpoint is continued only on the table it was taken on. An upstream rebuilt at the same path (a
+`--full-refresh` that changed its key or partitioning writes a new table) has a new id; the consumer is then
+rebuilt from the new snapshot (see `rebuilt_upstreams`), never folded on top of what it holds.
+
 Explicit ranges (`begin=` / `end=`, instant times) and `hudilite.as_of(ref('x'), '<instant>')` never touch
 checkpoints. Each call creates a session temporary view over the hudilite read and renders its name.
 """
@@ -21,11 +26,14 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
+from hudilite.reader.changes import checkpoint, same_table
+
 CHECKPOINT_KEY = "hudilite.checkpoints"
+CHECKPOINT_TABLES_KEY = "hudilite.checkpoint.tables"  # upstream path -> table id the position was taken on
 CHECKPOINTED = ("incremental", "aggregate")
 _NOT_PERSISTED = ("view", "ephemeral")
 
@@ -45,8 +53,10 @@ class RunCheckpoints:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # model key -> (invocation, {upstream path: end}, {extra metadata})
-        self._runs: Dict[str, Tuple[str, Dict[str, str], Dict[str, str]]] = {}
+        # model key -> (invocation, {upstream path: (end, table id)}, {extra metadata})
+        self._runs: Dict[str, Tuple[str, Dict[str, Tuple[Optional[str], Optional[str]]], Dict[str, str]]] = {}
+        # model key -> (invocation, {rebuilt upstream paths}, {view name: (upstream path, end)})
+        self._reads: Dict[str, Tuple[str, set, Dict[str, Tuple[str, Optional[str]]]]] = {}
 
     def _current(self, model: str):
         inv = _invocation_id()
@@ -55,25 +65,56 @@ class RunCheckpoints:
             cur = self._runs[model] = (inv, {}, {})
         return cur
 
-    def fixed_end(self, model: str, path: str, compute) -> Optional[str]:
+    def _reads_of(self, model: str):
+        inv = _invocation_id()
+        cur = self._reads.get(model)
+        if cur is None or cur[0] != inv:
+            cur = self._reads[model] = (inv, set(), {})
+        return cur
+
+    def fixed_position(self, model: str, path: str) -> Tuple[Optional[str], Optional[str]]:
+        """(end, table id) of `path` for this run of `model`: taken at the first use, the same afterwards."""
         with self._lock:
             _, ends, _ = self._current(model)
             if path not in ends:
-                ends[path] = compute()
+                ends[path] = checkpoint(path)
             return ends[path]
+
+    def fixed_end(self, model: str, path: str) -> Optional[str]:
+        return self.fixed_position(model, path)[0]
 
     def set_extra(self, model: str, extra: Dict[str, str]) -> None:
         with self._lock:
             self._current(model)[2].update(extra)
 
-    def take(self, model: str) -> Tuple[Dict[str, str], Dict[str, str]]:
-        """(ends, extra metadata) of this invocation's run of `model`; removed from the state."""
+    def note_read(self, model: str, view: str, path: str, end: Optional[str], rebuilt: bool) -> None:
+        """A checkpointed change read of `model` (its view), and whether its upstream was rebuilt."""
+        with self._lock:
+            _, paths, views = self._reads_of(model)
+            views[view] = (path, end)
+            if rebuilt:
+                paths.add(path)
+
+    def rebuilding(self, model: str) -> bool:
+        with self._lock:
+            return bool(self._reads_of(model)[1])
+
+    def reads(self, model: str) -> Tuple[List[str], Dict[str, Tuple[str, Optional[str]]]]:
+        """(rebuilt upstream paths, {view: (path, end)}) of this invocation's run of `model`."""
+        with self._lock:
+            _, paths, views = self._reads_of(model)
+            return sorted(paths), dict(views)
+
+    def take(self, model: str) -> Tuple[Dict[str, Tuple[str, Optional[str]]], Dict[str, str]]:
+        """({upstream path: (end, table id)}, extra metadata) of this invocation's run of `model`; removed from
+        the state."""
         inv = _invocation_id()
         with self._lock:
             cur_inv, ends, extra = self._runs.pop(model, ("", {}, {}))
+            self._reads.pop(model, None)
         if cur_inv != inv:
             return {}, {}
-        return {p: e for p, e in ends.items() if e}, extra
+        return {p: e for p, e in ends.items() if e[0]}, extra
 
 
 _STATE_LOCK = threading.Lock()
@@ -92,22 +133,43 @@ def model_key(schema: str, identifier: str) -> str:
     return f"{schema}.{identifier}".lower()
 
 
-def stored_checkpoints(path: Optional[str]) -> Dict[str, str]:
-    """The checkpoints of the newest commit of the model's table that records them ({} if none)."""
+def stored_checkpoint(path: Optional[str]) -> Tuple[Dict[str, str], Dict[str, Optional[str]]]:
+    """({upstream path: position}, {upstream path: table id}) of the newest commit of the model's table that
+    records checkpoints ({}, {} if none). Commits written before table ids existed record no ids."""
     from hudilite.table import HoodieTable
 
     if not path or not HoodieTable.exists(path):
-        return {}
+        return {}, {}
     tl = HoodieTable.open(path).timeline
     for inst in reversed(tl.completed()):
-        v = (tl.read_metadata(inst).get("extraMetadata") or {}).get(CHECKPOINT_KEY)
+        extra = tl.read_metadata(inst).get("extraMetadata") or {}
+        v = extra.get(CHECKPOINT_KEY)
         if v:
             try:
-                return dict(json.loads(v))
+                return dict(json.loads(v)), dict(json.loads(extra.get(CHECKPOINT_TABLES_KEY) or "{}"))
             except ValueError:
                 raise DbtRuntimeError(f"hudilite: commit {inst.timestamp} of {path} has an unreadable "
                                       f"{CHECKPOINT_KEY}; run the model with --full-refresh") from None
-    return {}
+    return {}, {}
+
+
+def stored_checkpoints(path: Optional[str]) -> Dict[str, str]:
+    """The checkpoint positions of the newest commit of the model's table that records them ({} if none)."""
+    return stored_checkpoint(path)[0]
+
+
+def resume_position(model_path: Optional[str], upstream: str, current_id: Optional[str]) -> Tuple[Optional[str], bool]:
+    """(position to continue from, rebuilt): the model's checkpoint for `upstream` if it was taken on the
+    table now there (id `current_id`); (None, True) when the upstream is another table than the checkpoint's
+    (rebuilt or recreated at that path: the consumer must be rebuilt from its snapshot); (None, False) when
+    the model has no checkpoint for it."""
+    positions, ids = stored_checkpoint(model_path)
+    start = positions.get(upstream)
+    if start is None:
+        return None, False
+    if not same_table(ids.get(upstream), start, current_id):
+        return None, True
+    return start, False
 
 
 def checkpoint_metadata(env, schema: str, identifier: str, path: str, full_refresh: bool) -> Dict[str, str]:
@@ -115,9 +177,18 @@ def checkpoint_metadata(env, schema: str, identifier: str, path: str, full_refre
     ends, extra = run_state(env).take(model_key(schema, identifier))
     if not ends:
         return dict(extra)
-    merged = {} if full_refresh else stored_checkpoints(path)
-    merged.update(ends)
-    return {**extra, CHECKPOINT_KEY: json.dumps(merged, sort_keys=True)}
+    return {**extra, **checkpoint_entries(ends, None if full_refresh else path)}
+
+
+def checkpoint_entries(ends: Dict[str, Tuple[str, Optional[str]]], previous: Optional[str] = None) -> Dict[str, str]:
+    """The checkpoint keys of a commit consuming `ends` ({upstream path: (end, table id)}), merged over those of
+    the newest checkpoint-carrying commit of the table at `previous` (None: a rebuild, no earlier entries)."""
+    positions, ids = stored_checkpoint(previous) if previous else ({}, {})
+    for p, (end, tid) in ends.items():
+        positions[p] = end
+        ids[p] = tid
+    ids = {p: t for p, t in ids.items() if t is not None and p in positions}
+    return {CHECKPOINT_KEY: json.dumps(positions, sort_keys=True), CHECKPOINT_TABLES_KEY: json.dumps(ids, sort_keys=True)}
 
 
 def _upstream_path(env, relation) -> str:
@@ -156,13 +227,19 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
                                "stored, so it cannot keep a checkpoint; use it in an incremental, aggregate or "
                                "table model (or pass begin=/end= for an explicit range)")
     key = model_key(this.schema, this.identifier)
-    fixed = run_state(env).fixed_end(key, path, lambda: latest_position(path)) if mat in CHECKPOINTED \
-        else latest_position(path)
+    state = run_state(env)
+    if mat in CHECKPOINTED:
+        fixed, table_id = state.fixed_position(key, path)
+    else:
+        fixed, table_id = latest_position(path), None
     start = None
+    rebuilt = False
     if mat in CHECKPOINTED and not full_refresh:
         entry = env.describe(this.schema, this.identifier)
         if entry is not None and entry.is_hudilite:
-            start = stored_checkpoints(entry.path).get(path)
+            start, rebuilt = resume_position(entry.path, path, table_id)
+            if state.rebuilding(key):  # another upstream of this model was rebuilt: the model is rebuilt
+                start = None
     if fixed is None:  # the upstream has no commits yet: nothing to read
         df = hudilite.read(spark, path).limit(0)
         from pyspark.sql import functions as F
@@ -173,10 +250,31 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
     else:
         try:
             df = hudilite.changes(spark, path, begin=start, end=fixed, include_deletes=include_deletes,
-                                  before_image=before_image, completion_bounds=True)
+                                  before_image=before_image, completion_bounds=True, table_id=table_id)
         except hudilite.RangeUnavailableError as e:
             raise DbtRuntimeError(f"hudilite.changes({relation}) for {this}: {e}") from None
-    return _view(env, "changes", [key, path, start, fixed, include_deletes, before_image, _invocation_id()], df)
+    view = _view(env, "changes", [key, path, start, fixed, include_deletes, before_image, _invocation_id()], df)
+    if mat in CHECKPOINTED:
+        state.note_read(key, view.strip("`"), path, fixed, rebuilt)
+    return view
+
+
+def rebuild_reads(env, schema: str, identifier: str) -> List[str]:
+    """The upstreams of `schema.identifier` that were rebuilt since its checkpoint (empty: none). When there
+    are any, every checkpointed change read of the model in this run is re-pointed to the full snapshot as
+    of its fixed end (all rows 'I'), so the model can be rebuilt from its upstreams as a --full-refresh would:
+    a range of a rebuilt upstream cannot be folded on top of what the model holds."""
+    import hudilite
+
+    key = model_key(schema, identifier)
+    rebuilt, views = run_state(env).reads(key)
+    if not rebuilt:
+        return []
+    for name, (path, end) in views.items():
+        if end is None:
+            continue  # an empty upstream: the view is empty either way
+        hudilite.changes(env.spark, path, end=end, completion_bounds=True).createOrReplaceTempView(name)
+    return rebuilt
 
 
 def read_relation(env, relation, as_of=None, ready_only: bool = False) -> str:
