@@ -40,8 +40,8 @@ import pyarrow.parquet as pq
 from hudilite.errors import InvalidWriteError
 from hudilite.index.range_index import FileRange, RangeIndex
 from hudilite.reader.merge import MergeSpec, SliceDesc, merge_slice
-from hudilite.writer.handle import sort_indices
 from hudilite.writer.context import DELETE_COL, KEY_COL, MOVED_COL, PART_COL
+from hudilite.writer.handle import sort_indices
 
 INDEX_TYPE_KEY = "hoodie.index.type"
 PARTITION_SCOPED = ("BLOOM", "SIMPLE")
