@@ -540,7 +540,7 @@ def _group_changes(spark, table, rng: ChangeRange, t: _Touched, after: dict, bef
     cands = _task_frame(spark, [(x.to_json(),) for x in tasks]).mapInArrow(
         classify_task, arrow_to_spark(CANDIDATES)).toArrow()
     picks = resolve(cands.cast(CANDIDATES), [x.partition for x in tasks], include_deletes=include_deletes,
-                    before_image=before_image)
+                    before_image=before_image, by_key=_global_writes(table, rng))
     picks = picks.sort_by("grp")
     grp = picks.column("grp").to_numpy()
     bounds = np.searchsorted(grp, np.arange(len(tasks) + 1))  # picks of task i: rows bounds[i]:bounds[i + 1]
@@ -557,6 +557,19 @@ def _group_changes(spark, table, rng: ChangeRange, t: _Touched, after: dict, bef
 
     df = _task_frame(spark, work).mapInArrow(image_task, out_spark)
     return apply_filters(df, filters)
+
+
+def _global_writes(table: HoodieTable, rng: ChangeRange) -> bool:
+    """Whether a write in the range used a global index (its commit metadata names it,
+    hudilite/index/global_index.py): then a key deleted in one partition and written in another moved."""
+    from hudilite.index.global_index import META_KEY
+
+    tl = table.timeline
+    for inst in rng.in_range:
+        md = tl.read_metadata(inst) or {}
+        if (md.get("extraMetadata") or {}).get(META_KEY):
+            return True
+    return False
 
 
 def _task_frame(spark, rows: list):

@@ -222,16 +222,21 @@ def _candidates(grp: int, parts) -> pa.Table:
 
 
 # ---- between the passes: keys that moved between file groups ----------------------------------------------------
-def resolve(cands: pa.Table, partition_of: list[str], *, include_deletes: bool, before_image: bool) -> pa.Table:
+def resolve(cands: pa.Table, partition_of: list[str], *, include_deletes: bool, before_image: bool,
+            by_key: bool = False) -> pa.Table:
     """Final (grp, kind, pos) picks from all groups' candidates. A key is matched by (partition, record key):
     a key gone from one group ('D') and written in range into another ('I', e.g. deleted and re-inserted
     elsewhere, or rewritten by insert_overwrite) is an update ('U', its old row the 'B'); a key gone from a
-    replaced group and present elsewhere without a change (clustering keeps commit times) did not change."""
+    replaced group and present elsewhere without a change (clustering keeps commit times) did not change.
+    `by_key`: the range has global-index writes (a key is unique in the table), so a key gone from one
+    partition and written in another moved: one update, matched by record key alone."""
     part = pa.array(partition_of, pa.string()).take(cands.column("grp"))
     c = cands.append_column("part", part)
+    moves = c.set_column(c.schema.get_field_index("part"), "part", pa.repeat(pa.scalar("", pa.string()), c.num_rows)) \
+        if by_key else c
     kind = c.column("kind")
-    ins = c.filter(pc.equal(kind, INSERT))
-    dels = c.filter(pc.equal(kind, DELETE))
+    ins = moves.filter(pc.equal(kind, INSERT))
+    dels = moves.filter(pc.equal(kind, DELETE))
     out = [c.filter(pc.is_in(kind, value_set=pa.array([UPDATE, BEFORE])))]
     moved_ins = np.zeros(ins.num_rows, bool)
     gone_del = np.zeros(dels.num_rows, bool)  # not a delete (moved)
@@ -243,7 +248,7 @@ def resolve(cands: pa.Table, partition_of: list[str], *, include_deletes: bool, 
             out.append(_with_kind(dels.filter(pa.array(moved_del)), BEFORE))
     pres = c.filter(pc.equal(kind, PRESENT))
     if pres.num_rows and dels.num_rows:
-        gone_del |= _matches(dels, pres)
+        gone_del |= _matches(c.filter(pc.equal(kind, DELETE)), pres)
     out.append(_with_kind(ins.filter(pa.array(moved_ins)), UPDATE))
     out.append(ins.filter(pa.array(~moved_ins)))
     if include_deletes:

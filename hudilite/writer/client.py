@@ -21,6 +21,8 @@ import pyarrow as pa
 from hudilite import change_images
 from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ, TableConfig
 from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableError
+from hudilite.index.global_index import FOUND_PART, FOUND_PC, META_KEY as INDEX_META_KEY, explode_found, \
+    index_choice, relocate, slice_keys
 from hudilite.keygen import KeySpec, integer_key_column, partition_path_expr, record_key_expr
 from hudilite.markers import (OPT_MARKERS_TYPE, OPT_SERVICE_URL, TIMELINE_SERVER_BASED, MarkerService,
                               delete_markers, list_markers)
@@ -33,8 +35,8 @@ from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
 from hudilite.timeline.heartbeat import Heartbeat
 from hudilite.writer import local as local_write
-from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, PART_COL, SEQ_COL, \
-    WriteContext
+from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, MOVED_COL, PART_COL, \
+    SEQ_COL, WriteContext
 from hudilite.writer.handle import StreamingBaseFileWriter, stats_table
 from hudilite.writer.log_handle import block_format_option
 from hudilite.writer.options import WriteOptions, resolve
@@ -91,6 +93,7 @@ class WriteClient:
     def run(self, df, extra_metadata: dict, commit: bool = True):
         wo = self.wo
         check_service_options(wo.options)  # inline table service options: bad ones fail before any write
+        choice = index_choice(wo.options)  # a bad index type fails before any write (bulk inserts included)
         local = is_arrow(df)
         if local:
             df = local_write.as_table(df)
@@ -166,6 +169,8 @@ class WriteClient:
             for part in {s["partitionPath"] for s in stats}:
                 table.ensure_partition_metadata(part, inst.timestamp)
             extra = {"schema": schema_json, **{k: str(v) for k, v in extra_metadata.items()}}
+            if choice.is_global and plan is not None:  # change reads match a key that changed partition
+                extra[INDEX_META_KEY] = choice.kind
             if ctx.change_images and images is not None:
                 extra[change_images.META_KEY] = json.dumps(images, separators=(",", ":"))
             md = _metadata(stats, OPERATION_TYPES[wo.operation], extra, replaced)
@@ -365,6 +370,8 @@ class _SparkPlanner(PlannerBase):
 
         wo = self.wo
         self.load_slices()
+        if self.global_lookup:
+            self.prepared = self._globalize(self.prepared)
         tagged = self.prepared.withColumn(FID_COL, F.lit(None).cast("string")) if self.overwrite \
             else self._tag(self.prepared)
         # The profile reads only the key columns (column pruning); the write pass recomputes the input. Persisting
@@ -392,6 +399,64 @@ class _SparkPlanner(PlannerBase):
         self.tagged = None
 
     # ------------------------------------------------------------------------------------------
+    def _globalize(self, rows):
+        """Global index (hudilite/index/global_index.py) in Spark: one row per key (the batch's latest), the
+        stored keys of the files whose key ranges cover incoming keys (a broadcast range join picks the files,
+        one task per file reads them), joined to the rows by key; `relocate` assigns the partitions."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+
+        from hudilite.reader.merge import SliceDesc
+
+        wo, spark = self.wo, self.spark
+        pcf = wo.precombine_field if wo.precombine_field in rows.columns else None
+        order = ([F.col(f"`{pcf}`").desc_nulls_last()] if pcf else []) + [F.col(SEQ_COL).desc()]
+        rows = (rows.withColumn("_hl_rn", F.row_number().over(Window.partitionBy(KEY_COL).orderBy(*order)))
+                .filter(F.col("_hl_rn") == 1).drop("_hl_rn"))
+        numeric = self.index.numeric_key
+        kt = LongType() if numeric else StringType()
+        key = F.col(f"`{numeric}`").cast("long") if numeric else F.col(KEY_COL)
+        ranges = [r for r in self.index.files() if r.path]
+        hit = {i for i, r in enumerate(ranges) if r.lo is None}
+        known = [(i, r.lo, r.hi) for i, r in enumerate(ranges) if r.lo is not None]
+        if known:
+            rdf = spark.createDataFrame(known, StructType([StructField("_r_i", IntegerType()),
+                                                           StructField("_r_lo", kt), StructField("_r_hi", kt)]))
+            hit |= {r[0] for r in rows.select(key.alias("_k")).join(
+                F.broadcast(rdf), (F.col("_k") >= F.col("_r_lo")) & (F.col("_k") <= F.col("_r_hi")))
+                .select("_r_i").distinct().collect()}
+        by_id = {(s.partition, s.file_id): s for s in self.slices}
+        descs = [SliceDesc.of(by_id[(ranges[i].partition, ranges[i].file_id)]).to_json() for i in sorted(hit)
+                 if (ranges[i].partition, ranges[i].file_id) in by_id]
+        pc_type = rows.schema[pcf].dataType if pcf else StringType()
+        found_schema = StructType([StructField("key", kt), StructField(FOUND_PART, StringType()),
+                                   StructField(FOUND_PC, pc_type)])
+        found_arrow = spark_to_arrow(found_schema)
+        key_col, spec = numeric or KEY_COL, self.merge_spec()
+
+        def keys_task(batches):
+            for b in batches:
+                for d in b.column(0).to_pylist():
+                    t = slice_keys(SliceDesc.from_json(d), key_col, pcf, spec)
+                    yield from t.cast(found_arrow).to_batches()
+
+        found = (spark.createDataFrame([(d,) for d in descs], "d string").repartition(max(len(descs), 1))
+                 .mapInArrow(keys_task, found_schema)) if descs else spark.createDataFrame([], found_schema)
+        agg = found.groupBy(F.col("key").alias("_hl_gk")).agg(
+            F.collect_list(F.struct(F.col(FOUND_PART), F.col(FOUND_PC))).alias("_hl_found"))
+        joined = rows.join(agg, key == F.col("_hl_gk"), "left").drop("_hl_gk")
+        out = StructType([StructField(f.name, f.dataType, True) for f in rows.schema.fields]
+                         + [StructField(MOVED_COL, BooleanType(), False)])
+        choice, event_time = self.choice, bool(wo.precombine_field)
+
+        def relocate_task(batches):
+            for b in batches:
+                t, found_rows = explode_found(pa.Table.from_batches([b]), "_hl_found")
+                yield from relocate(t, found_rows, choice, pcf, event_time).to_batches()
+
+        return joined.mapInArrow(relocate_task, out)
+
     def _tag(self, rows):
         """Add FID_COL: the file group holding (or whose key range covers) each row's key, else null."""
         from pyspark.sql import functions as F

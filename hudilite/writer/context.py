@@ -14,7 +14,8 @@ PART_COL = "_hoodie_partition_path"
 DELETE_COL = "_hl_delete"
 SEQ_COL = "_hl_seq"
 FID_COL = "_hl_fid"
-INTERNAL_COLS = (DELETE_COL, SEQ_COL, FID_COL)
+MOVED_COL = "_hl_moved"  # global index: the row is one side of a key changing partition
+INTERNAL_COLS = (DELETE_COL, SEQ_COL, FID_COL, MOVED_COL)
 IS_DELETED_FIELD = "_hoodie_is_deleted"
 
 

@@ -18,7 +18,7 @@ from hudilite import change_images
 from hudilite.file_group import base_file_name
 from hudilite.markers import CREATE, MERGE
 from hudilite.schema import META_FIELDS, cast_table_to_schema
-from hudilite.writer.context import DELETE_COL, KEY_COL, PART_COL, SEQ_COL, WriteContext
+from hudilite.writer.context import DELETE_COL, KEY_COL, MOVED_COL, PART_COL, SEQ_COL, WriteContext
 
 STAT_SCHEMA = pa.schema([pa.field("stat", pa.string())])
 
@@ -207,6 +207,9 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
         raise ValueError(f"HUDILITE_INVALID_INPUT: {nulls} row(s) have a null record key")
     incoming = dedup_latest(incoming, ctx)
     is_del = incoming.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
+    # global index: rows that are one side of a key changing partition (the new row / the old row's delete)
+    moved = incoming.column(MOVED_COL).to_numpy(zero_copy_only=False).astype(bool) \
+        if MOVED_COL in incoming.column_names else np.zeros(incoming.num_rows, dtype=bool)
     name = base_file_name(fid, token, ctx.instant)
 
     if old_path is None:
@@ -214,11 +217,21 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
         if ins.num_rows == 0:
             return None
         ctx.markers().create(partition, name, CREATE)
+        mv = moved[~is_del]
+        if mv.any():  # moved rows first: their change images are updates
+            order = np.concatenate([np.flatnonzero(mv), np.flatnonzero(~mv)])
+            ins = ins.take(pa.array(order, pa.int64()))
         out = _with_meta(ins, ctx, name, pid, 0)
         size = _write_parquet(_data_path(ctx, partition, name), out, ctx)
         stat = _stat(ctx, partition, fid, name, size, prev="null", writes=out.num_rows, inserts=out.num_rows,
                      updates=0, deletes=0)
-        if ctx.change_images:  # every row of a new group is an insert: its base file is its change images
+        if ctx.change_images and mv.any():
+            n_mv = int(mv.sum())
+            stat[change_images.STAT_IMAGES] = change_images.write(
+                ctx.base_path, ctx.instant, fid, token,
+                [(change_images.UPDATE, out.slice(0, n_mv)), (change_images.INSERT, out.slice(n_mv))],
+                ctx.compression)
+        elif ctx.change_images:  # every row of a new group is an insert: its base file is its change images
             stat[change_images.STAT_INSERTED] = True
         return stat
 
@@ -248,6 +261,7 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
     kept = old.filter(pa.array(keep_old))
     kept = kept.set_column(kept.schema.get_field_index("_hoodie_file_name"), "_hoodie_file_name",
                            const_string(name, kept.num_rows))
+    ins_inc = np.concatenate([ins_inc[moved[ins_inc]], ins_inc[~moved[ins_inc]]])  # moved in: images are updates
     changed_idx = np.concatenate([upd_inc, ins_inc])
     changed_src = incoming.take(pa.array(changed_idx, pa.int64()))
     changed = _with_meta(changed_src, ctx, name, pid, 0)
@@ -259,10 +273,11 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
     stat = _stat(ctx, partition, fid, name, size, prev=old_instant or "null", writes=out.num_rows,
                  inserts=len(ins_inc), updates=len(upd_inc), deletes=len(del_inc), ignored=ignored)
     if ctx.change_images:
-        n_upd = len(upd_inc)
+        n_upd = len(upd_inc) + int(moved[ins_inc].sum())
+        gone, gone_moved = won[is_del[win_inc]], moved[del_inc]  # a key moved out: the before image of its update
         parts = [(change_images.UPDATE, changed.slice(0, n_upd)), (change_images.INSERT, changed.slice(n_upd)),
-                 (change_images.BEFORE, old.take(pa.array(upd_old))),
-                 (change_images.DELETE, old.take(pa.array(won[is_del[win_inc]])))]
+                 (change_images.BEFORE, old.take(pa.array(np.concatenate([upd_old, gone[gone_moved]]), pa.int64()))),
+                 (change_images.DELETE, old.take(pa.array(gone[~gone_moved], pa.int64())))]
         stat[change_images.STAT_IMAGES] = change_images.write(ctx.base_path, ctx.instant, fid, token, parts,
                                                               ctx.compression)
     return stat

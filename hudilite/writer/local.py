@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hudilite.errors import InvalidWriteError
+from hudilite.index.global_index import find_local, relocate
 from hudilite.keygen import KeySpec, arrow_keygen
 from hudilite.schema import SchemaError, _canonical
 from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, PART_COL, SEQ_COL, \
@@ -86,6 +87,8 @@ class LocalPlanner(PlannerBase):
     def profile(self) -> None:
         self.load_slices()
         rows = self.rows
+        if self.global_lookup:
+            self.rows = rows = self._globalize(rows)
         fid = pa.nulls(rows.num_rows, pa.string()) if self.overwrite else self._tag(rows)
         self.rows = rows = rows.append_column(FID_COL, fid)
         is_del = rows.column(DELETE_COL)
@@ -103,6 +106,12 @@ class LocalPlanner(PlannerBase):
 
     def release(self) -> None:
         pass
+
+    def _globalize(self, rows: pa.Table) -> pa.Table:
+        """Global index: one row per key (the batch's latest), each sent to the partition the index decides."""
+        rows = dedup_latest(rows, self.dedup_settings())
+        found = find_local(rows, self.index, self.slices, self.wo.precombine_field, self.merge_spec())
+        return relocate(rows, found, self.choice, self.wo.precombine_field, bool(self.wo.precombine_field))
 
     def _tag(self, rows: pa.Table) -> pa.Array:
         """The file group holding (or whose key range covers) each row's key, else null - the same rule as the

@@ -10,10 +10,15 @@ per file group.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pyarrow as pa
 
 from hudilite.errors import InvalidWriteError
 from hudilite.index import RangeIndex
+from hudilite.index.global_index import index_choice
+from hudilite.keygen import integer_key_column
+from hudilite.reader.planner import ReadPlan, table_schema
 from hudilite.table import HoodieTable
 from hudilite.writer.context import WriteContext
 from hudilite.writer.handle import merge_file_group
@@ -35,6 +40,25 @@ class PlannerBase:
         self.log_bases: dict = {}  # merge-on-read: groups of pending compaction plans -> their instant
         self.mor = False  # merge-on-read table: updates/deletes of existing groups go to log files
         self.block_format = None
+        self.choice = index_choice(wo.options)  # partition-scoped or global (hudilite/index/global_index.py)
+
+    @property
+    def global_lookup(self) -> bool:
+        """Keys are looked up in every partition before the partition-scoped tagging (not for overwrites)."""
+        return self.choice.is_global and not self.overwrite and bool(self.slices) and bool(self.wo.partition_by)
+
+    def merge_spec(self):
+        """How slices with log files merge (the global lookup reads their merged keys); None without such slices."""
+        if not any(s.log_files for s in self.slices):
+            return None
+        return ReadPlan(self.table, table_schema(self.table), [], "snapshot").merge_spec()
+
+    def dedup_settings(self) -> SimpleNamespace:
+        """What `handle.dedup_latest` reads of a WriteContext, for collapsing the batch by key before the global
+        lookup (the write's context does not exist yet)."""
+        wo = self.wo
+        return SimpleNamespace(int_key=integer_key_column(wo.record_key, self.data_schema),
+                               event_time=bool(wo.precombine_field), precombine_field=wo.precombine_field)
 
     @property
     def overwrite(self) -> bool:

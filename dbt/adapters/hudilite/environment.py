@@ -914,6 +914,8 @@ class HudiliteEnvironment:
         # evaluations lose or duplicate rows. Persist by default; `options: {hoodie.write.input.persist: false}`
         # opts out for deterministic, cheap models.
         opts.setdefault("hoodie.write.input.persist", "true")
+        if spec.record_key:  # unique_key promises one row per key in the table: a key may change partition
+            opts.setdefault("hoodie.index.type", "GLOBAL_BLOOM")
         opts.setdefault("hoodie.table.name", re.sub(r"\W", "_", identifier) if not identifier[:1].isdigit()
                         else "_" + re.sub(r"\W", "_", identifier))
         return opts
