@@ -6,8 +6,11 @@ is opened.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import secrets
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -23,8 +26,25 @@ from hudilite.writer.context import DELETE_COL, KEY_COL, PART_COL, SEQ_COL, Writ
 STAT_SCHEMA = pa.schema([pa.field("stat", pa.string())])
 
 
+_LOCAL_TOKENS = {"pid": None, "stage": 0, "next": None}
+_LOCAL_TOKENS_LOCK = threading.Lock()
+
+
+def _local_attempt() -> tuple[int, int]:
+    """(stage, attempt) for a file written outside Spark (driver-local writes, table services): a random
+    per-process number and a per-process counter, so no two driver-local writers - threads, processes, machines
+    - compute the same file name (log files are named by the slice, not the writer's instant: a shared name
+    would let one writer's rollback delete the other's log). Re-drawn after a fork."""
+    with _LOCAL_TOKENS_LOCK:
+        if _LOCAL_TOKENS["pid"] != os.getpid():
+            _LOCAL_TOKENS.update(pid=os.getpid(), stage=secrets.randbelow(2 ** 31 - 1) + 1,
+                                 next=itertools.count(1))
+        return _LOCAL_TOKENS["stage"], next(_LOCAL_TOKENS["next"])
+
+
 def task_info() -> tuple[int, int, int]:
-    """(partition id, stage id, task attempt id) of the running Spark task, (0, 0, 0) outside Spark."""
+    """(partition id, stage id, task attempt id) of the running Spark task; outside Spark (0, a random
+    per-process number, a fresh counter value): a write token unique to this call (see `_local_attempt`)."""
     try:
         from pyspark import TaskContext
 
@@ -33,7 +53,7 @@ def task_info() -> tuple[int, int, int]:
             return tc.partitionId(), tc.stageId(), tc.taskAttemptId()
     except Exception:  # noqa: BLE001 - not in a Spark worker
         pass
-    return 0, 0, 0
+    return (0, *_local_attempt())
 
 
 def sort_indices(tbl: pa.Table, keys: list[tuple[str, str]], nulls: str) -> pa.Array:
