@@ -11,6 +11,7 @@ import time
 import pyarrow as pa
 
 from hudilite.errors import InvalidWriteError
+from hudilite.storage.local import fsync_option
 from hudilite.table import HoodieTable
 from hudilite.timeline import INFLIGHT, REQUESTED, Instant, Timeline
 from hudilite.timeline.plans import read_requested
@@ -200,6 +201,7 @@ def write_context(table: HoodieTable, instant: str, spec, options: dict | None):
         target_file_bytes=opt_int(options, "hoodie.parquet.max.file.size", 120 * 1024 * 1024, minimum=1),
         row_group_rows=opt_int(options, "hoodie.parquet.block.rows", 131072, minimum=1),
         compression=str((options or {}).get("hoodie.parquet.compression.codec", "snappy")).lower(),
+        fsync=fsync_option(options),
     )
 
 

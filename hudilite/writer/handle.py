@@ -21,6 +21,7 @@ from hudilite import change_images
 from hudilite.file_group import base_file_name
 from hudilite.markers import CREATE, MERGE
 from hudilite.schema import META_FIELDS, cast_table_to_schema
+from hudilite.storage.local import fsync_path
 from hudilite.writer.context import DELETE_COL, KEY_COL, PART_COL, SEQ_COL, WriteContext
 
 STAT_SCHEMA = pa.schema([pa.field("stat", pa.string())])
@@ -174,6 +175,8 @@ def _write_parquet(path: str, table: pa.Table, ctx: WriteContext, *, new_rows_fr
         with pq.ParquetWriter(path, table.schema, **opts) as w:
             w.write_table(table.slice(0, new_rows_from), row_group_size=ctx.row_group_rows)
             w.write_table(table.slice(new_rows_from), row_group_size=ctx.row_group_rows)
+    if ctx.fsync:
+        fsync_path(path)
     return os.path.getsize(path)
 
 
@@ -284,7 +287,7 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
                  (change_images.BEFORE, old.take(pa.array(upd_old))),
                  (change_images.DELETE, old.take(pa.array(won[is_del[win_inc]])))]
         stat[change_images.STAT_IMAGES] = change_images.write(ctx.base_path, ctx.instant, fid, token, parts,
-                                                              ctx.compression)
+                                                              ctx.compression, fsync=ctx.fsync)
     return stat
 
 
@@ -384,6 +387,8 @@ class StreamingBaseFileWriter:
                 {"hoodie_min_record_key": str(st["min"]), "hoodie_max_record_key": str(st["max"])})
         st["writer"].close()
         st["sink"].close()
+        if self.ctx.fsync:
+            fsync_path(st["path"])
         size = os.path.getsize(st["path"])
         self.stats.append(_stat(self.ctx, partition, st["fid"], st["name"], size, prev="null", writes=st["rows"],
                                 inserts=st["rows"], updates=0, deletes=0))
