@@ -141,12 +141,16 @@ class Claim:
     def settle_failure(self, *, remove_partial: bool = False) -> None:
         """After a failed attempt: still the holder - remove its files (`remove_partial`; otherwise the next
         attempt does) and release the claim; no longer the holder - delete this attempt's files only."""
-        if self.held():
-            if remove_partial:
-                rollback_partial_attempt(self.table, self.instant)
-            self.release(done=False)
-        else:
-            self.abandon()
+        try:
+            if self.held():
+                if remove_partial:
+                    rollback_partial_attempt(self.table, self.instant)
+                self.release(done=False)
+            else:
+                self.abandon()
+        except Exception:  # noqa: BLE001 - keep the attempt's own error; the stopped heartbeat frees the plan
+            self._heartbeat.stop(delete=False)
+            log.warning("could not release the claim on %s", self.instant, exc_info=True)
 
     def abandon(self) -> None:
         """After losing the claim: delete this attempt's files only (the plan belongs to the new holder)."""
