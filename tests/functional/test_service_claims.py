@@ -214,3 +214,35 @@ def test_two_processes_and_a_killed_executor_whose_plan_another_completes(tmp_pa
     assert {parse_base_file_name(os.path.basename(p))[1].rsplit("-", 1)[1] for p in done} == {"2"}  # attempt 2
     assert pyread(path) == rs(path) == want
     assert not os.path.exists(os.path.join(path, ".hoodie", ".aux", "service_claims", c))
+
+
+def test_an_executor_that_lost_its_claim_never_touches_the_plan_another_completed(tmp_path, monkeypatch):
+    from hudilite.services import claim as claim_mod
+
+    path = str(tmp_path / "t")
+    want = mor_with_logs(path)
+    c = comp.schedule_compaction(path, force=True)
+    beats = []
+    real_hb = claim_mod.Heartbeat
+
+    def recording_heartbeat(*a, **kw):
+        beats.append(real_hb(*a, **kw))
+        return beats[-1]
+
+    monkeypatch.setattr(claim_mod, "Heartbeat", recording_heartbeat)
+    paused, go = pause_after_first_file(monkeypatch, comp)
+    opts = {"hoodie.compaction.parallelism": "1", **FAST_HB}
+    a, a_out = run_in_thread(lambda: comp.run_compaction(path, opts))
+    assert paused.wait(30)
+    stale = base_files_at(path, c)
+    if beats:  # (none before claims existed)
+        beats[0].stop(delete=False)  # A stalls (a frozen process beats no more) past its tolerance of 2 x 200 ms
+    time.sleep(0.8)
+    assert comp.run_compaction(path, opts) == [c]  # B takes the dead claim over and completes the plan
+    done = sorted(committed_files(path, c))
+    assert stale[0] not in done and sorted(base_files_at(path, c)) == done
+    go.set()  # A wakes up: its next file finds the claim lost; it deletes its own files only
+    a.join(60)
+    assert isinstance(a_out.get("error"), claim_mod.ClaimLostError), a_out
+    assert sorted(base_files_at(path, c)) == done and HoodieTable.open(path).timeline.get(c).is_completed
+    assert pyread(path) == rs(path) == want
