@@ -26,11 +26,12 @@ import socket
 import time
 import uuid
 
-from hudilite.errors import HudiliteError
+from hudilite.errors import HudiliteError, InvalidWriteError
 from hudilite.file_group import parse_base_file_name
 from hudilite.lock import lock_for
 from hudilite.markers import list_markers
 from hudilite.services.common import opt_int, rollback_partial_attempt
+from hudilite.storage.local import fsync_option
 from hudilite.table import HoodieTable
 from hudilite.timeline.heartbeat import Heartbeat, heartbeat_expired
 
@@ -68,7 +69,12 @@ def _heartbeat_options(options: dict | None) -> tuple[int, int]:
 
 
 def check_options(options: dict | None) -> None:
+    """Validate the options an executor uses (heartbeat, fsync of its output): InvalidWriteError."""
     _heartbeat_options(options)
+    try:
+        fsync_option(options)
+    except ValueError as e:
+        raise InvalidWriteError(str(e)) from None
 
 
 def attempt_of_token(token: str) -> int | None:

@@ -94,3 +94,5 @@ def test_fsync_can_be_switched_off_for_scratch_tables(tmp_path, io_events):
     assert ("fsync", os.path.realpath(os.path.join(path, ".hoodie"))) in io_events
     with pytest.raises(hudilite.errors.InvalidWriteError, match="hoodie.write.fsync"):
         put(path, [1], 2, options={"hoodie.write.fsync": "maybe"})
+    with pytest.raises(hudilite.errors.InvalidWriteError, match="hoodie.write.fsync"):  # services: before any file
+        run_clustering(path, {"hoodie.write.fsync": "maybe"})
