@@ -28,7 +28,7 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hudilite.storage.local import storage_for
+from hudilite.storage.local import fsync_path, storage_for
 
 DIR = os.path.join(".hoodie", ".aux", "hudilite_changes")
 META_KEY = "hudilite.change.images"
@@ -45,7 +45,7 @@ def instant_dir(base_path: str, instant: str) -> str:
 
 
 def write(base_path: str, instant: str, fid: str, token: str, parts: list[tuple[str, pa.Table]],
-          compression: str = "snappy") -> str | None:
+          compression: str = "snappy", *, fsync: bool = True) -> str | None:
     """Write one file group's change images: `parts` = (op, rows in the file schema). Returns the file name
     (within the instant's directory), None when there is nothing to write."""
     parts = [(op, t) for op, t in parts if t.num_rows]
@@ -57,6 +57,8 @@ def write(base_path: str, instant: str, fid: str, token: str, parts: list[tuple[
     storage_for(base_path).makedirs(d)
     name = f"{fid}_{token}.parquet"
     pq.write_table(out, os.path.join(d, name), compression=compression)
+    if fsync:  # named by the commit's metadata (its directory is synced before the commit)
+        fsync_path(os.path.join(d, name))
     return name
 
 

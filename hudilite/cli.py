@@ -115,7 +115,8 @@ def _compaction(args) -> int:
         print(f"scheduled compaction {inst}" if inst else "nothing to compact (trigger not met or no file group "
               "with log files)")
         return 0
-    done = run_compaction(t, opts, instant=args.instant, progress=not args.no_progress)
+    # wait for a plan another executor holds: when the command returns, every plan it was asked for is complete
+    done = run_compaction(t, opts, instant=args.instant, progress=not args.no_progress, wait=True)
     print(f"completed {len(done)} compaction(s): {', '.join(done) or '-'}")
     return 0
 
@@ -140,7 +141,7 @@ def _cluster(args) -> int:
         print(f"scheduled clustering {inst}" if inst else "no clustering scheduled (no partition with small file "
               "groups to combine)")
     if not args.schedule_only:
-        done = run_clustering(t, opts, progress=not args.no_progress)
+        done = run_clustering(t, opts, progress=not args.no_progress, wait=True)
         print(f"completed {len(done)} clustering(s): {', '.join(done) or '-'}")
     return 0
 

@@ -32,9 +32,11 @@ import time
 import pyarrow as pa
 
 from hudilite.errors import CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError
+from hudilite.services.claim import CLAIMED, COMPLETED, MISSING, acquire
+from hudilite.services.claim import check_options as claim_options
 from hudilite.services.common import (begin_execution, commit_metadata, default_parallelism, open_table,
-                                      opt_columns, opt_int, rollback_partial_attempt, run_parallel, run_pending,
-                                      schedule_plan, write_base_file, write_stat)
+                                      opt_columns, opt_int, run_parallel, run_pending, schedule_plan,
+                                      write_base_file, write_stat)
 from hudilite.services.compaction import _log_instants
 from hudilite.table import HoodieTable
 from hudilite.timeline import INFLIGHT, REPLACE_COMMIT, Instant, Timeline
@@ -62,6 +64,7 @@ def check_options(options: dict | None) -> None:
     opt_int(options, GROUP_BYTES_KEY, 2 * 2 ** 30, minimum=1)
     opt_int(options, MAX_GROUPS_KEY, 30, minimum=1)
     opt_int(options, PARALLELISM_KEY, 1, minimum=1)
+    claim_options(options)
 
 
 def _check_sort_columns(table: HoodieTable, cols: list[str]) -> None:
@@ -154,8 +157,8 @@ def pending_clusterings(table: HoodieTable) -> list[Instant]:
     return [i for i in tl.pending((REPLACE_COMMIT,)) if clustering_plan(tl, i) is not None]
 
 
-def _cluster_group(table: HoodieTable, ctx, spec, group: dict, sort_cols: list[str], target: int, gi: int
-                   ) -> list[dict]:
+def _cluster_group(table: HoodieTable, ctx, spec, group: dict, sort_cols: list[str], target: int, gi: int,
+                   claim=None) -> list[dict]:
     from hudilite.file_group import new_file_id
     from hudilite.reader.merge import KEY, SliceDesc, merge_slice
 
@@ -189,59 +192,83 @@ def _cluster_group(table: HoodieTable, ctx, spec, group: dict, sort_cols: list[s
         if chunk.num_rows == 0:
             continue
         fid = new_file_id()
-        rel, _p, size = write_base_file(ctx, part, fid, f"{gi}-0-{k}", chunk)
+        rel, _p, size = write_base_file(ctx, part, fid, claim.token(gi, k) if claim else f"{gi}-{k}-0", chunk,
+                                        claim)
         stats.append(write_stat(fid, rel, part, size, prev="null", writes=chunk.num_rows, inserts=chunk.num_rows))
     return stats
 
 
 def execute_clustering(table: HoodieTable, instant: Instant, options: dict | None = None, *,
-                       progress: bool = False) -> str:
+                       progress: bool = False, wait: bool = False) -> str | None:
+    """Execute one pending clustering plan under its claim (services/claim.py); returns its instant once
+    completed. Another executor holding the plan: None (skipped), or with `wait` the instant once that executor
+    completed it (or its claim died and this one took over and completed it)."""
+    from hudilite.lock import lock_for
     from hudilite.markers import delete_markers
     from hudilite.writer.transaction import Transaction
 
+    claim = acquire(table, instant.timestamp, REPLACE_COMMIT, options, wait=wait)
+    if claim == COMPLETED:
+        return instant.timestamp
+    if claim == CLAIMED:
+        return None
     tl = table.reload()
     cur = tl.get(instant.timestamp)
     plan = clustering_plan(tl, cur) if cur is not None else None
-    if cur is None or cur.is_completed or plan is None:
+    if claim == MISSING or cur is None or cur.is_completed or plan is None:
+        if not isinstance(claim, str):
+            claim.release(done=False)
         raise ClusteringError(f"{instant.timestamp} is not a pending clustering of {table.base_path}")
     groups = list(plan.get("inputGroups") or [])
     sort_cols = opt_columns((plan.get("strategy") or {}).get("strategyParams") or {}, SORT_KEY)
     target = opt_int(options, TARGET_KEY, 2 ** 30, minimum=1)
     t0 = time.monotonic()
-    spec, ctx = begin_execution(table, tl, cur, options)
-    par = opt_int(options, PARALLELISM_KEY, default_parallelism(), minimum=1)
-    per_group = run_parallel(lambda ig: _cluster_group(table, ctx, spec, ig[1], sort_cols, target, ig[0]),
-                             list(enumerate(groups)), par, f"clustering {cur.timestamp}", progress)
-    stats = [s for g in per_group for s in g]
-    replaced: dict[str, list[str]] = {}
-    for g in groups:
-        for s in g.get("slices") or []:
-            replaced.setdefault(s.get("partitionPath") or "", []).append(s["fileId"])
-    md = commit_metadata(stats, "CLUSTER", table, replaced=replaced)
-    md["extraMetadata"]["hudilite.clustering.millis"] = str(int((time.monotonic() - t0) * 1000))
     try:
-        Transaction(table, options).complete(Instant(cur.timestamp, REPLACE_COMMIT, INFLIGHT), md)
+        spec, ctx = begin_execution(table, tl, cur, options)
+        par = opt_int(options, PARALLELISM_KEY, default_parallelism(), minimum=1)
+        per_group = run_parallel(
+            lambda ig: _cluster_group(table, ctx, spec, ig[1], sort_cols, target, ig[0], claim=claim),
+            list(enumerate(groups)), par, f"clustering {cur.timestamp}", progress)
+        stats = [s for g in per_group for s in g]
+        replaced: dict[str, list[str]] = {}
+        for g in groups:
+            for s in g.get("slices") or []:
+                replaced.setdefault(s.get("partitionPath") or "", []).append(s["fileId"])
+        md = commit_metadata(stats, "CLUSTER", table, replaced=replaced)
+        md["extraMetadata"]["hudilite.clustering.millis"] = str(int((time.monotonic() - t0) * 1000))
+        Transaction(table, options).complete(Instant(cur.timestamp, REPLACE_COMMIT, INFLIGHT), md,
+                                             validate=claim.completion_check(replaced, stats))
     except CommitConflictError as e:  # a write touched an input group after the plan: the plan is stale
         from hudilite.services.rollback import rollback_instant
 
-        rollback_instant(table, table.reload().get(cur.timestamp) or cur)
+        with lock_for(table.base_path, options):
+            held = claim.held()
+            now = table.reload().get(cur.timestamp)
+            if held and now is not None and not now.is_completed:
+                rollback_instant(table, now)
+        if not held:
+            claim.abandon()
+            raise
+        claim.release(done=True)
         raise ClusteringError(f"clustering {cur.timestamp} was abandoned (its plan is removed; schedule a new "
                               f"one): {e}") from e
-    except Exception:
-        rollback_partial_attempt(table, cur.timestamp)
+    except BaseException:
+        claim.settle_failure(remove_partial=True)
         raise
+    claim.release(done=True)
     delete_markers(table.base_path, cur.timestamp)
     log.info("completed clustering %s: %d group(s) -> %d file group(s)", cur.timestamp, len(groups), len(stats))
     return cur.timestamp
 
 
 def run_clustering(table_or_path, options: dict | None = None, *, instant: str | None = None,
-                   progress: bool = False) -> list[str]:
-    """Execute every pending clustering plan, oldest first (or only `instant`)."""
+                   progress: bool = False, wait: bool = False) -> list[str]:
+    """Execute every pending clustering plan, oldest first (or only `instant`). A plan another executor is
+    executing is skipped (inline clustering), or with `wait` (the command line) waited for."""
     check_options(options)
     table = open_table(table_or_path)
     return run_pending(table, pending_clusterings(table), instant, "clustering", ClusteringError,
-                       execute_clustering, options, progress)
+                       execute_clustering, options, progress, wait)
 
 
 def cluster(table_or_path, options: dict | None = None, *, progress: bool = False) -> list[str]:

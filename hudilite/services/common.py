@@ -11,6 +11,7 @@ import time
 import pyarrow as pa
 
 from hudilite.errors import InvalidWriteError
+from hudilite.storage.local import fsync_option
 from hudilite.table import HoodieTable
 from hudilite.timeline import INFLIGHT, REQUESTED, Instant, Timeline
 from hudilite.timeline.plans import read_requested
@@ -148,9 +149,10 @@ def pending_plan(table: HoodieTable, instant: Instant, action: str, error: type[
 
 
 def begin_execution(table: HoodieTable, tl: Timeline, cur: Instant, options: dict | None):
-    """Start (or restart) executing the pending plan `cur` that writes new base files: its inflight file, the
-    files of an earlier failed attempt removed, the MergeSpec of the slices as of the plan's instant and a
-    write context with its markers. Returns (spec, ctx)."""
+    """Start (or restart) executing the pending plan `cur` that writes new base files - only ever by the holder
+    of the plan's claim (services/claim.py): its inflight file, the files of an earlier failed attempt removed,
+    the MergeSpec of the slices as of the plan's instant and a write context with its markers. Returns
+    (spec, ctx)."""
     if cur.state == REQUESTED:
         table.fs.write_bytes(tl.instant_path(cur.with_state(INFLIGHT)), b"")
     rollback_partial_attempt(table, cur.timestamp)
@@ -161,15 +163,19 @@ def begin_execution(table: HoodieTable, tl: Timeline, cur: Instant, options: dic
 
 
 def run_pending(table: HoodieTable, pending: list[Instant], instant: str | None, kind: str,
-                error: type[Exception], execute, options: dict | None, progress: bool) -> list[str]:
-    """`execute(table, plan, options, progress=...)` for every pending plan, oldest first, or only for
-    `instant` (`error` when it is not one of them). Returns the completed instants; the first error is raised
-    after the plans before it completed."""
+                error: type[Exception], execute, options: dict | None, progress: bool, wait: bool = False
+                ) -> list[str]:
+    """`execute(table, plan, options, progress=..., wait=...)` for every pending plan, oldest first, or only
+    for `instant` (`error` when it is not one of them). Returns the plans that are complete when it returns
+    (a plan another executor holds is skipped, or with `wait` waited for); the first error is raised after
+    the plans before it completed."""
     if instant is not None:
         pending = [i for i in pending if i.timestamp == instant]
         if not pending:
             raise error(f"no pending {kind} {instant} on {table.base_path}")
-    return [execute(table, i, options, progress=progress) for i in sorted(pending, key=lambda i: i.timestamp)]
+    done = [execute(table, i, options, progress=progress, wait=wait)
+            for i in sorted(pending, key=lambda i: i.timestamp)]
+    return [t for t in done if t is not None]
 
 
 # ---- reading and writing file slices -------------------------------------------------------------------
@@ -195,13 +201,17 @@ def write_context(table: HoodieTable, instant: str, spec, options: dict | None):
         target_file_bytes=opt_int(options, "hoodie.parquet.max.file.size", 120 * 1024 * 1024, minimum=1),
         row_group_rows=opt_int(options, "hoodie.parquet.block.rows", 131072, minimum=1),
         compression=str((options or {}).get("hoodie.parquet.compression.codec", "snappy")).lower(),
+        fsync=fsync_option(options),
     )
 
 
-def write_base_file(ctx, partition: str, fid: str, token: str, rows: pa.Table) -> tuple[str, str, int]:
+def write_base_file(ctx, partition: str, fid: str, token: str, rows: pa.Table, claim=None
+                    ) -> tuple[str, str, int]:
     """Write `rows` (table schema, meta fields included and kept) as the base file of file group `fid` at the
-    context's instant, marker first. `_hoodie_file_name` becomes the new file name. Returns
-    (relative path, absolute path, size)."""
+    context's instant, marker first. `_hoodie_file_name` becomes the new file name. With the executor's
+    `claim` (services/claim.py), the claim is checked before the file is started and after it is written (a
+    file written by an executor that lost its claim is deleted again: it would be a second base file of the
+    group at the instant). Returns (relative path, absolute path, size)."""
     from hudilite.file_group import base_file_name
     from hudilite.markers import CREATE
     from hudilite.schema import cast_table_to_schema
@@ -213,9 +223,14 @@ def write_base_file(ctx, partition: str, fid: str, token: str, rows: pa.Table) -
     out = out.set_column(i, ctx.file_schema.field(i), const_string(name, out.num_rows))
     d = os.path.join(ctx.base_path, partition) if partition else ctx.base_path
     os.makedirs(d, exist_ok=True)
+    if claim is not None:
+        claim.check()
     ctx.markers().create(partition, name, CREATE)
     path = os.path.join(d, name)
     size = _write_parquet(path, out, ctx)
+    if claim is not None and not claim.held():
+        os.unlink(path)
+        claim.check()
     rel = f"{partition}/{name}" if partition else name
     return rel, path, size
 

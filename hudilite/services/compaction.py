@@ -25,7 +25,8 @@ is not visible yet). A writer that planned against the previous slice before the
 with the old base instant) is aborted at commit with a retryable CommitConflictError (writer/conflict.py):
 its blocks would be missing from the compacted base file.
 
-Execute (`run_compaction`): every pending plan, oldest first. Per plan: `<t>.compaction.inflight`, files of
+Execute (`run_compaction`): every pending plan, oldest first, each under its claim (services/claim.py: one
+executor at a time, output names unique per attempt). Per plan: `<t>.compaction.inflight`, files of
 a failed earlier attempt removed (markers), then every planned slice -> one new base file at the compaction
 instant: base rows + log blocks merged as a snapshot read merges them (reader/merge.py: completed instants of
 the whole timeline, archive included, rollback command blocks honoured). A slice whose logs hold no valid block
@@ -43,6 +44,8 @@ from hudilite.errors import CorruptTableError, HudiliteError, InvalidWriteError
 from hudilite.log.blocks import CommandBlock, LogBlock
 from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
+from hudilite.services.claim import CLAIMED, COMPLETED, MISSING, acquire
+from hudilite.services.claim import check_options as claim_options
 from hudilite.services.common import (begin_execution, commit_metadata, default_parallelism, open_table,
                                       opt_choice, opt_int, pending_plan, run_parallel, run_pending, write_base_file,
                                       write_stat)
@@ -75,6 +78,7 @@ def check_options(options: dict | None) -> None:
     opt_int(options, MAX_DELTA_SECONDS_KEY, 3600)
     opt_int(options, LOG_SIZE_KEY, 0)
     opt_int(options, PARALLELISM_KEY, 1, minimum=1)
+    claim_options(options)
 
 
 # ---- scheduling ---------------------------------------------------------------------------------------
@@ -213,7 +217,7 @@ def pending_compactions(table: HoodieTable) -> list[Instant]:
     return [i for i in table.reload().pending((COMPACTION,))]
 
 
-def _compact_slice(table: HoodieTable, ctx, spec, op: dict, token: str) -> dict:
+def _compact_slice(table: HoodieTable, ctx, spec, op: dict, token: str, claim=None) -> dict:
     import pyarrow as pa
 
     from hudilite.reader.merge import KEY, _log_records, conform, merge_records, read_base, valid_blocks
@@ -243,7 +247,7 @@ def _compact_slice(table: HoodieTable, ctx, spec, op: dict, token: str) -> dict:
         updated = int(pc.sum(pc.is_in(base.column(KEY), value_set=events[0])).as_py() or 0)
         kept_base = int(pc.sum(pc.is_in(merged.column(KEY), value_set=base.column(KEY).combine_chunks())
                                ).as_py() or 0)
-    rel, _path, size = write_base_file(ctx, part, op["fileId"], token, merged)
+    rel, _path, size = write_base_file(ctx, part, op["fileId"], token, merged, claim)
     log_size = sum(os.path.getsize(p) for p in log_paths)
     return write_stat(
         op["fileId"], rel, part, size, prev=op.get("baseInstantTime") or "null", writes=merged.num_rows,
@@ -254,35 +258,52 @@ def _compact_slice(table: HoodieTable, ctx, spec, op: dict, token: str) -> dict:
 
 
 def execute_compaction(table: HoodieTable, instant: Instant, options: dict | None = None, *,
-                       progress: bool = False) -> str:
-    """Execute one pending compaction plan; returns its instant time once completed."""
+                       progress: bool = False, wait: bool = False) -> str | None:
+    """Execute one pending compaction plan under its claim (services/claim.py); returns its instant time once
+    completed. Another executor holding the plan: None (skipped), or with `wait` the instant once that executor
+    completed it (or its claim died and this one took over and completed it)."""
     from hudilite.markers import delete_markers
     from hudilite.writer.transaction import Transaction
 
-    tl, cur, plan = pending_plan(table, instant, COMPACTION, CompactionError)
-    ops = list(plan.get("operations") or [])
-    t0 = time.monotonic()
-    spec, ctx = begin_execution(table, tl, cur, options)
-    par = opt_int(options, PARALLELISM_KEY, default_parallelism(), minimum=1)
-    stats = run_parallel(lambda iop: _compact_slice(table, ctx, spec, iop[1], f"{iop[0]}-0-0"),
-                         list(enumerate(ops)), par, f"compaction {cur.timestamp}", progress)
-    md = commit_metadata(stats, "COMPACT", table, compacted=True)
-    md["extraMetadata"]["hudilite.compaction.millis"] = str(int((time.monotonic() - t0) * 1000))
-    Transaction(table, options).complete(Instant(cur.timestamp, COMPACTION, INFLIGHT), md, check_conflicts=False)
+    claim = acquire(table, instant.timestamp, COMPACTION, options, wait=wait)
+    if claim == COMPLETED:
+        return instant.timestamp
+    if claim == CLAIMED:
+        return None
+    if claim == MISSING:
+        pending_plan(table, instant, COMPACTION, CompactionError)  # raises, naming the instant
+    try:
+        tl, cur, plan = pending_plan(table, instant, COMPACTION, CompactionError)
+        ops = list(plan.get("operations") or [])
+        t0 = time.monotonic()
+        spec, ctx = begin_execution(table, tl, cur, options)
+        par = opt_int(options, PARALLELISM_KEY, default_parallelism(), minimum=1)
+        stats = run_parallel(lambda iop: _compact_slice(table, ctx, spec, iop[1], claim.token(iop[0]), claim=claim),
+                             list(enumerate(ops)), par, f"compaction {cur.timestamp}", progress)
+        md = commit_metadata(stats, "COMPACT", table, compacted=True)
+        md["extraMetadata"]["hudilite.compaction.millis"] = str(int((time.monotonic() - t0) * 1000))
+        Transaction(table, options).complete(
+            Instant(cur.timestamp, COMPACTION, INFLIGHT), md, check_conflicts=False,
+            validate=claim.completion_check([op.get("partitionPath") or "" for op in ops], stats))
+    except BaseException:
+        claim.settle_failure()
+        raise
+    claim.release(done=True)
     delete_markers(table.base_path, cur.timestamp)
     log.info("completed compaction %s: %d file group(s)", cur.timestamp, len(stats))
     return cur.timestamp
 
 
 def run_compaction(table_or_path, options: dict | None = None, *, instant: str | None = None,
-                   progress: bool = False) -> list[str]:
+                   progress: bool = False, wait: bool = False) -> list[str]:
     """Execute every pending compaction plan, oldest first (or only `instant`). Returns the completed instants.
-    A plan that fails stays pending (its partial files are invisible and removed by the next attempt); the
-    error is raised after the plans before it completed."""
+    A plan another executor is executing is skipped (inline compaction), or with `wait` (the command line)
+    waited for. A plan that fails stays pending (its partial files are invisible and removed by the next
+    attempt); the error is raised after the plans before it completed."""
     check_options(options)
     table = open_table(table_or_path)
     return run_pending(table, pending_compactions(table), instant, "compaction", CompactionError,
-                       execute_compaction, options, progress)
+                       execute_compaction, options, progress, wait)
 
 
 def compact(table_or_path, options: dict | None = None, *, progress: bool = False, force: bool = False

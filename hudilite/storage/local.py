@@ -32,6 +32,46 @@ def read_nonblank(path: str) -> bytes | None:
     return data if data.strip() else None
 
 
+FSYNC_KEY = "hoodie.write.fsync"
+
+
+def fsync_option(options: dict | None) -> bool:
+    """`hoodie.write.fsync` (default true): data files and their directories are made durable before the commit
+    that names them. false gives that guarantee up (scratch tables on tmpfs, measuring its cost in bench/)."""
+    v = (options or {}).get(FSYNC_KEY, True)
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes", ""):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ValueError(f"option {FSYNC_KEY}={v!r} is not a boolean (true/false)")
+
+
+def fsync_path(path: str) -> None:
+    """fsync a closed file or a directory by path (a read-only descriptor suffices on POSIX systems)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def directories_of(base_path: str, rel_paths) -> list[str]:
+    """Every directory from `base_path` down to the parent of each relative path, once each, deepest first (a new
+    partition directory's own entry lives in its parent)."""
+    dirs: set[str] = set()
+    for rel in rel_paths:
+        d = os.path.dirname(rel)
+        while True:
+            dirs.add(os.path.join(base_path, d) if d else base_path)
+            if not d:
+                break
+            d = os.path.dirname(d)
+    return sorted(dirs, key=lambda x: (-x.count(os.sep), x))
+
+
 class LocalStorage:
     """POSIX file operations. `put_if_absent` is atomic: content is written to a temp file and hard-linked
     into place, which fails if the target exists (no reader ever sees a half-written file)."""
@@ -93,11 +133,16 @@ class LocalStorage:
             os.fsync(f.fileno())
         try:
             os.link(tmp, path)
-            return True
         except FileExistsError:
             return False
         finally:
             os.unlink(tmp)
+        fsync_path(os.path.dirname(path))  # the new entry (a completed instant) survives a power loss
+        return True
+
+    def fsync_dirs(self, dirs) -> None:
+        for d in dirs:
+            fsync_path(d)
 
     def create_empty_if_absent(self, path: str) -> bool:
         try:

@@ -31,6 +31,7 @@ from hudilite.schema import META_FIELDS, SchemaError, arrow_to_avro, avro_to_arr
     spark_to_arrow
 from hudilite.services import check_service_options, run_inline_services
 from hudilite.services.rollback import rollback_instant
+from hudilite.storage.local import fsync_option
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
 from hudilite.timeline.heartbeat import Heartbeat
@@ -149,6 +150,7 @@ class WriteClient:
             int_key=integer_key_column(wo.record_key, data_schema),
             change_images=action == COMMIT and wo.operation != "bulk_insert"
             and wo.get_bool(change_images.OPTION, change_images.DEFAULT),
+            fsync=fsync_option(wo.options),
         )
         schema_json = avro_to_json(arrow_to_avro(data_schema, table.config.name))
         if action == DELTA_COMMIT and wo.get_bool(overlay_cache.WRITE_OPTION, True):

@@ -43,6 +43,8 @@ class WriteContext:
     # merge-on-read: (MergeSpec, rows schema) with which log appends write the merged-read overlay entries of
     # the slice states they make (hudilite/reader/overlay_cache.py), or None
     overlays: tuple | None = None
+    # fsync every data file after closing it (hoodie.write.fsync; the directories are synced before the commit)
+    fsync: bool = True
 
     def markers(self):
         from hudilite.markers import markers_for

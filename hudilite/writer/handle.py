@@ -6,8 +6,11 @@ is opened.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import secrets
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -18,13 +21,31 @@ from hudilite import change_images
 from hudilite.file_group import base_file_name
 from hudilite.markers import CREATE, MERGE
 from hudilite.schema import META_FIELDS, cast_table_to_schema
+from hudilite.storage.local import fsync_path
 from hudilite.writer.context import DELETE_COL, KEY_COL, MOVED_COL, PART_COL, SEQ_COL, WriteContext
 
 STAT_SCHEMA = pa.schema([pa.field("stat", pa.string())])
 
 
+_LOCAL_TOKENS = {"pid": None, "stage": 0, "next": None}
+_LOCAL_TOKENS_LOCK = threading.Lock()
+
+
+def _local_attempt() -> tuple[int, int]:
+    """(stage, attempt) for a file written outside Spark (driver-local writes, table services): a random
+    per-process number and a per-process counter, so no two driver-local writers - threads, processes, machines
+    - compute the same file name (log files are named by the slice, not the writer's instant: a shared name
+    would let one writer's rollback delete the other's log). Re-drawn after a fork."""
+    with _LOCAL_TOKENS_LOCK:
+        if _LOCAL_TOKENS["pid"] != os.getpid():
+            _LOCAL_TOKENS.update(pid=os.getpid(), stage=secrets.randbelow(2 ** 31 - 1) + 1,
+                                 next=itertools.count(1))
+        return _LOCAL_TOKENS["stage"], next(_LOCAL_TOKENS["next"])
+
+
 def task_info() -> tuple[int, int, int]:
-    """(partition id, stage id, task attempt id) of the running Spark task, (0, 0, 0) outside Spark."""
+    """(partition id, stage id, task attempt id) of the running Spark task; outside Spark (0, a random
+    per-process number, a fresh counter value): a write token unique to this call (see `_local_attempt`)."""
     try:
         from pyspark import TaskContext
 
@@ -33,7 +54,7 @@ def task_info() -> tuple[int, int, int]:
             return tc.partitionId(), tc.stageId(), tc.taskAttemptId()
     except Exception:  # noqa: BLE001 - not in a Spark worker
         pass
-    return 0, 0, 0
+    return (0, *_local_attempt())
 
 
 def sort_indices(tbl: pa.Table, keys: list[tuple[str, str]], nulls: str) -> pa.Array:
@@ -154,6 +175,8 @@ def _write_parquet(path: str, table: pa.Table, ctx: WriteContext, *, new_rows_fr
         with pq.ParquetWriter(path, table.schema, **opts) as w:
             w.write_table(table.slice(0, new_rows_from), row_group_size=ctx.row_group_rows)
             w.write_table(table.slice(new_rows_from), row_group_size=ctx.row_group_rows)
+    if ctx.fsync:
+        fsync_path(path)
     return os.path.getsize(path)
 
 
@@ -279,7 +302,7 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
                  (change_images.BEFORE, old.take(pa.array(np.concatenate([upd_old, gone[gone_moved]]), pa.int64()))),
                  (change_images.DELETE, old.take(pa.array(gone[~gone_moved], pa.int64())))]
         stat[change_images.STAT_IMAGES] = change_images.write(ctx.base_path, ctx.instant, fid, token, parts,
-                                                              ctx.compression)
+                                                              ctx.compression, fsync=ctx.fsync)
     return stat
 
 
@@ -379,6 +402,8 @@ class StreamingBaseFileWriter:
                 {"hoodie_min_record_key": str(st["min"]), "hoodie_max_record_key": str(st["max"])})
         st["writer"].close()
         st["sink"].close()
+        if self.ctx.fsync:
+            fsync_path(st["path"])
         size = os.path.getsize(st["path"])
         self.stats.append(_stat(self.ctx, partition, st["fid"], st["name"], size, prev="null", writes=st["rows"],
                                 inserts=st["rows"], updates=0, deletes=0))

@@ -186,7 +186,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         version += 1
     ctx.markers().create(partition, name, APPEND)
     path = os.path.join(directory, name)
-    locations = append_blocks(path, blocks)
+    locations = append_blocks(path, blocks, fsync=ctx.fsync)
     size = os.path.getsize(path)
     if entry:  # (not behind a pending compaction: no read would find that entry)
         for b, loc in zip(blocks, locations):

@@ -31,9 +31,11 @@ import os
 import time
 from typing import Callable
 
+from hudilite import change_images
 from hudilite.errors import CommitConflictError, InvalidWriteError
 from hudilite.lock import lock_for
 from hudilite.lock.base import check_lock_provider
+from hudilite.storage.local import directories_of, fsync_option
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
 from hudilite.timeline.heartbeat import heartbeat_expired, heartbeat_path
@@ -65,6 +67,7 @@ def check_concurrency_options(options: dict | None) -> None:
     concurrency_mode(options)
     try:
         check_lock_provider(options)
+        fsync_option(options)
     except ValueError as e:
         raise InvalidWriteError(str(e)) from None
     for key in ("hoodie.write.lock.filesystem.expire.ms", "hoodie.write.lock.wait_time_ms", SKEW_KEY):
@@ -188,9 +191,22 @@ class Transaction:
             if conflicts:
                 raise conflict_error(inst.timestamp, conflicts)
 
+    def sync_written(self, inst: Instant, metadata: dict) -> None:
+        """fsync (once each) the directories holding the files `metadata` names, before a completed instant can
+        name them: their writers fsynced the files themselves after closing them (hoodie.write.fsync). Runs
+        outside the lock."""
+        if not fsync_option(self.options):
+            return
+        rels = [s["path"] for ss in (metadata.get("partitionToWriteStats") or {}).values() for s in ss or []
+                if s.get("path")]
+        if (metadata.get("extraMetadata") or {}).get(change_images.META_KEY):
+            rels.append(os.path.join(change_images.DIR, inst.timestamp, "-"))
+        self.table.fs.fsync_dirs(directories_of(self.table.base_path, rels))
+
     def prepare(self, inst: Instant, metadata: dict, *, check_conflicts: bool = True) -> None:
         """Validate under the lock, then record the full metadata as prepared in the inflight file: the
         commit can no longer conflict and will be completed (by `complete_prepared`, or by recovery)."""
+        self.sync_written(inst, metadata)
         with self.lock:
             tl = self.table.reload()
             self._validate(tl, inst, metadata, check_conflicts)
@@ -206,6 +222,7 @@ class Transaction:
                  *, check_conflicts: bool = True) -> str:
         """Write the completed instant file after the conflict check (raises CommitConflictError, retryable).
         `validate` runs under the lock on a fresh timeline and may raise too. Returns the completion time."""
+        self.sync_written(inst, metadata)
         with self.lock:
             tl = self.table.reload()
             self._validate(tl, inst, metadata, check_conflicts)

@@ -262,11 +262,11 @@ def test_failed_compaction_is_retried_from_scratch(spark, tmp_path, monkeypatch)
     real = comp._compact_slice
     calls = []
 
-    def flaky(table, ctx, spec, op, token):
+    def flaky(table, ctx, spec, op, token, **kw):
         calls.append(op["fileId"])
         if len(calls) == 2:
             raise OSError("disk full")
-        return real(table, ctx, spec, op, token)
+        return real(table, ctx, spec, op, token, **kw)
 
     monkeypatch.setattr(comp, "_compact_slice", flaky)
     with pytest.raises(OSError):

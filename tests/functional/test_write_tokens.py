@@ -1,0 +1,93 @@
+"""Write tokens unique per attempt (hudilite/writer/handle.py `task_info`): two driver-local writers appending to
+one merge-on-read slice at once never share a log file, so the rollback of one cannot delete the other's log."""
+
+from __future__ import annotations
+
+import glob
+import os
+import threading
+
+import pyarrow as pa
+import pytest
+
+import hudilite
+from hudilite.writer import client, log_handle
+from tests.hudi_rs import read_hudi_rs
+
+pytest.importorskip("hudi")
+
+OCC = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
+
+
+def put(path, ids, v, op="upsert"):
+    t = pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array([v] * len(ids), pa.int64())})
+    return hudilite.write(t, path, record_key="id", precombine_field="v", operation=op,
+                          table_type="MERGE_ON_READ", options=OCC)
+
+
+def test_concurrent_local_appends_to_one_slice_and_a_rollback_keep_the_survivors_log(tmp_path, monkeypatch):
+    path = str(tmp_path / "t")
+    put(path, list(range(20)), 1, op="bulk_insert")  # one file group, one slice
+    put(path, [0], 2)  # the slice has a log file already
+    b_waiting, b_go, b_appended = threading.Event(), threading.Event(), threading.Event()
+    roles = threading.local()
+    real_append, real_complete = log_handle.append_blocks, client.Transaction.complete
+
+    def append(p, blocks, **kw):
+        if getattr(roles, "name", None) == "B":  # B has named its log file; it appends once A rolled back
+            b_waiting.set()
+            assert b_go.wait(30)
+            out = real_append(p, blocks, **kw)
+            b_appended.set()
+            return out
+        return real_append(p, blocks, **kw)
+
+    def complete(self, *a, **kw):
+        if getattr(roles, "name", None) == "A":
+            raise RuntimeError("writer A fails before its commit")
+        return real_complete(self, *a, **kw)
+
+    import hudilite.log as hlog
+
+    real_scan = hlog.scan_log_file
+
+    def scan(p):  # A's rollback looks at its log, then B appends (both used the same name before the fix)
+        blocks = list(real_scan(p))
+        if getattr(roles, "name", None) == "A" and not b_go.is_set():
+            b_go.set()
+            assert b_appended.wait(30)
+        return blocks
+
+    monkeypatch.setattr(log_handle, "append_blocks", append)
+    monkeypatch.setattr(client.Transaction, "complete", complete)
+    monkeypatch.setattr(hlog, "scan_log_file", scan)
+    out = {}
+
+    def run(name, ids, v):
+        roles.name = name
+        try:
+            out[name] = put(path, ids, v)
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            out[name] = e
+
+    b = threading.Thread(target=run, args=("B", [1, 2, 3], 5))
+    b.start()
+    assert b_waiting.wait(30)
+    a = threading.Thread(target=run, args=("A", [4, 5, 6], 5))
+    a.start()
+    a.join(60)
+    b.join(60)
+    monkeypatch.undo()
+    assert isinstance(out["A"], RuntimeError)
+    assert not isinstance(out["B"], BaseException), out["B"]
+    logs = glob.glob(os.path.join(path, ".*.log.*"))
+    assert len(logs) == 2, logs  # the first upsert's and B's: A's is rolled back, B's survives
+    want = sorted([(i, 1) for i in range(20) if i not in (0, 1, 2, 3)] + [(0, 2), (1, 5), (2, 5), (3, 5)])
+    got = sorted((r["id"], r["v"]) for r in read_hudi_rs(path).select(["id", "v"]).to_pylist())
+    assert got == want
+    from hudilite.reader.merge import SliceDesc, merge_slice
+    from hudilite.reader.planner import plan_read
+
+    plan = plan_read(path)
+    t = pa.concat_tables([merge_slice(SliceDesc.of(s), plan.merge_spec()) for s in plan.slices])
+    assert sorted((r["id"], r["v"]) for r in t.select(["id", "v"]).to_pylist()) == want
