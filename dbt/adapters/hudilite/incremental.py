@@ -28,6 +28,7 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 CHECKPOINT_KEY = "hudilite.checkpoints"
 CHECKPOINTED = ("incremental", "aggregate")
 _NOT_PERSISTED = ("view", "ephemeral")
+_AD_HOC = ("sql_operation", "sql", "analysis", "operation", "rpc")  # dbt resource types of one-off queries
 
 
 def _invocation_id() -> str:
@@ -140,7 +141,8 @@ def _view(env, kind: str, df) -> str:
 
 
 def changes_relation(env, this, relation, begin=None, end=None, include_deletes=True, before_image=False,
-                     materialized: Optional[str] = None, full_refresh: bool = False) -> str:
+                     materialized: Optional[str] = None, full_refresh: bool = False,
+                     resource_type: Optional[str] = None) -> str:
     import hudilite
     from hudilite.reader.changes import latest_position
 
@@ -154,6 +156,10 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
         except hudilite.HudiliteError as e:
             raise DbtRuntimeError(f"hudilite.changes({relation}, begin={begin!r}, end={end!r}): {e}") from None
         return _view(env, "changes", df)
+    if resource_type in _AD_HOC:  # dbt show --inline, an analysis, run-operation
+        raise CompilationError("hudilite.changes() without begin=/end= in an ad-hoc query (dbt show --inline, "
+                               "an analysis or operation): only a stored model keeps a checkpoint to read changes "
+                               "since; pass begin= (and end=) for an explicit range")
     if mat in _NOT_PERSISTED:
         raise CompilationError(f"hudilite.changes() in {getattr(this, 'identifier', '?')}: a {mat} model is not "
                                "stored, so it cannot keep a checkpoint; use it in an incremental, aggregate or "

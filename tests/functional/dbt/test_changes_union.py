@@ -1,6 +1,7 @@
 """Several `hudilite.changes()` of one table in one query: each call renders its own relation, so a 2- and a
 3-part `union all` of different ranges returns exactly the rows of each range (the reference: each range read
-alone through `hudilite.changes` in Python)."""
+alone through `hudilite.changes` in Python); a rendered view keeps its rows when the same call renders again
+later; an unbounded call in `dbt show --inline` says that an ad-hoc query keeps no checkpoint."""
 
 import pytest
 from dbt.tests.util import run_dbt
@@ -78,3 +79,8 @@ class TestChangesUnion:
         assert sorted(map(tuple, env.spark.sql(q.format(first)).collect())) == before
         assert first != second
         assert len(env.spark.sql(q.format(second)).collect()) > len(before)
+
+        # without bounds in an ad-hoc query: no checkpoint to read from, said as such (not "a view model")
+        with pytest.raises(Exception, match=r"in an ad-hoc query \(dbt show --inline") as ei:
+            run_dbt(["show", "--inline", "select id from {{ hudilite.changes(ref('orders')) }}"])
+        assert "view model" not in str(ei.value)
