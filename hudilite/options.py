@@ -86,7 +86,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("hoodie.compact.inline", "bool", "false", "run compaction after writes", scope="service"),
     _o("hoodie.compact.schedule.inline", "bool", "false", "schedule compaction after writes", scope="service"),
     _o("hoodie.compact.inline.trigger.strategy", "choice", "NUM_COMMITS", "when compaction is due",
-       choices=("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_AND_TIME", "NUM_OR_TIME", "LOG_SIZE"), scope="service"),
+       choices=("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_AND_TIME", "NUM_OR_TIME",
+                "LOG_SIZE"), scope="service"),
     _o("hoodie.compact.inline.max.delta.commits", "int", 5, "delta commits before compaction", scope="service"),
     _o("hoodie.compact.inline.max.delta.seconds", "int", 3600, "seconds before compaction", scope="service"),
     _o("hoodie.compaction.logfile.size.threshold", "int", 0, "log bytes before compaction (LOG_SIZE)",
@@ -151,8 +152,8 @@ def _check_value(opt: Option, v: str, where: str) -> None:
         elif opt.type == "float":
             float(s)
     except ValueError:
-        raise InvalidWriteError(f"{where} {opt.key}={v!r}: expected {'an integer' if opt.type == 'int' else 'a number'}") \
-            from None
+        kind = "an integer" if opt.type == "int" else "a number"
+        raise InvalidWriteError(f"{where} {opt.key}={v!r}: expected {kind}") from None
     if opt.type == "bool" and s.lower() not in _BOOLS:
         raise InvalidWriteError(f"{where} {opt.key}={v!r}: expected true or false")
     if opt.type == "choice" and s.lower() not in {c.lower() for c in opt.choices}:
