@@ -9,14 +9,18 @@ from hudilite.errors import (
     RangeUnavailableError, TableNotFoundError, TableReplacedError, UnsupportedTableError,
 )
 
+from hudilite.writer.options import UNSET
+
 __version__ = "0.1.0"
 
 
-def write(df, path, *, record_key, precombine_field=None, partition_by=(), operation="upsert",
-          table_type="COPY_ON_WRITE", options=None, extra_metadata=None, commit=True):
+def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), operation="upsert",
+          table_type=UNSET, options=None, extra_metadata=None, commit=True):
     """Write `df` to the table at `path` as one commit; returns the committed instant time (a str whose
-    `.stats` holds inserted/updated/deleted counts). `commit=False` writes the data but leaves the instant
-    inflight and returns a `PendingWrite` (`.read(spark)` to audit, then `.complete()` or `.abort()`)."""
+    `.stats` holds inserted/updated/deleted counts). `precombine_field` / `table_type` left out: the existing
+    table's (a new table: none / COPY_ON_WRITE); given, they must match an existing table's. `commit=False`
+    writes the data but leaves the instant inflight and returns a `PendingWrite` (`.read(spark)` to audit,
+    then `.complete()` or `.abort()`)."""
     from hudilite.writer.client import write as _write
 
     return _write(df, path, record_key=record_key, precombine_field=precombine_field,

@@ -19,6 +19,7 @@ import json
 import sys
 
 from hudilite.errors import HudiliteError
+from hudilite.options import check_options
 from hudilite.table import HoodieTable
 
 
@@ -102,6 +103,7 @@ def _options(args) -> dict:
             raise HudiliteError(f"option {kv!r}: expected key=value")
         k, v = kv.split("=", 1)
         out[k.strip()] = v.strip()
+    check_options(out)  # a typo exits 2 naming the option, before the table is touched
     return out
 
 

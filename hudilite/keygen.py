@@ -28,12 +28,14 @@ def _as_string(F, c):
 
 
 def record_key_expr(spec: KeySpec):
-    """Simple: str(value) (null stays null and is rejected). Complex: `f1:v1,f2:v2` with __null__/__empty__,
-    null only when every part is null."""
+    """Simple: str(value); null or "" gives null, which the writers reject (Apache Hudi's key generators refuse
+    a null or empty key). Complex: `f1:v1,f2:v2` with __null__/__empty__, null when every part is null or
+    empty."""
     from pyspark.sql import functions as F
 
     if not spec.complex_key:
-        return _as_string(F, spec.record_key_fields[0])
+        v = _as_string(F, spec.record_key_fields[0])
+        return F.when(v != "", v)
     parts = []
     for f in spec.record_key_fields:
         v = _as_string(F, f)
@@ -41,7 +43,8 @@ def record_key_expr(spec: KeySpec):
         parts.append(F.concat(F.lit(f"{f}:"), v))
     all_null = None
     for f in spec.record_key_fields:
-        cond = F.col(f"`{f}`").isNull()
+        v = _as_string(F, f)
+        cond = v.isNull() | (v == "")
         all_null = cond if all_null is None else (all_null & cond)
     return F.when(all_null, F.lit(None).cast("string")).otherwise(F.concat_ws(",", *parts))
 
@@ -115,12 +118,15 @@ def arrow_keygen(spec: KeySpec, schema):
             for f in spec.record_key_fields:
                 v = as_string(table, f)
                 null = pc.is_null(v)
-                all_null = null if all_null is None else pc.and_(all_null, null)
-                v = pc.if_else(null, NULL_KEY, pc.if_else(pc.equal(v, ""), EMPTY_KEY, v))
+                empty = pc.fill_null(pc.equal(v, ""), False)
+                gone = pc.or_(null, empty)
+                all_null = gone if all_null is None else pc.and_(all_null, gone)
+                v = pc.if_else(null, NULL_KEY, pc.if_else(empty, EMPTY_KEY, v))
                 segs.append(pc.binary_join_element_wise(f"{f}:", v, ""))
             key = pc.if_else(all_null, pa.scalar(None, pa.string()), pc.binary_join_element_wise(*segs, ","))
-        else:
+        else:  # "" -> null: rejected like a null key
             key = as_string(table, spec.record_key_fields[0])
+            key = pc.if_else(pc.fill_null(pc.equal(key, ""), False), pa.scalar(None, pa.string()), key)
         if spec.partition_fields:
             segs = []
             for f in spec.partition_fields:

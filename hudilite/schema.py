@@ -641,6 +641,11 @@ def _kind(t: pa.DataType) -> Optional[str]:
     return None
 
 
+# Why a type change is refused when no more specific reason applies: nothing is damaged, the stored files just
+# could not be read as the new type.
+_NOT_A_WIDENING = ("not a type widening Apache Hudi allows, e.g. int -> long -> float -> double; the stored "
+                   "values could not be read as the new type")
+
 # Avro / Hudi type promotions: stored kind -> kinds it may be widened to.
 _PROMOTIONS = {
     "int": ("long", "float", "double"),
@@ -742,7 +747,7 @@ class _Merger:
             )
         return SchemaError(
             f"{_col(path)}: cannot change type from {stored} to {incoming} "
-            f"({why or 'the table could not be read back'})"
+            f"({why or _NOT_A_WIDENING})"
         )
 
     def merge(self, stored: pa.DataType, incoming: pa.DataType, path: str) -> pa.DataType:

@@ -35,11 +35,11 @@ import queue
 import threading
 import weakref
 
-from hudilite.config import COPY_ON_WRITE
 from hudilite.errors import CommitConflictError, HudiliteError, InvalidWriteError
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMPLETED, WRITE_ACTIONS, Instant, Timeline
 from hudilite.writer.conflict import prepared_metadata
+from hudilite.writer.options import UNSET
 from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -108,8 +108,8 @@ class StreamingSink:
     One object per streaming query (it keeps the query's pending commits). `query_id` identifies the
     stream across restarts; by default the Spark query id (stable for a checkpoint location)."""
 
-    def __init__(self, path, *, record_key, precombine_field=None, partition_by=(), operation="upsert",
-                 table_type=COPY_ON_WRITE, options=None, query_id: str | None = None,
+    def __init__(self, path, *, record_key, precombine_field=UNSET, partition_by=(), operation="upsert",
+                 table_type=UNSET, options=None, query_id: str | None = None,
                  async_instants: bool = True, checkpoint_location: str | None = None):
         from hudilite.writer.options import resolve
 

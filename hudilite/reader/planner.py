@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from hudilite.errors import InvalidWriteError, UnsupportedTableError
 from hudilite.file_group import FileSlice
-from hudilite.keygen import KeySpec, partition_values
+from hudilite.keygen import DEFAULT_PARTITION, KeySpec, partition_values
 from hudilite.schema import SchemaError, avro_to_arrow, with_meta_fields_arrow
 from hudilite.table import HoodieTable
 from hudilite.timeline.instant_time import normalize_instant_arg
@@ -149,6 +149,23 @@ def _matches(v, op: str, target) -> bool:
         return True  # incomparable: keep (the row filter decides)
 
 
+def _default_partition_may_match(t: pa.DataType, op: str, v) -> bool:
+    """Whether rows of the default partition can pass the filter. Hudi's key generators put null AND empty
+    partition values there (and a literal `__HIVE_DEFAULT_PARTITION__` lands there too), so the directory name
+    does not tell the value: the rows' stored column decides. Nulls pass no comparison (SQL semantics of the
+    row filter); of a string column, "" or the literal may pass; other types can hold only nulls there, except
+    binary ("" cast to string), which is kept."""
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return True
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+        return False
+    for candidate in ("", DEFAULT_PARTITION):
+        target = set(v) if isinstance(v, (list, tuple, set)) else v
+        if _matches(candidate, op, target):
+            return True
+    return False
+
+
 def prune_partitions(table: HoodieTable, schema: pa.Schema, partitions: list[str], filters) -> list[str]:
     cfg = table.config
     if not filters or not cfg.is_partitioned:
@@ -165,6 +182,11 @@ def prune_partitions(table: HoodieTable, schema: pa.Schema, partitions: list[str
             if c not in vals:
                 continue
             t = schema.field(c).type if c in schema.names else pa.string()
+            if vals[c] == DEFAULT_PARTITION:
+                if not _default_partition_may_match(t, op, v):
+                    keep = False
+                    break
+                continue
             pv = _typed(vals[c], t)
             target = _typed(v, t) if isinstance(v, str) else v
             if isinstance(v, (list, tuple, set)):

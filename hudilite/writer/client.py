@@ -40,7 +40,7 @@ from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_C
     SEQ_COL, WriteContext
 from hudilite.writer.handle import StreamingBaseFileWriter, stats_table
 from hudilite.writer.log_handle import block_format_option
-from hudilite.writer.options import WriteOptions, resolve
+from hudilite.writer.options import UNSET, WriteOptions, resolve
 from hudilite.writer.planning import PlannerBase, merge_group
 from hudilite.writer.queue import run_bounded
 from hudilite.writer.source_files import OPTION as SOURCE_FILES_OPTION, plain_parquet_units, read_units
@@ -66,8 +66,8 @@ class WriteResult(str):
         return obj
 
 
-def write(df, path, *, record_key, precombine_field=None, partition_by=(), operation="upsert",
-          table_type=COPY_ON_WRITE, options=None, extra_metadata=None, commit=True):
+def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), operation="upsert",
+          table_type=UNSET, options=None, extra_metadata=None, commit=True):
     """`commit=False`: the data is written but the instant stays inflight; returns a PendingWrite
     (`.complete()` / `.abort()`, `.read(spark)` for audits) - see hudilite/writer/pending.py."""
     wo = resolve(path, record_key, precombine_field, partition_by, operation, table_type, options)
@@ -235,6 +235,14 @@ class WriteClient:
             if wo.precombine_field and cfg.precombine_field and wo.precombine_field != cfg.precombine_field:
                 raise InvalidWriteError(
                     f"precombine field {wo.precombine_field!r} does not match the table's {cfg.precombine_field!r}")
+            if wo.precombine_given and not wo.precombine_field and cfg.precombine_field:
+                raise InvalidWriteError(
+                    f"precombine_field=None, but the table orders records by {cfg.precombine_field!r} (omit "
+                    "precombine_field to write with the table's, or pass it)")
+            if wo.table_type_given and wo.table_type != cfg.table_type:
+                raise InvalidWriteError(
+                    f"table_type {wo.table_type} does not match the table's {cfg.table_type} (a table's type is set "
+                    "when it is created; omit table_type to write with the table's)")
             wo.precombine_field = wo.precombine_field or cfg.precombine_field
             wo.hive_style = cfg.hive_style
             wo.table_name = cfg.name
@@ -258,6 +266,8 @@ class WriteClient:
             raise InvalidWriteError(str(e)) from None
         new_config = None
         if table is None:
+            if not wo.get_bool(ALLOW_FOREIGN_KEY, False):
+                check_no_foreign_data(wo.path)
             new_config = TableConfig.new(
                 name=wo.table_name, table_type=wo.table_type, record_key_fields=wo.record_key,
                 precombine_field=wo.precombine_field, partition_fields=wo.partition_by,
@@ -578,6 +588,43 @@ def _marker_options(table: HoodieTable, wo: WriteOptions):
     return opts, service
 
 
+ALLOW_FOREIGN_KEY = "hudilite.write.allow.existing.files"
+
+
+def check_no_foreign_data(path: str) -> None:
+    """Refuse to create a table in a directory that already holds another format's data (a Delta `_delta_log`,
+    Iceberg `metadata/*.metadata.json`, plain parquet / ORC / Avro files, Spark's `_SUCCESS`): a Hudi table on
+    top would hide it from its own readers and never read it. Looks a few levels deep, stops at the first."""
+    from hudilite.storage.local import normalize_path
+
+    base = normalize_path(path)
+    if not os.path.isdir(base):
+        return
+    found = None
+    if os.path.isdir(os.path.join(base, "_delta_log")):
+        found = "a Delta Lake table (_delta_log)"
+    elif any(n.endswith(".metadata.json") for n in _listdir(os.path.join(base, "metadata"))):
+        found = "an Iceberg table (metadata/*.metadata.json)"
+    else:
+        for root, dirs, files in os.walk(base):
+            dirs[:] = [d for d in dirs if not d.startswith(".")] if root.count(os.sep) - base.count(os.sep) < 3 else []
+            hit = next((f for f in files if f == "_SUCCESS" or f.endswith((".parquet", ".orc", ".avro"))), None)
+            if hit:
+                found = f"data files ({os.path.relpath(os.path.join(root, hit), base)})"
+                break
+    if found:
+        raise InvalidWriteError(
+            f"{base} already holds {found} and no Hudi table: refusing to create one on top (choose an empty "
+            f"directory, or pass options={{'{ALLOW_FOREIGN_KEY}': 'true'}} to create it anyway)")
+
+
+def _listdir(d: str) -> list[str]:
+    try:
+        return os.listdir(d)
+    except OSError:
+        return []
+
+
 def _stat_struct():
     from pyspark.sql.types import StringType, StructField, StructType
 
@@ -592,7 +639,7 @@ def _check_keys(batch: pa.RecordBatch, key_fields) -> None:
     keys = batch.column(batch.schema.get_field_index(KEY_COL))
     if keys.null_count:
         raise InvalidWriteError(
-            f"{_INVALID_PREFIX}{keys.null_count} row(s) have a null record key (record key field(s): "
+            f"{_INVALID_PREFIX}{keys.null_count} row(s) have a null or empty record key (record key field(s): "
             f"{', '.join(key_fields)})")
 
 

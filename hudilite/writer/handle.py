@@ -227,7 +227,7 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
     token = f"{pid}-{stage}-{attempt}"
     nulls = incoming.column(KEY_COL).null_count
     if nulls:  # the profile rejects these; a non-deterministic input could still produce them here
-        raise ValueError(f"HUDILITE_INVALID_INPUT: {nulls} row(s) have a null record key")
+        raise ValueError(f"HUDILITE_INVALID_INPUT: {nulls} row(s) have a null or empty record key")
     incoming = dedup_latest(incoming, ctx)
     is_del = incoming.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
     # global index: rows that are one side of a key changing partition (the new row / the old row's delete)

@@ -7,6 +7,17 @@ from dataclasses import dataclass, field
 
 from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ
 from hudilite.errors import InvalidWriteError
+from hudilite.options import check_options
+
+class _Unset:
+    """Default of `precombine_field=` / `table_type=`: take the existing table's (a new table: none / COW).
+    An explicit value, None included, must match an existing table's."""
+
+    def __repr__(self):
+        return "<the table's>"
+
+
+UNSET = _Unset()
 
 OPERATIONS = ("bulk_insert", "insert", "upsert", "delete", "insert_overwrite", "insert_overwrite_table")
 _BOOL_TRUE = ("true", "1", "yes")
@@ -31,6 +42,8 @@ class WriteOptions:
     table_name: str
     hive_style: bool
     options: dict[str, str] = field(default_factory=dict)
+    precombine_given: bool = False  # precombine_field= passed (None too): must match an existing table's
+    table_type_given: bool = False  # table_type= (or its option) passed: must match an existing table's
 
     def get(self, key: str, default=None):
         return self.options.get(key, default)
@@ -74,16 +87,20 @@ class WriteOptions:
 
 def resolve(path, record_key, precombine_field, partition_by, operation, table_type, options) -> WriteOptions:
     opts = {str(k): str(v) for k, v in (options or {}).items()}
+    check_options(opts)  # unknown keys (typos) and ill-typed values fail before anything is written
     from hudilite.writer.transaction import check_concurrency_options
 
     check_concurrency_options(opts)  # concurrency mode, lock provider: bad values fail before anything is written
     rk = _as_list(record_key) or _as_list(opts.get("hoodie.datasource.write.recordkey.field"))
-    pcf = precombine_field or opts.get("hoodie.datasource.write.precombine.field") or opts.get(
-        "hoodie.table.precombine.field") or None
+    pcf_opt = opts.get("hoodie.datasource.write.precombine.field") or opts.get("hoodie.table.precombine.field")
+    pcf_given = precombine_field is not UNSET or bool(pcf_opt)
+    pcf = (None if precombine_field is UNSET else precombine_field) or pcf_opt or None
     parts = _as_list(partition_by) or _as_list(opts.get("hoodie.datasource.write.partitionpath.field"))
     op = (operation or opts.get("hoodie.datasource.write.operation") or "upsert").lower()
     if op not in OPERATIONS:
         raise InvalidWriteError(f"unknown operation {operation!r}; expected one of {', '.join(OPERATIONS)}")
+    table_type = None if table_type is UNSET else table_type
+    tt_given = bool(table_type or opts.get("hoodie.datasource.write.table.type"))
     tt = (table_type or opts.get("hoodie.datasource.write.table.type") or COPY_ON_WRITE).upper()
     tt = {"COW": COPY_ON_WRITE, "MOR": MERGE_ON_READ}.get(tt, tt)
     if tt not in (COPY_ON_WRITE, MERGE_ON_READ):
@@ -92,4 +109,5 @@ def resolve(path, record_key, precombine_field, partition_by, operation, table_t
         raise InvalidWriteError("record_key is required (one column name or a list of them)")
     name = opts.get("hoodie.table.name") or os.path.basename(os.path.normpath(path)) or "table"
     hive = str(opts.get("hoodie.datasource.write.hive_style_partitioning", "true")).lower() in _BOOL_TRUE
-    return WriteOptions(path, rk, pcf, parts, op, tt, name, hive, opts)
+    return WriteOptions(path, rk, pcf, parts, op, tt, name, hive, opts, precombine_given=pcf_given,
+                        table_type_given=tt_given)

@@ -82,7 +82,7 @@ class PlannerBase:
         null_keys = sum(r["null_keys"] for r in rows)
         if null_keys:
             raise InvalidWriteError(
-                f"{null_keys} row(s) have a null record key (record key field(s): {', '.join(wo.record_key)})")
+                f"{null_keys} row(s) have a null or empty record key (record key field(s): {', '.join(wo.record_key)})")
         null_pcs = sum(r["null_pc"] for r in rows)
         if null_pcs:
             raise InvalidWriteError(f"{null_pcs} row(s) have a null precombine field {wo.precombine_field!r}")

@@ -93,7 +93,7 @@ def expect_failure(spark, path, exc, df, fragments, **kw):
 def test_null_record_key(spark, table, operation):
     df = spark.createDataFrame([(1, "p1", 5, "x", 3), (None, "p0", 6, "null key", 3), (40, "p1", 7, "y", 3)],
                                SCHEMA)
-    expect_failure(spark, table, InvalidWriteError, df, ["1 row(s) have a null record key", "id"],
+    expect_failure(spark, table, InvalidWriteError, df, ["1 row(s) have a null or empty record key", "id"],
                    operation=operation)
 
 
@@ -104,7 +104,7 @@ def test_null_composite_record_key(spark, tmp_path):
                    precombine_field="ver", partition_by="part")
     df = spark.createDataFrame([(None, "p1", 5, None, 3), (None, "p2", 5, None, 3), (1, "p1", 5, None, 3)],
                                SCHEMA)
-    expect_failure(spark, path, InvalidWriteError, df, ["2 row(s) have a null record key", "id, note"],
+    expect_failure(spark, path, InvalidWriteError, df, ["2 row(s) have a null or empty record key", "id, note"],
                    record_key=["id", "note"])
 
 
@@ -117,8 +117,10 @@ def test_missing_precombine_column(spark, table):
     df = spark.createDataFrame([(1, "p1", 5, "x")], "id long, part string, val long, note string")
     # named in the write ...
     expect_failure(spark, table, InvalidWriteError, df, ["precombine field 'ver'", "is not a column of the data"])
-    # ... or only in the table's config
+    # ... or only in the table's config (precombine_field left out; an explicit None is refused)
     expect_failure(spark, table, InvalidWriteError, df, ["precombine field 'ver'", "is not a column of the data"],
+                   precombine_field=hudilite.UNSET)
+    expect_failure(spark, table, InvalidWriteError, df, ["precombine_field=None, but the table orders records"],
                    precombine_field=None)
 
 
@@ -271,7 +273,7 @@ def test_executor_failure_rolls_back(spark, table, caplog):
     spark.conf.set(key, "10")
     caplog.set_level(logging.INFO, logger="hudilite")
     try:
-        msg = expect_failure(spark, table, InvalidWriteError, df, ["1 row(s) have a null record key", "id"],
+        msg = expect_failure(spark, table, InvalidWriteError, df, ["1 row(s) have a null or empty record key", "id"],
                              operation="bulk_insert")
     finally:
         spark.conf.set(key, saved)
@@ -296,7 +298,7 @@ def test_failed_first_write_leaves_no_table(spark, tmp_path, dir_existed):
     saved = spark.conf.get(key)
     spark.conf.set(key, "10")
     try:
-        with pytest.raises(InvalidWriteError, match="null record key"):
+        with pytest.raises(InvalidWriteError, match="null or empty record key"):
             hudilite.write(df, path, operation="bulk_insert", **WRITE)
     finally:
         spark.conf.set(key, saved)

@@ -135,7 +135,7 @@ def test_null_key_in_a_source_file_fails_and_leaves_no_table(spark, tmp_path, un
                              "ts": pa.array([None], pa.timestamp("us", tz="UTC"))}),
                    os.path.join(src, "part-z.parquet"))
     out = str(tmp_path / "t")
-    with pytest.raises(InvalidWriteError, match="null record key"):
+    with pytest.raises(InvalidWriteError, match="null or empty record key"):
         hudilite.write(spark.read.parquet(src), out, **KW)
     assert units_seen[-1]
     assert not os.path.exists(out)

@@ -147,7 +147,7 @@ def _digest(path):
 
 @pytest.mark.parametrize("bad,message", [
     (pa.table({"id": pa.array([1, None], pa.int64()), "v": pa.array([1, 1], pa.int64()), "p": ["a", "a"]}),
-     "null record key"),
+     "null or empty record key"),
     (pa.table({"id": pa.array([1, 2], pa.int64()), "v": pa.array([1, None], pa.int64()), "p": ["a", "a"]}),
      "null precombine"),
     (pa.table({"id": pa.array([1.5], pa.float64()), "v": pa.array([1], pa.int64()), "p": ["a"]}),

@@ -23,6 +23,7 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
 from dbt.adapters.hudilite import catalog as cat
 from hudilite import replace as table_replace
+from hudilite.writer.options import UNSET
 
 logger = AdapterLogger("Hudilite")
 
@@ -946,7 +947,8 @@ class HudiliteEnvironment:
         try:
             # write_model: hudilite.write, or audit_before_publish / mark_ready (write-audit-publish)
             result = write_model(self, schema, identifier, df, path, record_key=record_key,
-                                  precombine_field=precombine or spec.precombine_field,
+                                  # no precombine_field configured: the table's (the core raises on None)
+                                  precombine_field=precombine or spec.precombine_field or UNSET,
                                   partition_by=spec.partition_by, operation=op, table_type=spec.table_type,
                                   options=options, extra_metadata=extra)
             logger.debug(f"hudilite: {op} into {schema}.{identifier} took {time.perf_counter() - t0:.2f}s "

@@ -23,9 +23,9 @@ checkpoints. Each call creates a session temporary view over the hudilite read a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
+import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
@@ -36,6 +36,7 @@ CHECKPOINT_KEY = "hudilite.checkpoints"
 CHECKPOINT_TABLES_KEY = "hudilite.checkpoint.tables"  # upstream path -> table id the position was taken on
 CHECKPOINTED = ("incremental", "aggregate")
 _NOT_PERSISTED = ("view", "ephemeral")
+_AD_HOC = ("sql_operation", "sql", "analysis", "operation", "rpc")  # dbt resource types of one-off queries
 
 
 def _invocation_id() -> str:
@@ -200,15 +201,19 @@ def _upstream_path(env, relation) -> str:
     return entry.path
 
 
-def _view(env, kind: str, parts, df) -> str:
-    h = hashlib.sha1(json.dumps([str(p) for p in parts]).encode()).hexdigest()[:12]
-    name = f"hudilite_{kind}_{h}"
+def _view(env, kind: str, df) -> str:
+    """A temporary view of `df` under a name of its own. Never derived from the call's arguments: an open
+    range (or the checkpointed end) means different rows for the same arguments as the upstream moves on, and
+    the session is shared by dbt's threads, so a reused name would let one call's view replace another's
+    between rendering a query and running it."""
+    name = f"hudilite_{kind}_{uuid.uuid4().hex}"
     df.createOrReplaceTempView(name)
     return f"`{name}`"
 
 
 def changes_relation(env, this, relation, begin=None, end=None, include_deletes=True, before_image=False,
-                     materialized: Optional[str] = None, full_refresh: bool = False) -> str:
+                     materialized: Optional[str] = None, full_refresh: bool = False,
+                     resource_type: Optional[str] = None) -> str:
     import hudilite
     from hudilite.reader.changes import latest_position
 
@@ -221,7 +226,11 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
                                   before_image=before_image)
         except hudilite.HudiliteError as e:
             raise DbtRuntimeError(f"hudilite.changes({relation}, begin={begin!r}, end={end!r}): {e}") from None
-        return _view(env, "changes", [path, begin, end, include_deletes, before_image], df)
+        return _view(env, "changes", df)
+    if resource_type in _AD_HOC:  # dbt show --inline, an analysis, run-operation
+        raise CompilationError("hudilite.changes() without begin=/end= in an ad-hoc query (dbt show --inline, "
+                               "an analysis or operation): only a stored model keeps a checkpoint to read changes "
+                               "since; pass begin= (and end=) for an explicit range")
     if mat in _NOT_PERSISTED:
         raise CompilationError(f"hudilite.changes() in {getattr(this, 'identifier', '?')}: a {mat} model is not "
                                "stored, so it cannot keep a checkpoint; use it in an incremental, aggregate or "
@@ -253,7 +262,7 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
                                   before_image=before_image, completion_bounds=True, table_id=table_id)
         except hudilite.RangeUnavailableError as e:
             raise DbtRuntimeError(f"hudilite.changes({relation}) for {this}: {e}") from None
-    view = _view(env, "changes", [key, path, start, fixed, include_deletes, before_image, _invocation_id()], df)
+    view = _view(env, "changes", df)
     if mat in CHECKPOINTED:
         state.note_read(key, view.strip("`"), path, fixed, rebuilt)
     return view
@@ -282,7 +291,7 @@ def read_relation(env, relation, as_of=None, ready_only: bool = False) -> str:
 
     path = _upstream_path(env, relation)
     df = hudilite.read(env.spark, path, as_of=as_of, ready_only=bool(ready_only))
-    return _view(env, "read", [path, as_of, ready_only, _invocation_id()], df)
+    return _view(env, "read", df)
 
 
 def model_config_flag(cfg: Dict[str, Any], name: str) -> bool:

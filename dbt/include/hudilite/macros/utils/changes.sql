@@ -13,7 +13,8 @@
 {% macro hudilite_changes(relation, begin=none, end=none, include_deletes=true, before_image=false) -%}
   {%- if not execute -%}{{ return(relation) }}{%- endif -%}
   {{ return(adapter.hudilite_changes(this, relation, begin, end, include_deletes, before_image,
-                                     config.get('materialized'), should_full_refresh())) }}
+                                     config.get('materialized'), should_full_refresh(),
+                                     model.resource_type if model is defined and model else none)) }}
 {%- endmacro %}
 
 {% macro hudilite_as_of(relation, instant) -%}
