@@ -19,6 +19,8 @@ def local_session(master: str = "local[2]", *, app_name: str = "hudilite", conf:
          .config("spark.sql.shuffle.partitions", "4")
          .config("spark.sql.adaptive.enabled", "true")
          .config("spark.pyspark.python", sys.executable)
+         # the hudilite data source prunes partitions in pushFilters, which PySpark refuses unless this is on
+         .config("spark.sql.python.filterPushdown.enabled", "true")
          .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
          .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC"))
     for k, v in (conf or {}).items():

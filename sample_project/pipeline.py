@@ -7,7 +7,7 @@ ods_orders (incremental upsert of each batch of change events)
 The run: batch 1; a late ingestion job starts writing batch 9 into the ODS table (pending); batch 2 lands in
 the ODS and the DWD/ADS consume it while batch 9 is still in flight; batch 9 then completes (requested before
 the DWD's checkpoint, completed after it); batch 3 with a DWD run that FAILS while writing (ADS skipped); the
-recovery run; batch 4; `dbt test`. Every ODS commit must be consumed by exactly one DWD run.
+recovery run; a compaction of ads_orders_hourly (a merge-on-read table); batch 4; `dbt test`. Every ODS commit must be consumed by exactly one DWD run.
 """
 
 from __future__ import annotations
@@ -129,6 +129,11 @@ def run(dbt, spark_of, schema: str, warehouse: str) -> dict:
     dbt("run", "--vars", "{batch: 3, fail_dwd: true}", ok=False)  # ods_orders commits, dwd_orders fails
     seen["dwd_commits_unchanged_by_failure"] = len(checkpoints(dwd)) == dwd_commits
     dbt("run", "-s", "dwd_orders+", "--vars", "{batch: 3}")       # recovery: the same range, plus batch 3
+    # ads_orders_hourly is merge-on-read: compact its log files between batches (what `hudilite compaction
+    # run` does); its catalog entry shows the same rows before and after
+    from hudilite.services.compaction import compact
+
+    seen["hourly_compaction"] = compact(os.path.join(warehouse, schema, "ads_orders_hourly"), force=True)
     dbt("run", "--vars", "{batch: 4}")
     dbt("test")
     seen["ods_completions"] = sorted(completion_map(HoodieTable.open(ods)).values())
@@ -138,6 +143,9 @@ def run(dbt, spark_of, schema: str, warehouse: str) -> dict:
 
 def check(spark, schema: str, seen: dict) -> list[str]:
     """Compare the pipeline's tables with the reference; returns the problems found (empty: all good)."""
+    import hudilite
+
+    hudilite.register(spark)  # ads_orders_hourly is merge-on-read: its catalog entry reads through hudilite
     problems = []
     want = expected_dwd()
     got = {r["order_id"]: {"order_id": r["order_id"], "customer_id": r["customer_id"], "country": r["country"],

@@ -1,33 +1,66 @@
 """`spark.read.format("hudilite")`: a Python data source over the same read plans.
 
-Options: `path` (or `.load(path)`), `as_of`, `begin`, `end` (incremental), and
-`hoodie.datasource.query.type=read_optimized` (or `read_optimized=true`: merge-on-read base files only). One
-input partition per file slice, read with pyarrow in the Python workers; slices with log files (merge-on-read)
-are merged there. `hudilite.read()` is the fast path (Spark's native parquet scan); this source exists so SQL
-(`CREATE TABLE t USING hudilite OPTIONS (path ...)`) and `format("hudilite")` work.
+Options: `path` (or `.load(path)`, or a catalog table's `LOCATION`; plain paths, `file:/x` and `file:///x`),
+`as_of`, `begin`, `end` (incremental), and `hoodie.datasource.query.type=read_optimized` (or
+`read_optimized=true`: merge-on-read base files only). SQL: `CREATE TABLE t USING hudilite OPTIONS (path ...)`
+or `... LOCATION '...'`; with a column list the table reads exactly those columns (the dbt adapter's
+merge-on-read catalog entries hide the `_hoodie_*` meta columns that way).
+
+Planning: comparisons of partition columns with literals (`=`, `<`, `<=`, `>`, `>=`, `IN`) are pushed into
+`plan_read`'s partition pruning (`pushFilters`, which PySpark only calls with
+`spark.sql.python.filterPushdown.enabled=true`: `register()` sets it). Spark still evaluates every filter on
+the rows (the pushdown only drops partitions that cannot match), so a partial or conservative prune is
+never wrong. PySpark 4.3 has no column-pruning hook for Python sources: only the columns of the schema
+Spark asks for (the table's, or a catalog entry's column list) are read from the files.
+Files and merged slices are packed into input partitions of ~`hudilite.read.partition.bytes` (default 128
+MB) so a table of many small partitions is not one Python task per file; each is read with pyarrow in a
+Python worker, slices with log files merged there. `hudilite.read()` stays the faster path for plain base
+files (Spark's native parquet scan).
 """
 
 from __future__ import annotations
+
+import datetime as _dt
+import os
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 try:
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-except ImportError:  # pragma: no cover - pyspark < 4
-    DataSource = object
-    DataSourceReader = object
-    InputPartition = object
+    from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan, GreaterThanOrEqual,
+                                        In, InputPartition, LessThan, LessThanOrEqual)
+except ImportError:  # pragma: no cover - pyspark < 4.1
+    DataSource = DataSourceReader = InputPartition = object
+    EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = ()
 
-from hudilite.schema import arrow_to_spark, cast_table_to_schema
+from hudilite.schema import arrow_to_spark, cast_table_to_schema, spark_to_arrow
+from hudilite.storage.local import normalize_path
+
+PATH_KEY = "hudilite.path"  # field metadata naming the table (catalog tables; see HudiliteDataSource.path)
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+PARTITION_BYTES = 128 << 20
+_OPS = ((EqualTo, "="), (GreaterThan, ">"), (GreaterThanOrEqual, ">="), (LessThan, "<"), (LessThanOrEqual, "<="),
+        (In, "in"))
 
 
-class _SlicePartition(InputPartition):
-    def __init__(self, files: list[str], merged: str | None = None):
-        super().__init__(files)
+class _Group(InputPartition):
+    """Plain base files and merged slices (SliceDesc JSON) read by one task, with the plan's read context
+    (PySpark pickles the reader before `partitions()` runs, so what planning learns travels here)."""
+
+    def __init__(self, files: list[str], merged: list[str], ctx: "_Context"):
+        super().__init__(len(files) + len(merged))
         self.files = files
-        self.merged = merged  # SliceDesc JSON of a slice with log files
+        self.merged = merged
+        self.ctx = ctx
+
+
+class _Context:
+    def __init__(self, schema: pa.Schema, columns: list, commit_times, spec):
+        self.schema = schema  # the table's read schema (meta fields first)
+        self.columns = columns  # per requested field: its table column, or None (read as nulls)
+        self.commit_times = commit_times
+        self.spec = spec
 
 
 class HudiliteDataSource(DataSource):
@@ -35,51 +68,143 @@ class HudiliteDataSource(DataSource):
     def name(cls) -> str:
         return "hudilite"
 
-    def _plan(self):
+    def path(self, schema=None) -> str:
+        """The table path: the `path` option, else the `hudilite.path` metadata of the schema Spark hands the
+        reader. PySpark 4.3 gives the reader of a catalog table (`CREATE TABLE t USING hudilite ...`) no
+        options at all, only the stored schema, so `schema()` stamps the path on every field and the catalog
+        keeps it."""
+        path = self.options.get("path")
+        if not path and schema is not None:
+            path = next((f.metadata.get(PATH_KEY) for f in schema.fields if f.metadata.get(PATH_KEY)), None)
+        if not path:
+            raise ValueError("hudilite data source: no path given (use .load(path), OPTIONS (path '...') or "
+                             "LOCATION '...'; a catalog table created with a column list needs the "
+                             f"'{PATH_KEY}' field metadata)")
+        return normalize_path(path)
+
+    def _plan(self, path: str, filters=None):
         from hudilite.reader.planner import plan_read
 
-        path = self.options.get("path")
-        if not path:
-            raise ValueError("hudilite data source: no path given (use .load(path) or OPTIONS (path '...'))")
         qt = str(self.options.get("hoodie.datasource.query.type", "snapshot")).lower()
         ro = qt == "read_optimized" or str(self.options.get("read_optimized", "false")).lower() == "true"
         return plan_read(path, as_of=self.options.get("as_of"), begin=self.options.get("begin"),
-                         end=self.options.get("end"), read_optimized=ro)
+                         end=self.options.get("end"), read_optimized=ro, filters=filters)
 
     def schema(self):
-        return arrow_to_spark(self._plan().schema)
+        from pyspark.sql.types import StructField, StructType
+
+        path = self.path()
+        return StructType([StructField(f.name, f.dataType, f.nullable, {**f.metadata, PATH_KEY: path})
+                           for f in arrow_to_spark(self._plan(path).schema).fields])
 
     def reader(self, schema):
-        return _Reader(self._plan())
+        return _Reader(self, schema)
 
 
 class _Reader(DataSourceReader):
-    def __init__(self, plan):
-        self.schema = plan.schema
-        self.files = plan.plain_files
-        self.commit_times = plan.commit_times if plan.query == "incremental" else None
-        from hudilite.reader.merge import SliceDesc
+    def __init__(self, source: HudiliteDataSource, schema):
+        self.source = source
+        self.path = source.path(schema)
+        self.want = spark_to_arrow(schema)  # what Spark asked for: the table's columns or a catalog entry's
+        self.filters: list[tuple] = []
 
-        self.merged = [SliceDesc.of(s).to_json() for s in plan.merged_slices]
-        self.spec = plan.merge_spec() if self.merged else None
+    def pushFilters(self, filters):
+        from hudilite.table import HoodieTable
+
+        cfg = HoodieTable.open(self.path).config
+        parts = {c.lower(): c for c in (cfg.partition_fields if cfg.is_partitioned else ())}
+        types = {f.name: f.type for f in self.want}
+        for f in filters:
+            t = _partition_filter(f, parts, types)
+            if t is not None:
+                self.filters.append(t)
+            yield f  # Spark still filters the rows: the pushdown only prunes partitions
 
     def partitions(self):
-        parts = [_SlicePartition([f]) for f in self.files] + [_SlicePartition([], m) for m in self.merged]
-        return parts or [_SlicePartition([])]
+        from hudilite.reader.merge import SliceDesc
+
+        plan = self.source._plan(self.path, self.filters)
+        names = {n.lower(): n for n in plan.schema.names}
+        merged = plan.merged_slices
+        ctx = _Context(plan.schema, [names.get(f.name.lower()) for f in self.want],
+                       plan.commit_times if plan.query == "incremental" else None,
+                       plan.merge_spec() if merged else None)
+        limit = int(self.source.options.get("hudilite.read.partition.bytes", PARTITION_BYTES))
+        units = [(_size(f), f, None) for f in plan.plain_files]
+        units += [(sum(_size(p) for p in s.files), None, SliceDesc.of(s).to_json()) for s in merged]
+        groups, cur, cur_bytes = [], ([], []), 0
+        for size, f, m in units:
+            if (cur[0] or cur[1]) and cur_bytes + size > limit:
+                groups.append(_Group(*cur, ctx))
+                cur, cur_bytes = ([], []), 0
+            (cur[0].append(f) if f is not None else cur[1].append(m))
+            cur_bytes += size
+        if cur[0] or cur[1] or not groups:
+            groups.append(_Group(*cur, ctx))
+        return groups
+
+    def _project(self, t: pa.Table, ctx: _Context) -> pa.Table:
+        cols = []
+        for f, src in zip(self.want, ctx.columns):
+            if src is None or src not in t.column_names:
+                cols.append(pa.nulls(t.num_rows, f.type))
+            else:
+                c = t.column(src)
+                cols.append(c if c.type.equals(f.type) else c.cast(f.type))
+        return pa.Table.from_arrays(cols, schema=self.want)
 
     def read(self, partition):
-        if getattr(partition, "merged", None):
+        ctx = partition.ctx
+        needed = {c for c in ctx.columns if c is not None}
+        if ctx.commit_times is not None:
+            needed.add("_hoodie_commit_time")
+        sub = pa.schema([f for f in ctx.schema if f.name in needed])
+        for m in partition.merged:
             from hudilite.reader.merge import SliceDesc, merge_slice
 
-            t = cast_table_to_schema(merge_slice(SliceDesc.from_json(partition.merged), self.spec), self.schema)
-            yield from t.to_batches()
-            return
+            t = cast_table_to_schema(merge_slice(SliceDesc.from_json(m), ctx.spec), ctx.schema)
+            yield from self._project(t, ctx).to_batches()
         for f in partition.files:
-            t = cast_table_to_schema(_retype_to_string(pq.read_table(f), self.schema), self.schema)
-            if self.commit_times is not None:
-                t = t.filter(pc.is_in(t.column("_hoodie_commit_time"), value_set=pa.array(self.commit_times)))
-            for b in t.to_batches():
-                yield b
+            pf = pq.ParquetFile(f)
+            t = pf.read(columns=[n for n in pf.schema_arrow.names if n in needed])
+            t = cast_table_to_schema(_retype_to_string(t, sub), sub)
+            if ctx.commit_times is not None:
+                t = t.filter(pc.is_in(t.column("_hoodie_commit_time"), value_set=pa.array(ctx.commit_times)))
+            yield from self._project(t, ctx).to_batches()
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _partition_filter(f, parts: dict, types: dict):
+    """(column, op, value) for plan_read's partition pruner, or None when `f` is not a comparison of a
+    partition column with a literal the pruner compares exactly. Empty strings are not pushed: `""` and null
+    are stored in the same default partition."""
+    op = next((o for cls, o in _OPS if isinstance(f, cls)), None)
+    if op is None or len(f.attribute) != 1:
+        return None
+    col = parts.get(f.attribute[0].lower())
+    if col is None:
+        return None
+    t = types.get(col) or next((v for k, v in types.items() if k.lower() == col.lower()), None)
+    values = list(f.value) if op == "in" else [f.value]
+    if t is None or not values or not all(_exact(v, t) for v in values):
+        return None
+    return (col, op, values if op == "in" else values[0])
+
+
+def _exact(v, t: pa.DataType) -> bool:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return isinstance(v, str) and v != ""
+    if pa.types.is_integer(t):
+        return type(v) is int
+    if pa.types.is_date(t):
+        return type(v) is _dt.date
+    return False
 
 
 def _retype_to_string(t: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -93,6 +218,8 @@ def _retype_to_string(t: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def register(spark) -> None:
+    """Register the data source in `spark` and enable Python filter pushdown there (the reader prunes
+    partitions; PySpark refuses a reader with `pushFilters` in a session where the conf is off)."""
     if getattr(spark, "_hudilite_registered", False):
         return
     try:
@@ -100,6 +227,7 @@ def register(spark) -> None:
     except Exception as e:  # noqa: BLE001 - sessions sharing a registry (newSession()) already have it
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
             raise
+    spark.conf.set(PUSHDOWN_CONF, "true")
     try:
         spark._hudilite_registered = True
     except Exception:  # noqa: BLE001

@@ -12,10 +12,21 @@ from typing import Iterator
 
 
 def normalize_path(path: str) -> str:
-    """Absolute local path for a table location (accepts file:// URIs)."""
+    """Absolute local path for a table location: a plain path, `file:/x` (Spark's and Hadoop's form of a
+    catalog LOCATION), `file:///x` or `file://localhost/x`. The one place a user or Spark path is turned into
+    a local path. Hadoop's `Path.toString()` does not percent-encode, so `%` in a path is taken literally."""
     path = os.fspath(path)
-    if path.startswith("file://"):
-        path = path[len("file://"):]
+    if path[:5].lower() == "file:":
+        rest = path[5:]
+        if rest.startswith("//"):
+            host, sep, tail = rest[2:].partition("/")
+            if host not in ("", "localhost"):
+                raise ValueError(f"unsupported location {path!r}: a file URI naming host {host!r} "
+                                 "(only local/shared file systems are supported)")
+            rest = sep + tail
+        if not rest.startswith("/"):
+            raise ValueError(f"unsupported location {path!r}: a file URI needs an absolute path")
+        path = rest
     elif "://" in path:
         raise ValueError(f"unsupported storage scheme in {path!r}: only local/shared file systems are supported")
     return os.path.abspath(path)

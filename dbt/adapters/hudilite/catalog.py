@@ -21,19 +21,59 @@ model's columns, so unions, `select *` chains and column-wise comparisons never 
 schema keeps but the model no longer produces (`sync_all_columns`, rebuilds) and the adapter's internal
 columns (`_hudilite_row_id`, `_hoodie_is_deleted`) are left out too.
 The two newest snapshot directories are kept (a reader that resolved the previous location can finish).
+
+A **merge-on-read** table's rows are base files merged with log files, which no directory of links can
+express. Its entry is a table over the `hudilite` data source (`hudilite/reader/datasource.py`), with the
+model's columns: every read plans the latest committed snapshot and merges slices with log files in the
+Python workers (partition filters are pushed into planning). PySpark 4.3 passes a catalog table's options to
+a Python source neither at read time nor through `SHOW TBLPROPERTIES`, only its stored schema, so the
+schema carries the table path (field metadata `hudilite.path`, which the data source reads) and the entry's
+properties (`hudilite.catalog`, JSON on the first field, which `describe` reads). The entry changes only
+when the columns or properties do; nothing is re-pointed per commit. Reading it needs the data source
+registered in the session (`hudilite.register(spark)`; every session the adapter opens does).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import uuid
+
+from hudilite.reader.datasource import PATH_KEY  # field metadata the data source reads the table path from
 
 SNAPSHOT_DIR = os.path.join(".hoodie", ".aux", "hudilite_catalog")
 KEEP_SNAPSHOTS = 2
 PROP_PATH = "hudilite.path"
 PROP_INSTANT = "hudilite.instant"
 PROP_SNAPSHOT = "hudilite.snapshot"
+ENTRY_KEY = "hudilite.catalog"  # field metadata of a merge-on-read entry: its properties (JSON)
+
+
+def merged_entry_schema(path: str, fields, props: dict):
+    """The schema of a merge-on-read entry: `fields` with the table path on each (the data source finds it
+    on any field) and the entry's properties on the first."""
+    from pyspark.sql.types import StructField, StructType
+
+    out = []
+    for i, f in enumerate(fields):
+        meta = {PATH_KEY: path}
+        if i == 0:
+            meta[ENTRY_KEY] = json.dumps(props, sort_keys=True)
+        out.append(StructField(f.name, f.dataType, True, meta))
+    return StructType(out)
+
+
+def merged_entry_props(fields) -> dict | None:
+    """The properties a merge-on-read entry stores in its schema, or None for any other table."""
+    raw = fields[0].metadata.get(ENTRY_KEY) if fields else None
+    if not raw:
+        return None
+    try:
+        props = json.loads(raw)
+    except ValueError:
+        return None
+    return {str(k): str(v) for k, v in props.items()} if isinstance(props, dict) else None
 
 
 def snapshot_root(base_path: str) -> str:

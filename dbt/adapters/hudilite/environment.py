@@ -53,6 +53,7 @@ class CatalogEntry:
     props: Dict[str, str]
     columns: List[str]  # visible columns (meta columns removed)
     location: Optional[str] = None
+    merged: bool = False  # a merge-on-read entry over the hudilite data source (catalog.py)
 
     @property
     def is_hudilite(self) -> bool:
@@ -335,8 +336,11 @@ class HudiliteEnvironment:
         except AnalysisException:
             return None
         kind = "VIEW" if (t.tableType or "").upper() == "VIEW" else "TABLE"
+        merged = cat.merged_entry_props(fields)
+        if merged is not None:
+            props = {**props, **merged}
         return CatalogEntry(schema, identifier, kind, props,
-                            [f.name for f in fields if not is_hidden_column(f.name)])
+                            [f.name for f in fields if not is_hidden_column(f.name)], merged=merged is not None)
 
     def create_schema(self, schema: str) -> None:
         path = self.schema_path(schema)
@@ -394,12 +398,17 @@ class HudiliteEnvironment:
             if f is not None and not is_hidden_column(f.name):
                 cols.append(f)
         instant = plan.as_of or ""
+        if plan.table.config.table_type == "MERGE_ON_READ":
+            self._publish_merged(schema, identifier, path, cols, props, entry)
+            logger.debug(f"hudilite: published {schema}.{identifier} (merge-on-read) in "
+                         f"{time.perf_counter() - t0:.2f}s")
+            return
         snap = cat.publish_snapshot(path, instant, plan.base_files)
         all_props = {**props, cat.PROP_PATH: path, cat.PROP_INSTANT: instant, cat.PROP_SNAPSHOT: snap}
         name = self.qualified(schema, identifier)
         spark = self.spark
         same_schema = False
-        if entry is not None and entry.is_hudilite and entry.kind == "TABLE":
+        if entry is not None and entry.is_hudilite and entry.kind == "TABLE" and not entry.merged:
             current = [(f.name.lower(), f.dataType.simpleString()) for f in spark.table(name).schema.fields]
             same_schema = current == [(f.name.lower(), f.dataType.simpleString()) for f in cols]
         if same_schema:
@@ -420,6 +429,26 @@ class HudiliteEnvironment:
         cat.prune_snapshots(path, snap)
         logger.debug(f"hudilite: published {schema}.{identifier} at {instant} ({len(plan.base_files)} files, "
                      f"{'moved' if same_schema else 'created'}) in {time.perf_counter() - t0:.2f}s")
+
+    def _publish_merged(self, schema: str, identifier: str, path: str, cols, props: Dict[str, str],
+                        entry: Optional[CatalogEntry]) -> None:
+        """A merge-on-read table's entry reads the latest committed merged snapshot through the hudilite data
+        source, so it only changes when the columns or properties do (catalog.py)."""
+        all_props = {**props, cat.PROP_PATH: path}
+        struct = cat.merged_entry_schema(path, cols, all_props)
+        name = self.qualified(schema, identifier)
+        if entry is not None and entry.merged and entry.kind == "TABLE":
+            def shape(fields):  # column comments (persist_docs) are not part of what is published
+                return [(f.name, f.dataType.simpleString(), f.metadata.get(cat.PATH_KEY),
+                         f.metadata.get(cat.ENTRY_KEY)) for f in fields]
+
+            if shape(self.spark.table(name).schema.fields) == shape(struct.fields):
+                return
+        if entry is not None:
+            self.sql(f"DROP {'VIEW' if entry.kind == 'VIEW' else 'TABLE'} IF EXISTS {name}")
+        # DDL has no syntax for field metadata: the catalog API stores the schema as given (EXTERNAL: dropping
+        # the entry never deletes the table directory)
+        self.spark.catalog.createTable(f"{schema}.{identifier}", source="hudilite", schema=struct, path=path)
 
     # ---- SQL DML on hudilite tables -----------------------------------------------------------
     def run_dml(self, sql: str, tag: Optional[str] = None):

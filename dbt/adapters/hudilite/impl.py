@@ -66,7 +66,9 @@ class HudiliteAdapter(SparkAdapter):
         for row in row_list:
             _schema, name, information = relation_info_func(row)
             is_view = "Type: VIEW" in information
-            is_hudilite = "hudilite.path=" in information
+            # copy-on-write entries carry hudilite.* table properties; merge-on-read entries are tables of the
+            # hudilite data source (their properties live in the schema, catalog.py)
+            is_hudilite = "hudilite.path=" in information or "Provider: hudilite" in information
             relations.append(self.Relation.create(
                 schema=_schema, identifier=name, type="view" if is_view else "table",
                 information=information, is_delta="Provider: delta" in information,

@@ -1,0 +1,128 @@
+"""The `hudilite` data source from SQL and the DataFrame reader: catalog tables, every form of a path,
+partition filters pushed into planning, merged (merge-on-read) reads with a catalog column list."""
+
+import os
+
+import pyarrow as pa
+import pytest
+
+import hudilite
+from hudilite.services.clean import run_clean
+from hudilite.services.compaction import compact
+from hudilite.storage.local import normalize_path
+
+PARTS = 12
+
+
+def _rows(n_parts=PARTS, per=3, v=0):
+    ids = list(range(n_parts * per))
+    return pa.table({"id": ids, "v": [float(i + v) for i in ids], "dt": [f"p{i % n_parts:03d}" for i in ids]})
+
+
+def _sorted(rows, *cols):
+    return sorted(tuple(r[c] for c in cols) for r in rows)
+
+
+@pytest.fixture
+def reg(spark):
+    hudilite.register(spark)
+    return spark
+
+
+def test_normalize_path_accepts_spark_and_user_forms(tmp_path):
+    p = str(tmp_path / "t")
+    for form in (p, "file:" + p, "file://" + p, "file://localhost" + p, "FILE:" + p):
+        assert normalize_path(form) == p
+    with pytest.raises(ValueError, match="host 'otherhost'"):
+        normalize_path("file://otherhost" + p)
+    with pytest.raises(ValueError, match="absolute path"):
+        normalize_path("file:relative/x")
+
+
+def test_every_path_form_reads_writes_and_serves(reg, tmp_path):
+    p = str(tmp_path / "t")
+    hudilite.write(_rows(), "file:" + p, record_key="id", partition_by=("dt",), operation="bulk_insert",
+                   table_type="MERGE_ON_READ")
+    hudilite.write(_rows(v=100).slice(0, 5), "file://" + p, record_key="id", partition_by=("dt",),
+                   table_type="MERGE_ON_READ")
+    want = _sorted(hudilite.read(reg, p).collect(), "id", "v")
+    assert len(want) == PARTS * 3
+    assert _sorted(hudilite.read(reg, "file://" + p).collect(), "id", "v") == want
+    assert _sorted(reg.read.format("hudilite").load("file:" + p).collect(), "id", "v") == want
+    compact("file:" + p, force=True)
+    run_clean("file://" + p)
+    assert _sorted(hudilite.read(reg, "file:" + p).collect(), "id", "v") == want
+
+
+def test_create_table_location_and_options_path(reg, tmp_path):
+    p = str(tmp_path / "t")
+    hudilite.write(_rows(), p, record_key="id", partition_by=("dt",), operation="bulk_insert")
+    reg.sql(f"CREATE TABLE ds_loc USING hudilite LOCATION '{p}'")  # Spark hands the source 'file:/...'
+    reg.sql(f"CREATE TABLE ds_opt USING hudilite OPTIONS (path 'file://{p}')")
+    try:
+        for t in ("ds_loc", "ds_opt"):
+            assert reg.sql(f"SELECT count(*) FROM {t}").collect()[0][0] == PARTS * 3
+            got = reg.sql(f"SELECT id FROM {t} WHERE dt IN ('p001', 'p002') AND v >= 0").collect()
+            assert sorted(r.id for r in got) == sorted(i for i in range(PARTS * 3) if i % PARTS in (1, 2))
+    finally:
+        reg.sql("DROP TABLE IF EXISTS ds_loc")
+        reg.sql("DROP TABLE IF EXISTS ds_opt")
+    assert os.path.isfile(os.path.join(p, ".hoodie", "hoodie.properties"))  # dropping the entry keeps the data
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_partition_filters_prune_planning(reg, tmp_path, table_type):
+    """A filter on the partition column plans only the matching partitions: with every other partition's
+    files damaged, the pruned reads still succeed (without pruning they read the damaged files and fail)."""
+    p = str(tmp_path / "t")
+    hudilite.write(_rows(), p, record_key="id", partition_by=("dt",), operation="bulk_insert",
+                   table_type=table_type)
+    hudilite.write(_rows(v=100).filter(pa.compute.is_in(pa.compute.field("dt"), pa.array(["p007", "p008"]))),
+                   p, record_key="id", partition_by=("dt",), table_type=table_type)  # MOR: log files
+    expect = {r.id: r.v for r in hudilite.read(reg, p, filters=[("dt", "in", ["p007", "p008"])]).collect()}
+    assert set(expect.values()) >= {107.0}
+    for name in os.listdir(p):
+        if name.startswith("dt=") and name not in ("dt=p007", "dt=p008"):
+            for f in os.listdir(os.path.join(p, name)):
+                if not f.startswith("."):
+                    with open(os.path.join(p, name, f), "wb") as out:
+                        out.write(b"not parquet")
+    df = reg.read.format("hudilite").load(p)
+    assert {r.id: r.v for r in df.where("dt IN ('p007', 'p008')").collect()} == expect
+    assert {r.id: r.v for r in df.where("dt = 'p007'").collect()} == {k: v for k, v in expect.items()
+                                                                      if k % PARTS == 7}
+    assert {r.id for r in df.where("dt >= 'p007' AND dt < 'p009' AND v > 100").collect()} == \
+        {k for k, v in expect.items() if v > 100}
+    with pytest.raises(Exception):  # an unpruned read does reach the damaged files
+        df.where("v > 0").collect()
+
+
+def test_catalog_column_list_reads_merged_rows(reg, tmp_path):
+    """A catalog entry with a column list (the dbt adapter's merge-on-read entry) reads exactly those
+    columns of the merged snapshot: updates and deletes in log files applied, no meta columns."""
+    from pyspark.sql.types import StructField, StructType
+
+    from hudilite.reader.datasource import PATH_KEY
+
+    p = str(tmp_path / "t")
+    hudilite.write(_rows(), p, record_key="id", partition_by=("dt",), operation="bulk_insert",
+                   table_type="MERGE_ON_READ")
+    upd = pa.table({"id": [1, 2], "v": [-1.0, -2.0], "dt": ["p001", "p002"],
+                    "_hoodie_is_deleted": [False, True]})
+    hudilite.write(upd, p, record_key="id", partition_by=("dt",), table_type="MERGE_ON_READ")
+    full = hudilite.read(reg, p).schema
+    cols = StructType([StructField(f.name, f.dataType, True, {PATH_KEY: p}) for f in full.fields
+                       if f.name in ("id", "v", "dt")])
+    reg.catalog.createTable("ds_cols", source="hudilite", schema=cols, path=p)
+    try:
+        df = reg.table("ds_cols")
+        assert df.columns == ["id", "v", "dt"]
+        got = {r.id: r.v for r in df.collect()}
+        want = {i: float(i) for i in range(PARTS * 3) if i != 2}
+        want[1] = -1.0
+        assert got == want
+        assert {r.id for r in reg.sql("SELECT id FROM ds_cols WHERE dt = 'p001'").collect()} == \
+            {i for i in want if i % PARTS == 1}
+    finally:
+        reg.sql("DROP TABLE IF EXISTS ds_cols")
+    assert os.path.isfile(os.path.join(p, ".hoodie", "hoodie.properties"))
