@@ -6,8 +6,9 @@
 
 from hudilite.errors import (
     CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError, LockTimeoutError,
-    RangeUnavailableError, TableNotFoundError, UnsupportedTableError,
+    RangeUnavailableError, TableNotFoundError, UnsupportedTableError, WorkerEnvironmentError,
 )
+from hudilite.session import check_workers
 
 __version__ = "0.1.0"
 
@@ -30,6 +31,7 @@ def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_op
     `ready_only=True` reads only the partitions a commit marked ready (write-audit-publish)."""
     from hudilite.reader.spark_read import read as _read
 
+    check_workers(spark)
     register(spark)
     return _read(spark, path, as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized,
                  ready_only=ready_only)
@@ -43,6 +45,7 @@ def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_i
     `RangeUnavailableError` when the range was cleaned/archived away (rebuild from the snapshot instead)."""
     from hudilite.reader.changes import changes as _changes
 
+    check_workers(spark)
     register(spark)
     return _changes(spark, path, begin=begin, end=end, include_deletes=include_deletes, before_image=before_image,
                     filters=filters, completion_bounds=completion_bounds)
@@ -58,5 +61,5 @@ def register(spark) -> None:
 __all__ = [
     "write", "read", "changes", "register", "HudiliteError", "InvalidWriteError", "TableNotFoundError",
     "CorruptTableError", "UnsupportedTableError", "CommitConflictError", "LockTimeoutError",
-    "RangeUnavailableError",
+    "RangeUnavailableError", "WorkerEnvironmentError",
 ]

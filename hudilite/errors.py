@@ -37,3 +37,8 @@ class LockTimeoutError(HudiliteError):
 class RangeUnavailableError(HudiliteError):
     """An incremental/change range needs file slices or instants that were cleaned or archived away; reading
     it would return partial data. Rebuild the consumer from the current snapshot (dbt: --full-refresh)."""
+
+
+class WorkerEnvironmentError(HudiliteError):
+    """The Spark session's Python workers cannot run hudilite (their interpreter lacks hudilite or pyarrow, or
+    cannot be started). Nothing was read or written."""
