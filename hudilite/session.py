@@ -11,8 +11,9 @@ import weakref
 
 from hudilite.errors import WorkerEnvironmentError
 
-# session -> the worker interpreter settings it was checked with (a session whose workers passed is not
-# checked again; a changed `spark.sql.execution.pyspark.python` is)
+# SparkContext (Spark Connect: the session) -> the worker interpreters that passed. Keyed by the context, not
+# the session object: PySpark wraps each streaming micro-batch in a new session object; a changed
+# `spark.sql.execution.pyspark.python` is checked again.
 _CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _CHECKED_GUARD = threading.Lock()
 SQL_WORKER_PYTHON = "spark.sql.execution.pyspark.python"
@@ -59,12 +60,18 @@ def _worker_python(spark) -> str:
 def check_workers(spark) -> None:
     """Raise WorkerEnvironmentError unless the session's Python workers can import hudilite and pyarrow.
 
-    Runs one tiny Spark job (a plain Python UDF, which needs neither package) the first time a session is
-    used; the result is cached per session and worker interpreter. Without it, a misconfigured session fails
+    Runs one tiny Spark job (a Python UDF shipped by value, so it runs without hudilite on the worker and
+    reports what the worker cannot import; a worker that cannot start at all - no interpreter, or no pyarrow,
+    which Spark 4's workers import themselves - fails the job, and its cause is reported) the first time;
+    the result is cached per SparkContext and worker interpreter. Without it, a misconfigured session fails
     deep inside a write's first task with a ModuleNotFoundError wrapped in a JVM stack trace."""
     configured = _worker_python(spark)
+    try:
+        owner = spark.sparkContext
+    except Exception:  # noqa: BLE001 - Spark Connect
+        owner = spark
     with _CHECKED_GUARD:
-        if _CHECKED.get(spark) == configured:
+        if configured in _CHECKED.get(owner, ()):
             return
     from pyspark.sql import functions as F  # pyspark: optional for the driver-local (Arrow) path
 
@@ -95,7 +102,7 @@ def check_workers(spark) -> None:
             f"the Spark session's Python workers run {executable}, which cannot import what hudilite needs "
             f"({problems.replace(chr(10), '; ')}). " + fix)
     with _CHECKED_GUARD:
-        _CHECKED[spark] = configured
+        _CHECKED.setdefault(owner, set()).add(configured)
 
 
 _CAUSES = (r"\b(ModuleNotFoundError|ImportError): .*", r"Cannot run program .*", r"\b\w+(Error|Exception): .*")

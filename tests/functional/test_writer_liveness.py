@@ -20,6 +20,7 @@ import pytest
 import hudilite
 from hudilite.errors import WorkerEnvironmentError
 from hudilite.lock import FileLock, LockLostError
+from hudilite.session import check_workers
 from hudilite.table import HoodieTable
 from hudilite.timeline.heartbeat import heartbeat_path, read_heartbeat
 from hudilite.writer import transaction as tx
@@ -276,3 +277,19 @@ def test_workers_without_hudilite_fail_readably_and_nothing_is_written(spark, tm
     with pytest.raises(WorkerEnvironmentError, match="no-such-python.*Cannot run program"):
         hudilite.write(df, path, **WRITE)
     assert sorted(r.id for r in hudilite.read(spark, path).collect()) == [0, 1, 2]
+
+
+def test_worker_check_runs_once_per_context_and_interpreter(spark, monkeypatch):
+    """PySpark wraps every streaming micro-batch in a new session object: the check must not rerun per batch."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    check_workers(spark)
+    wrapper = SparkSession(spark.sparkContext, spark._jsparkSession)  # what foreachBatch hands the sink
+
+    def no_job(*a, **k):
+        raise AssertionError("the worker check ran a job again")
+
+    monkeypatch.setattr(F, "udf", no_job)
+    check_workers(wrapper)
+    check_workers(spark.newSession())
