@@ -181,7 +181,7 @@ def test_heartbeat_options_are_validated(tmp_path):
 
 # ------------------------------------------------------------------------------------------------
 # issue 26.5: the lock lease fences the acts done under the lock
-LEASE_MS = 400
+LEASE_MS = 1000  # long enough that a loaded machine never delays a renewal past it
 
 
 def _stall_past_lease(lock: FileLock) -> None:
