@@ -172,6 +172,18 @@ def test_lazy_rollback_judges_a_writer_by_its_own_tolerance(tmp_path):
         old.timestamp]
 
 
+def test_a_restarted_stream_rolls_back_its_dead_runs_instants_at_once(tmp_path):
+    """Spark runs one instance of a streaming query at a time: an unprepared instant tagged with the query's id
+    whose heartbeat is still fresh belongs to its dead previous run (other writers still wait for expiry)."""
+    path = str(tmp_path / "t")
+    hudilite.write(rows("a", 0, 10), path, operation="insert", **WRITE)
+    table = HoodieTable.open(path)
+    dead = Transaction(table, {tx.WRITER_TAG_KEY: "stream:q1"}).start()
+    assert Transaction(table, {}).rollback_failed_writes() == []
+    assert Transaction(table, {tx.WRITER_TAG_KEY: "stream:q2"}).rollback_failed_writes() == []
+    assert Transaction(table, {tx.WRITER_TAG_KEY: "stream:q1"}).rollback_failed_writes() == [dead.timestamp]
+
+
 def test_heartbeat_options_are_validated(tmp_path):
     for bad in ({"hoodie.client.heartbeat.interval_in_ms": "0"}, {"hoodie.client.heartbeat.tolerable.misses": "x"}):
         with pytest.raises(hudilite.InvalidWriteError, match="heartbeat"):
