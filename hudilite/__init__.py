@@ -6,8 +6,10 @@
 
 from hudilite.errors import (
     CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError, LockTimeoutError,
-    RangeUnavailableError, TableNotFoundError, TableReplacedError, UnsupportedTableError,
+    RangeUnavailableError, TableNotFoundError, TableReplacedError,
+    UnsupportedTableError, WorkerEnvironmentError,
 )
+from hudilite.session import check_workers
 
 from hudilite.writer.options import UNSET
 
@@ -34,6 +36,7 @@ def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_op
     `ready_only=True` reads only the partitions a commit marked ready (write-audit-publish)."""
     from hudilite.reader.spark_read import read as _read
 
+    check_workers(spark)
     register(spark)
     return _read(spark, path, as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized,
                  ready_only=ready_only)
@@ -49,6 +52,7 @@ def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_i
     gives both); a different table at `path` (rebuilt or recreated) raises `TableReplacedError`."""
     from hudilite.reader.changes import changes as _changes
 
+    check_workers(spark)
     register(spark)
     return _changes(spark, path, begin=begin, end=end, include_deletes=include_deletes, before_image=before_image,
                     filters=filters, completion_bounds=completion_bounds, table_id=table_id)
@@ -64,5 +68,5 @@ def register(spark) -> None:
 __all__ = [
     "write", "read", "changes", "register", "HudiliteError", "InvalidWriteError", "TableNotFoundError",
     "CorruptTableError", "UnsupportedTableError", "CommitConflictError", "LockTimeoutError",
-    "RangeUnavailableError", "TableReplacedError",
+    "RangeUnavailableError", "TableReplacedError", "WorkerEnvironmentError",
 ]

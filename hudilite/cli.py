@@ -1,7 +1,8 @@
 """`hudilite` command line: inspect and repair tables without writing Spark code.
 
     hudilite timeline PATH [--archived]    instants (requested / inflight / completed, completion time, action)
-    hudilite rollback PATH [INSTANT]       roll back a pending write (all pending writes if no instant is given)
+    hudilite rollback PATH [INSTANT]       roll back failed writes (pending writes whose writer's heartbeat
+                                           expired; --force: also those of writers that look alive)
     hudilite info PATH                     table properties, partitions and file groups
     hudilite compaction schedule PATH      schedule a compaction plan if its trigger fires (--force: always)
     hudilite compaction run PATH           execute every pending compaction plan, oldest first
@@ -49,6 +50,7 @@ def _timeline(args) -> int:
 
 def _rollback(args) -> int:
     from hudilite.services.rollback import rollback_failed_writes, rollback_instant
+    from hudilite.writer.conflict import pending_guard
 
     t = HoodieTable.open(args.path)
     if args.instant:
@@ -59,7 +61,6 @@ def _rollback(args) -> int:
         if inst.is_completed:
             print(f"instant {args.instant} is completed; only pending writes can be rolled back", file=sys.stderr)
             return 2
-        from hudilite.writer.conflict import pending_guard
         from hudilite.writer.transaction import Transaction
 
         with Transaction(t, {}).lock:  # no writer completes it meanwhile
@@ -73,12 +74,36 @@ def _rollback(args) -> int:
             if inst is None or inst.is_completed:
                 print(f"instant {args.instant} completed or vanished meanwhile; nothing to roll back", file=sys.stderr)
                 return 2
+            live = _live_writer(t, args.instant)
+            if live and not args.force:
+                print(f"instant {args.instant} belongs to a writer that is alive ({live}); rolling it back would "
+                      "fail that write. Use --force if you know the writer is dead", file=sys.stderr)
+                return 2
             files = rollback_instant(t, inst)
         print(f"rolled back {args.instant}: {len(files)} file(s) deleted")
     else:
-        done = rollback_failed_writes(t)
+        done = rollback_failed_writes(t, lazy=not args.force)
         print(f"rolled back {len(done)} pending instant(s): {', '.join(done) or '-'}")
+        tl = t.reload()
+        for inst in tl.pending():
+            live = _live_writer(t, inst.timestamp)
+            if live and pending_guard(tl, inst) is None:
+                print(f"left alone: {inst.timestamp} ({live}; --force rolls it back)")
     return 0
+
+
+def _live_writer(t, instant: str) -> str | None:
+    """Why the writer of a pending `instant` counts as alive (its heartbeat within its tolerance), or None."""
+    from hudilite.timeline.heartbeat import DEFAULT_INTERVAL_MS, DEFAULT_MISSES, read_heartbeat
+
+    hb = read_heartbeat(t.base_path, instant)
+    if hb is None:
+        return None
+    tolerance = hb["tolerance_ms"] or DEFAULT_INTERVAL_MS * DEFAULT_MISSES
+    if hb["age_ms"] > tolerance:
+        return None
+    return (f"heartbeat {hb['age_ms'] / 1000:.1f} s old, tolerance {tolerance / 1000:.0f} s: rolled back "
+            f"automatically once it is {tolerance / 1000:.0f} s old")
 
 
 def _info(args) -> int:
@@ -196,6 +221,8 @@ def main(argv=None) -> int:
     s = sub.add_parser("rollback", help="roll back pending (failed) writes")
     s.add_argument("path")
     s.add_argument("instant", nargs="?")
+    s.add_argument("--force", action="store_true",
+                   help="also roll back writes whose writer looks alive (only when no writer is running)")
     s.set_defaults(fn=_rollback)
     s = sub.add_parser("info", help="table properties and layout summary")
     s.add_argument("path")

@@ -42,3 +42,8 @@ class RangeUnavailableError(HudiliteError):
 class TableReplacedError(RangeUnavailableError):
     """The table at the path is not the table a position was taken on (it was rebuilt or recreated there):
     no range of the new table continues the old position. Rebuild the consumer from the current snapshot."""
+
+
+class WorkerEnvironmentError(HudiliteError):
+    """The Spark session's Python workers cannot run hudilite (their interpreter lacks hudilite or pyarrow, or
+    cannot be started). Nothing was read or written."""

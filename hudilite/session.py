@@ -1,9 +1,22 @@
-"""A SparkSession configured for hudilite (used by tests, the CLI and the dbt adapter's embedded default)."""
+"""A SparkSession configured for hudilite (used by tests, the CLI and the dbt adapter's embedded default), and
+the check that a session's Python workers can run hudilite."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
+import threading
+import weakref
+
+from hudilite.errors import WorkerEnvironmentError
+
+# SparkContext (Spark Connect: the session) -> the worker interpreters that passed. Keyed by the context, not
+# the session object: PySpark wraps each streaming micro-batch in a new session object; a changed
+# `spark.sql.execution.pyspark.python` is checked again.
+_CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_CHECKED_GUARD = threading.Lock()
+SQL_WORKER_PYTHON = "spark.sql.execution.pyspark.python"
 
 
 def local_session(master: str = "local[2]", *, app_name: str = "hudilite", conf: dict | None = None,
@@ -33,3 +46,76 @@ def local_session(master: str = "local[2]", *, app_name: str = "hudilite", conf:
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _worker_python(spark) -> str:
+    """The interpreter the session's Python workers are configured to run (for messages and the cache key)."""
+    v = spark.conf.get(SQL_WORKER_PYTHON, None)
+    if v:
+        return v
+    try:  # classic PySpark: fixed when the SparkContext was created (PYSPARK_PYTHON)
+        return spark.sparkContext.pythonExec
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext here
+        return os.environ.get("PYSPARK_PYTHON", "python3")
+
+
+def check_workers(spark) -> None:
+    """Raise WorkerEnvironmentError unless the session's Python workers can import hudilite and pyarrow.
+
+    Runs one tiny Spark job (a Python UDF shipped by value, so it runs without hudilite on the worker and
+    reports what the worker cannot import; a worker that cannot start at all - no interpreter, or no pyarrow,
+    which Spark 4's workers import themselves - fails the job, and its cause is reported) the first time;
+    the result is cached per SparkContext and worker interpreter. Without it, a misconfigured session fails
+    deep inside a write's first task with a ModuleNotFoundError wrapped in a JVM stack trace."""
+    configured = _worker_python(spark)
+    try:
+        owner = spark.sparkContext
+    except Exception:  # noqa: BLE001 - Spark Connect
+        owner = spark
+    with _CHECKED_GUARD:
+        if configured in _CHECKED.get(owner, ()):
+            return
+    from pyspark.sql import functions as F  # pyspark: optional for the driver-local (Arrow) path
+
+    def probe():  # nested: cloudpickle ships it by value, so the worker needs no hudilite to run it
+        import sys as _sys
+
+        problems = []
+        for mod in ("pyarrow", "hudilite"):
+            try:
+                __import__(mod)
+            except Exception as e:  # noqa: BLE001 - reported to the driver
+                problems.append(f"{mod}: {type(e).__name__}: {e}")
+        return _sys.executable + "\n" + "\n".join(problems)
+
+    fix = ("Point the workers at an interpreter that has hudilite installed (the driver runs "
+           f"{sys.executable}): set PYSPARK_PYTHON before the session is created, or spark.pyspark.python / "
+           f"{SQL_WORKER_PYTHON} in its config, or install hudilite (with pyarrow) on the workers. Nothing was "
+           "read or written.")
+    try:
+        out = spark.range(1).select(F.udf(probe, "string")().alias("p")).collect()[0][0]
+    except Exception as e:  # noqa: BLE001 - the workers' interpreter could not even run the probe
+        raise WorkerEnvironmentError(
+            f"the Spark session's Python workers ({configured}) cannot run hudilite: {_cause(e)[:500]}. "
+            + fix) from None
+    executable, _, problems = out.partition("\n")
+    if problems:
+        raise WorkerEnvironmentError(
+            f"the Spark session's Python workers run {executable}, which cannot import what hudilite needs "
+            f"({problems.replace(chr(10), '; ')}). " + fix)
+    with _CHECKED_GUARD:
+        _CHECKED.setdefault(owner, set()).add(configured)
+
+
+_CAUSES = (r"\b(ModuleNotFoundError|ImportError): .*", r"Cannot run program .*", r"\b\w+(Error|Exception): .*")
+
+
+def _cause(e: Exception) -> str:
+    """The line of a failed job's (Python or JVM) error that says what is wrong with the workers."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    for pattern in _CAUSES:
+        for ln in lines:
+            m = re.search(pattern, ln)
+            if m:
+                return m.group(0)
+    return lines[0] if lines else type(e).__name__

@@ -40,7 +40,7 @@ from hudilite.table import HoodieTable
 from hudilite.timeline import COMPLETED, WRITE_ACTIONS, Instant, Timeline
 from hudilite.writer.conflict import prepared_metadata
 from hudilite.writer.options import UNSET
-from hudilite.writer.transaction import Transaction
+from hudilite.writer.transaction import WRITER_TAG_KEY, Transaction
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,10 @@ class StreamingSink:
         from hudilite.writer.options import resolve
 
         wo = resolve(self.path, self.kwargs["record_key"], self.kwargs["precombine_field"],
-                     self.kwargs["partition_by"], self.kwargs["operation"], self.kwargs["table_type"], self.options)
+                     self.kwargs["partition_by"], self.kwargs["operation"], self.kwargs["table_type"],
+                     {**self.options, WRITER_TAG_KEY: f"stream:{self.query_id}"})
+        # the tag: Spark runs one instance of a query at a time, so an unprepared instant carrying it is a
+        # dead run's and is rolled back at once (not after its heartbeat tolerance)
         if not self.async_instants:
             return WriteClient(df.sparkSession, wo).run(df, extra)
         self._wait_outstanding(1)  # at most one commit completing while this batch writes

@@ -33,8 +33,9 @@ class LockProvider(abc.ABC):
     @abc.abstractmethod
     def release(self) -> None: ...
 
-    def verify(self) -> None:
-        """Raise LockLostError if the lock is no longer held (providers with leases override this)."""
+    def verify(self) -> int | None:
+        """Raise LockLostError if the lock is no longer held. Providers with leases override this: renew the
+        lease and return the time (ms since the epoch) until which nobody else can take the lock."""
 
     def __enter__(self) -> "LockProvider":
         self.acquire()

@@ -12,8 +12,16 @@ and only the process whose rename captured the very file (same inode, same conte
 it; a capture of anything else is put back.
 
 A holder whose lease was broken anyway (it stalled for longer than the lease) notices: the renewer sees the
-lock path no longer names its inode and marks the lock lost, and `verify()` (called by the transaction just
-before it writes a completed instant) raises `LockLostError`.
+lock path no longer names its inode and marks the lock lost, and `verify()` raises `LockLostError`.
+
+A renewal only counts if it landed before the lease it extends ran out (less a clock margin of a tenth of the
+lease): a breaker judges staleness by the expiry it read, so once that passed, a breaker may be about to
+capture the file even though the path still names our inode. By induction, while every renewal is in time the
+on-disk expiry is always in the future, and no breaker can judge the lock stale. `verify()` renews
+synchronously under that rule, so a holder that passed `verify()` keeps the lock for a full lease from then on
+(the transaction calls it right before each act that needs the lock: creating an instant, rolling one back,
+writing a completed instant); a holder that stalled past its lease fails `verify()` even if nobody broke the
+lock yet.
 """
 
 from __future__ import annotations
@@ -48,13 +56,16 @@ class FileLock(LockProvider):
         self._lost = False
         self._fd: int | None = None
         self._ino: tuple[int, int] | None = None
+        self._expires_ms = 0  # the expiry our file holds (the last renewal that counted)
+        self.margin_ms = self.lease_ms // 10  # tolerated clock difference between holder and breakers
+        self._renew_guard = threading.Lock()  # the renewer thread and verify() both renew
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self._local = threading.Lock()  # serialise threads of this object
 
     # ---- content ---------------------------------------------------------------------------
-    def _content(self) -> bytes:
-        exp = str(_now_ms() + self.lease_ms).rjust(_EXPIRES_DIGITS)  # JSON whitespace, not leading zeros
+    def _content(self, expires_ms: int) -> bytes:
+        exp = str(expires_ms).rjust(_EXPIRES_DIGITS)  # JSON whitespace, not leading zeros
         return (f'{{"owner": "{self.owner}", "lease_ms": {self.lease_ms}, "expires_ms": {exp}}}').encode()
 
     @staticmethod
@@ -84,7 +95,8 @@ class FileLock(LockProvider):
         except FileExistsError:
             return False
         try:
-            os.write(fd, self._content())
+            exp = _now_ms() + self.lease_ms
+            os.write(fd, self._content(exp))
             os.fsync(fd)
         except BaseException:
             os.close(fd)
@@ -94,7 +106,7 @@ class FileLock(LockProvider):
                 pass
             raise
         st = os.fstat(fd)
-        self._fd, self._ino = fd, (st.st_dev, st.st_ino)
+        self._fd, self._ino, self._expires_ms = fd, (st.st_dev, st.st_ino), exp
         return True
 
     def _break_if_expired(self) -> None:
@@ -153,23 +165,40 @@ class FileLock(LockProvider):
     def _renew(self) -> None:
         interval = max(self.lease_ms / 3000, 0.02)
         while not self._stop.wait(interval):
-            if not self._still_mine():
-                self._lost = True
-                return
             try:
-                os.pwrite(self._fd, self._content(), 0)
-            except OSError:
-                self._lost = True
+                self._renew_once()
+            except LockLostError:
                 return
 
-    def verify(self) -> None:
+    def _lost_error(self, why: str) -> LockLostError:
+        self._lost = True
+        return LockLostError(f"table lock {self.path} was lost: {why} (this process stalled for longer than the "
+                             f"lease of {self.lease_ms} ms)")
+
+    def _renew_once(self) -> int:
+        with self._renew_guard:
+            if self._lost:
+                raise self._lost_error("its lease ran out before it was renewed")
+            if not self._still_mine():
+                raise self._lost_error("its lease expired and another process broke it")
+            exp = _now_ms() + self.lease_ms
+            try:
+                os.pwrite(self._fd, self._content(exp), 0)
+            except OSError as e:
+                raise self._lost_error(f"renewing the lease failed ({e})") from None
+            if _now_ms() >= self._expires_ms - self.margin_ms:
+                raise self._lost_error("its lease ran out before it was renewed")
+            if not self._still_mine():
+                raise self._lost_error("its lease expired and another process broke it")
+            self._expires_ms = exp
+            return exp
+
+    def verify(self) -> int:
+        """Renew the lease now and return its new expiry (ms since the epoch): nobody can take the lock before
+        then (less the clock margin). Raises LockLostError if the lock was lost or the lease ran out."""
         if not self._held:
             raise LockLostError(f"table lock {self.path} is not held")
-        if self._lost or not self._still_mine():
-            self._lost = True
-            raise LockLostError(
-                f"table lock {self.path} was lost: its lease ({self.lease_ms} ms) expired and another process "
-                "broke it (this process stalled for longer than the lease)")
+        return self._renew_once()
 
     def release(self) -> None:
         if not self._held:

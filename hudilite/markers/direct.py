@@ -74,4 +74,12 @@ def list_markers(base_path: str, instant: str) -> list[tuple[str, str, str]]:
 def delete_markers(base_path: str, instant: str) -> None:
     from hudilite.storage import storage_for
 
-    storage_for(base_path).delete_tree(marker_dir(base_path, instant))
+    # a completed instant's markers may be deleted by its writer and by another writer's leftover cleanup at
+    # once: a tree that vanishes under the walk is retried until it is gone
+    for attempt in range(5):
+        try:
+            storage_for(base_path).delete_tree(marker_dir(base_path, instant))
+            return
+        except FileNotFoundError:
+            if attempt == 4:
+                raise

@@ -132,14 +132,14 @@ def rollback_log_files(table: HoodieTable, instant: str) -> list[str]:
     return deleted
 
 
-def rollback_failed_writes(table: HoodieTable, *, lazy: bool = False, heartbeat_tolerance_ms: int = 60_000,
+def rollback_failed_writes(table: HoodieTable, *, lazy: bool = False, heartbeat_tolerance_ms: int | None = None,
                            ) -> list[str]:
-    """Roll back every pending write instant (eager, single writer), or only those whose writer's heartbeat
-    expired (lazy, multi-writer), under the table lock. Table-service plans (compaction, clustering) and
-    prepared streaming commits are left alone: their owners finish them. Returns the rolled-back instant times.
-
-    Eager mode also removes what writers killed right after their commit left behind (markers, heartbeat,
-    commit temp file); in lazy mode a live writer may still be deleting those itself."""
+    """Roll back every pending write instant (eager: the caller knows no writer is running), or only those
+    whose writer's heartbeat expired by the writer's own recorded tolerance (lazy: safe beside live writers;
+    `heartbeat_tolerance_ms` only for heartbeats that record none, default 60 s x 2), under the table lock.
+    Table-service plans (compaction, clustering) and prepared streaming commits are left alone: their owners
+    finish them. Also removes what writers killed right after their commit left behind (markers, heartbeat,
+    commit temp file). Returns the rolled-back instant times."""
     from hudilite.writer.transaction import Transaction  # the one implementation (lock + guards)
 
     return Transaction(table, {}).rollback_failed_writes(lazy=lazy, heartbeat_tolerance_ms=heartbeat_tolerance_ms)

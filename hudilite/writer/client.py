@@ -32,9 +32,9 @@ from hudilite.schema import META_FIELDS, SchemaError, arrow_to_avro, avro_to_arr
 from hudilite.services import check_service_options, run_inline_services
 from hudilite.services.rollback import rollback_instant
 from hudilite.storage.local import fsync_option
+from hudilite.session import check_workers
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
-from hudilite.timeline.heartbeat import Heartbeat
 from hudilite.writer import local as local_write
 from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, MOVED_COL, PART_COL, \
     SEQ_COL, WriteContext
@@ -96,6 +96,8 @@ class WriteClient:
         check_service_options(wo.options)  # inline table service options: bad ones fail before any write
         choice = index_choice(wo.options)  # a bad index type fails before any write (bulk inserts included)
         local = is_arrow(df)
+        if not local:
+            check_workers(self.spark)  # once per session: workers without hudilite fail here, readably
         if local:
             df = local_write.as_table(df)
             df = df.drop_columns([c for c in META_FIELDS if c in df.column_names])
@@ -129,15 +131,12 @@ class WriteClient:
             created = (base, os.path.exists(base))
             table = HoodieTable.create(base, new_config)
         txn = self.transaction_factory(table, wo.options)
-        txn.rollback_failed_writes(  # under the table lock; prepared commits and service plans are left alone
-            lazy=wo.multi_writer,
-            heartbeat_tolerance_ms=wo.get_int("hoodie.client.heartbeat.tolerable.misses", 2)
-            * wo.get_int("hoodie.client.heartbeat.interval_in_ms", 60_000))
+        # under the table lock; lazy (the default mode): only writers whose heartbeat expired by their own
+        # tolerance; prepared commits and service plans are left alone
+        txn.rollback_failed_writes()
         action = REPLACE_COMMIT if wo.operation.startswith("insert_overwrite") else DELTA_COMMIT if mor else COMMIT
         inst = txn.start(action, basis=basis)
-        hb = Heartbeat(table.base_path, inst.timestamp,
-                       wo.get_int("hoodie.client.heartbeat.interval_in_ms", 60_000))
-        hb.start()
+        hb = txn.heartbeat(inst)
         marker_opts, service = _marker_options(table, wo)
         ctx = WriteContext(
             marker_options=marker_opts,

@@ -81,7 +81,7 @@ class WriteOptions:
 
     @property
     def multi_writer(self) -> bool:
-        return str(self.get("hoodie.write.concurrency.mode", "single_writer")).lower() in (
+        return str(self.get("hoodie.write.concurrency.mode", "optimistic_concurrency_control")).lower() in (
             "optimistic_concurrency_control", "occ")
 
 

@@ -1,12 +1,14 @@
 """Starting and completing instants under the table lock (optimistic concurrency control).
 
-start:    lock -> newest instant on the timeline -> new time (> newest, >= now) -> `<t>.<action>.requested`
-          created with put-if-absent -> wait out the max clock skew -> unlock. Data files are then written
-          without the lock.
+start:    lock -> newest instant on the timeline -> new time (> newest, >= now) -> lease verified ->
+          `<t>.<action>.requested` created with put-if-absent, first heartbeat -> wait out the max clock skew ->
+          lease verified again (else the instant is removed and LockLostError raised) -> unlock. Data files are
+          then written without the lock.
 complete: lock -> fresh timeline -> our instant must still be pending (not rolled back by someone) ->
           conflict check against everything completed since the writer's basis and against pending
-          table-service plans and prepared commits (hudilite.writer.conflict) -> `validate` hook -> the lock
-          must still be ours -> completion time -> `<t>.<action>` with put-if-absent -> unlock.
+          table-service plans and prepared commits (hudilite.writer.conflict) -> `validate` hook -> the lease
+          verified (renewed: nobody can take the lock for a full lease from here) -> completion time ->
+          `<t>.<action>` with put-if-absent -> unlock.
 The completed file is the one atomic act that makes a write visible.
 
 prepare (used by the streaming sink's async instants): the checks of `complete` under the lock, then the
@@ -15,12 +17,12 @@ later writers treat the prepared instant's file groups like a pending plan (they
 write rollback leaves it alone, and `complete_prepared` (or recovery after a crash) completes it.
 
 Concurrency modes (`hoodie.write.concurrency.mode`):
-- `single_writer` (default): one writer at a time is expected. Pending instants found by the next writer are
-  failed writes and are rolled back eagerly. Commits are still conflict-checked, and rollback runs under the
-  lock, so an accidental second writer cannot corrupt the table: one of the two fails with a retryable
-  CommitConflictError.
-- `optimistic_concurrency_control`: several writers. A pending instant is rolled back only when its writer's
-  heartbeat expired (lazy rollback); everything else is the same.
+- `optimistic_concurrency_control` (default): several writers. A pending instant is rolled back only when its
+  writer's heartbeat expired by that writer's own recorded tolerance (lazy rollback, hudilite.timeline.heartbeat).
+- `single_writer`: one writer at a time is expected. Pending instants found by the next writer are failed
+  writes and are rolled back eagerly (a crashed write is cleaned up at once). Commits are still
+  conflict-checked, and rollback runs under the lock, so an accidental second writer cannot corrupt the table:
+  one of the two fails with a retryable CommitConflictError.
 """
 
 from __future__ import annotations
@@ -33,12 +35,13 @@ from typing import Callable
 
 from hudilite import change_images
 from hudilite.errors import CommitConflictError, InvalidWriteError
-from hudilite.lock import lock_for
+from hudilite.lock import LockLostError, lock_for
 from hudilite.lock.base import check_lock_provider
 from hudilite.storage.local import directories_of, fsync_option
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
-from hudilite.timeline.heartbeat import heartbeat_expired, heartbeat_path
+from hudilite.timeline.heartbeat import (Heartbeat, heartbeat_expired, heartbeat_path, heartbeat_settings,
+                                         read_heartbeat, write_heartbeat)
 from hudilite.timeline.instant_time import next_instant_time, wait_for_skew
 from hudilite.timeline.timeline import COMPLETION_KEY
 from hudilite.writer.conflict import (PREPARED_KEY, Footprint, conflict_error, find_conflicts, pending_guard,
@@ -51,11 +54,14 @@ SKEW_KEY = "hoodie.write.instant.max.clock.skew.ms"
 CONCURRENCY_MODE_KEY = "hoodie.write.concurrency.mode"
 SINGLE_WRITER = "single_writer"
 OCC = "optimistic_concurrency_control"
+# set by the streaming sink (its query id): recorded in the heartbeat, so a restarted query rolls back the
+# unprepared instants of its own dead run at once instead of waiting for their heartbeats to expire
+WRITER_TAG_KEY = "hudilite.write.writer.tag"
 _MODE_ALIASES = {"single_writer": SINGLE_WRITER, "optimistic_concurrency_control": OCC, "occ": OCC}
 
 
 def concurrency_mode(options: dict | None) -> str:
-    v = str((options or {}).get(CONCURRENCY_MODE_KEY) or SINGLE_WRITER).strip().lower()
+    v = str((options or {}).get(CONCURRENCY_MODE_KEY) or OCC).strip().lower()
     if v not in _MODE_ALIASES:
         raise InvalidWriteError(f"{CONCURRENCY_MODE_KEY}={v!r}: expected single_writer or "
                                 "optimistic_concurrency_control")
@@ -65,6 +71,7 @@ def concurrency_mode(options: dict | None) -> str:
 def check_concurrency_options(options: dict | None) -> None:
     """Reject bad concurrency/lock options before anything is written (InvalidWriteError)."""
     concurrency_mode(options)
+    heartbeat_settings(options)
     try:
         check_lock_provider(options)
         fsync_option(options)
@@ -80,13 +87,6 @@ def check_concurrency_options(options: dict | None) -> None:
                 raise InvalidWriteError(f"option {key}={v!r} is not a non-negative integer") from None
 
 
-def _first_heartbeat(base_path: str, instant: str) -> None:
-    p = heartbeat_path(base_path, instant)
-    os.makedirs(os.path.dirname(p), exist_ok=True)
-    with open(p, "w") as f:
-        f.write(str(int(time.time() * 1000)))
-
-
 def _aux_last_completion(table: HoodieTable) -> str:
     return os.path.join(table.meta_path, ".aux", "last_completion_time")
 
@@ -99,32 +99,56 @@ class Transaction:
         self.options = options or {}
         self.lock = lock_for(table.base_path, self.options)
         self.max_skew_ms = int(self.options.get(SKEW_KEY, DEFAULT_MAX_SKEW_MS))
+        self.heartbeat_interval_ms, self.heartbeat_misses = heartbeat_settings(self.options)
+        self.tag = self.options.get(WRITER_TAG_KEY) or None
         self._bases: dict[str, object] = {}  # instant -> basis (set of instant times, or a completion time)
 
     # ---- failed writes ---------------------------------------------------------------------
-    def rollback_failed_writes(self, *, lazy: bool | None = None, heartbeat_tolerance_ms: int = 120_000,
+    @property
+    def heartbeat_tolerance_ms(self) -> int:
+        return self.heartbeat_interval_ms * self.heartbeat_misses
+
+    def rollback_failed_writes(self, *, lazy: bool | None = None, heartbeat_tolerance_ms: int | None = None,
                                ) -> list[str]:
         """Roll back pending write instants of failed writers, under the lock (so a writer cannot complete
         an instant while it is being rolled back). `lazy` (default: the concurrency mode is OCC) rolls back
-        only instants whose heartbeat expired. Prepared commits and table-service plans are never rolled back
-        here. Returns the rolled-back instant times."""
+        only instants whose heartbeat expired, judged by the tolerance each writer recorded in its heartbeat
+        (`heartbeat_tolerance_ms`, default this writer's, only for heartbeats that record none), plus
+        unprepared instants tagged with this writer's own tag (a restarted streaming query's dead run).
+        Prepared commits and table-service plans are never rolled back here. Returns the rolled-back instant
+        times."""
         from hudilite.services.rollback import clean_completed_leftovers, rollback_instant
 
         if lazy is None:
             lazy = concurrency_mode(self.options) == OCC
+        if heartbeat_tolerance_ms is None:
+            heartbeat_tolerance_ms = self.heartbeat_tolerance_ms
         done = []
         with self.lock:
             tl = self.table.reload()
             for inst in tl.pending(WRITE_ACTIONS):
                 if pending_guard(tl, inst) is not None:
                     continue  # a plan (its service retries it) or a prepared commit (completed, not undone)
-                if lazy and not heartbeat_expired(self.table.base_path, inst.timestamp, heartbeat_tolerance_ms):
+                if lazy and not self._own_dead_run(inst.timestamp) and not heartbeat_expired(
+                        self.table.base_path, inst.timestamp, heartbeat_tolerance_ms):
                     continue
+                self.lock.verify()  # a holder that stalled past its lease must not delete anybody's files
                 rollback_instant(self.table, inst)
                 done.append(inst.timestamp)
-            if not lazy:
-                clean_completed_leftovers(self.table)
+            clean_completed_leftovers(self.table)
         return done
+
+    def _own_dead_run(self, instant: str) -> bool:
+        if not self.tag:
+            return False
+        hb = read_heartbeat(self.table.base_path, instant)
+        return hb is not None and hb["tag"] == self.tag
+
+    def heartbeat(self, inst: Instant) -> Heartbeat:
+        """A started heartbeat for `inst`, beating at this writer's interval (the one `start` recorded)."""
+        hb = Heartbeat(self.table.base_path, inst.timestamp, self.heartbeat_interval_ms, self.heartbeat_misses)
+        hb.start()
+        return hb
 
     # ---- starting --------------------------------------------------------------------------
     def start(self, action: str = COMMIT, basis=None, plan: Callable | None = None) -> Instant | None:
@@ -143,16 +167,26 @@ class Transaction:
                     content = plan(tl, t)
                     if content is None:
                         return None
+                    self.lock.verify()
                     if fs.put_if_absent(tl.instant_path(inst), content):
                         break
-                elif fs.create_empty_if_absent(tl.instant_path(inst)):
-                    break
+                else:
+                    self.lock.verify()
+                    if fs.create_empty_if_absent(tl.instant_path(inst)):
+                        break
                 last = t  # somebody holds this time (lock bypassed): take the next one
-            _first_heartbeat(self.table.base_path, t)  # before the lock is released: a lazy rollback by another
-            # writer must never find this instant without a heartbeat (a missing heartbeat counts as expired)
+            # before the lock is released: a lazy rollback by another writer must never find this instant
+            # without a heartbeat (a missing heartbeat counts as expired)
+            write_heartbeat(self.table.base_path, t, self.heartbeat_interval_ms, self.heartbeat_misses, self.tag)
+            wait_for_skew(t, self.max_skew_ms)
+            try:  # nobody else held the lock while we waited, so no one took a smaller time meanwhile
+                self.lock.verify()
+            except LockLostError:
+                fs.delete(tl.instant_path(inst))
+                fs.delete(heartbeat_path(self.table.base_path, t))
+                raise
             self._bases[t] = frozenset(basis) if basis is not None and not isinstance(basis, str) else (
                 basis if basis is not None else read_basis(tl))
-            wait_for_skew(t, self.max_skew_ms)
         return inst
 
     def mark_inflight(self, inst: Instant, metadata: dict) -> Instant:
@@ -181,8 +215,9 @@ class Transaction:
         if cur is None or cur.action != inst.action:
             raise CommitConflictError(
                 f"instant {inst.timestamp} ({inst.action}) is no longer on the timeline: another writer rolled it "
-                f"back as a failed write (in {SINGLE_WRITER} mode every pending instant is rolled back by the "
-                f"next writer; set {CONCURRENCY_MODE_KEY}={OCC} for concurrent writers). Retryable.")
+                f"back as a failed write (its heartbeat was older than its tolerance - this writer stalled - or a "
+                f"writer in {CONCURRENCY_MODE_KEY}={SINGLE_WRITER} mode, which rolls back every pending instant, "
+                f"or `hudilite rollback --force` ran). Retryable.")
         if cur.is_completed:
             raise CommitConflictError(
                 f"instant {inst.timestamp} was already completed by another writer (put-if-absent failed)")
@@ -249,7 +284,6 @@ class Transaction:
 
     def _write_completed(self, tl, inst: Instant, metadata: dict) -> str:
         fs = self.table.fs
-        self.lock.verify()
         last = max(filter(None, [tl.last_instant_time(), self._last_completion()]), default=None)
         completion = next_instant_time(last)
         extra = metadata.setdefault("extraMetadata", {})
@@ -257,9 +291,18 @@ class Transaction:
         extra[COMPLETION_KEY] = completion
         done = inst.with_state(COMPLETED)
         body = json.dumps(metadata, indent=2).encode("utf-8")
+        # Renews the lease right before the put: nobody can take the lock (and roll this instant back, or
+        # complete a conflicting commit) until `held_until`, a full lease away. A holder that stalled past its
+        # lease fails here. POSIX offers no fencing of the put itself: only a stall longer than the whole lease
+        # inside this one put escapes, which is reported below.
+        held_until = self.lock.verify()
         if not fs.put_if_absent(tl.instant_path(done), body):
             raise CommitConflictError(
                 f"instant {inst.timestamp} was already completed by another writer (put-if-absent failed)")
+        if held_until is not None and time.time() * 1000 >= held_until:
+            log.error("instant %s was completed after the table lock's lease ran out (the process stalled for "
+                      "longer than the lease inside the commit); check the table with `hudilite timeline`",
+                      inst.timestamp)
         fs.write_bytes(_aux_last_completion(self.table), completion.encode())
         fs.delete(heartbeat_path(self.table.base_path, inst.timestamp))  # a writer's Heartbeat.stop() does too
         self._bases.pop(inst.timestamp, None)

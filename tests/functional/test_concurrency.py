@@ -39,6 +39,7 @@ from hudilite.writer.transaction import Transaction
 DATA_SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("val", pa.int64()), ("ver", pa.int64())])
 COLS = ["id", "part", "val", "ver"]
 OCC = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
+SINGLE = {"hoodie.write.concurrency.mode": "single_writer"}
 SPAWN = mp.get_context("spawn")
 
 
@@ -255,14 +256,14 @@ def test_prepared_commit_is_guaranteed(tmp_path):
 
 
 def test_single_writer_mode_is_safe_against_a_second_writer(tmp_path):
-    """Default mode: the next writer rolls back every pending instant - a live one's too - under the lock; the
-    live writer then fails at completion with a retryable conflict instead of committing deleted files."""
+    """single_writer mode: the next writer rolls back every pending instant - a live one's too - under the lock;
+    the live writer then fails at completion with a retryable conflict instead of committing deleted files."""
     t = make_table(str(tmp_path / "t"))
-    a = Transaction(t)
+    a = Transaction(t, SINGLE)
     ia = a.start()
     a.mark_inflight(ia, {})
-    assert Transaction(t).rollback_failed_writes() == [ia.timestamp]
-    with pytest.raises(CommitConflictError, match="no longer on the timeline.*optimistic_concurrency_control"):
+    assert Transaction(t, SINGLE).rollback_failed_writes() == [ia.timestamp]
+    with pytest.raises(CommitConflictError, match="no longer on the timeline.*single_writer"):
         a.complete(ia, fake_commit("p", ["g1"]))
     assert not t.reload().completed()
     # OCC mode: a pending instant with a live heartbeat is not rolled back

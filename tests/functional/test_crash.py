@@ -35,8 +35,10 @@ CRASH_WRITER = os.path.join(HERE, "crash_writer.py")
 SCHEMA = "id long, part string, val long, note string, ver long"
 COLS = ["id", "part", "val", "note", "ver"]
 WRITE = {"record_key": "id", "precombine_field": "ver", "partition_by": ["part"]}
-# the dead writer's lock lease: a kill inside the lock (commit_link) costs the next writer this long
-CHILD_OPTIONS = {"hoodie.write.lock.filesystem.expire.ms": "3000"}
+# the dead writer's lock lease: a kill inside the lock (commit_link) costs the next writer this long; its
+# heartbeat tolerance (500 ms x 2): the next writer rolls the dead write back once it is that old (lazy rollback)
+CHILD_OPTIONS = {"hoodie.write.lock.filesystem.expire.ms": "3000", "hoodie.client.heartbeat.interval_in_ms": "500",
+                 "hoodie.client.heartbeat.tolerable.misses": "2"}
 CHILD_TIMEOUT_S = 900  # the JVM start alone takes 5 s on an idle machine, much longer on a loaded one
 TS_RE = re.compile(r"\d{17}")
 
@@ -182,6 +184,15 @@ def run_crash_writer(tmp_path, table, point, delay=0.0) -> dict:
     return out
 
 
+def wait_for_heartbeat_expiry(path, t, timeout_s=60):
+    from hudilite.timeline.heartbeat import read_heartbeat
+
+    deadline = time.time() + timeout_s
+    while (hb := read_heartbeat(path, t)) is not None and hb["age_ms"] <= hb["tolerance_ms"]:
+        assert time.time() < deadline, f"the heartbeat of the dead writer's {t} keeps beating"
+        time.sleep(0.1)
+
+
 def check_scenario(path, point, t):
     """The leftovers of the dead writer are what its kill point implies (so the case tests what it says)."""
     hoodie = os.path.join(path, ".hoodie")
@@ -263,7 +274,10 @@ def crash_case(spark, template, tmp_path, point, delay=0.0) -> str:
     if run["done"] is not None:
         assert committed and run["done"]["instant"] == t
 
-    # 2. the next writer rolls the dead write back (or keeps it, if it committed) and writes
+    # 2. the next writer rolls the dead write back (or keeps it, if it committed) and writes; writers roll back
+    # a dead writer's instant once its heartbeat is older than the dead writer's tolerance
+    if t is not None and not committed:
+        wait_for_heartbeat_expiry(path, t)
     before_recovery = new_state if committed else template["state"]
     rec = hudilite.write(spark.createDataFrame(recovery_rows(), SCHEMA), path, **WRITE)
     expected = as_rows(apply_upsert(before_recovery, recovery_rows()))

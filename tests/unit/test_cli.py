@@ -1,8 +1,10 @@
 import json
+import os
 
 from hudilite.cli import main
 from hudilite.config import TableConfig
 from hudilite.table import HoodieTable
+from hudilite.timeline.heartbeat import heartbeat_path
 from hudilite.writer.transaction import Transaction
 
 
@@ -19,7 +21,14 @@ def test_timeline_and_rollback(tmp_path, capsys):
     assert [(r["instant"], r["state"], r["operation"]) for r in rows] == [
         (done.timestamp, "COMPLETED", "UPSERT"), (pending.timestamp, "REQUESTED", "")]
     assert main(["rollback", t.base_path, done.timestamp]) == 2
+    capsys.readouterr()
+    # the pending write's heartbeat is fresh: its writer counts as alive, so it is left alone ...
     assert main(["rollback", t.base_path]) == 0
+    assert f"left alone: {pending.timestamp}" in capsys.readouterr().out
+    assert main(["rollback", t.base_path, pending.timestamp]) == 2
+    assert "alive" in capsys.readouterr().err and t.reload().get(pending.timestamp) is not None
+    # ... until --force (the user knows no writer is running)
+    assert main(["rollback", t.base_path, "--force"]) == 0
     assert [i.timestamp for i in t.reload().instants] == [done.timestamp]
     assert main(["info", t.base_path]) == 0
     assert json.loads(capsys.readouterr().out.split("\n", 1)[1])["completed_instants"] == 1
@@ -36,8 +45,9 @@ def test_rollback_leaves_prepared_commits_alone(tmp_path, capsys):
     prepared = txn.start()
     txn.prepare(prepared, {"partitionToWriteStats": {}, "operationType": "UPSERT"})
     failed = txn.start()
-    assert main(["rollback", t.base_path, prepared.timestamp]) == 2
+    assert main(["rollback", t.base_path, prepared.timestamp, "--force"]) == 2
     assert "prepared commit" in capsys.readouterr().err
+    os.unlink(heartbeat_path(t.base_path, failed.timestamp))  # its writer died long ago
     assert main(["rollback", t.base_path]) == 0
     assert failed.timestamp in capsys.readouterr().out
     assert [(i.timestamp, i.is_completed) for i in t.reload().instants] == [(prepared.timestamp, False)]
