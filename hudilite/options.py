@@ -64,9 +64,19 @@ OPTIONS: tuple[Option, ...] = (
     _o("hoodie.write.buffer.limit.bytes", "int", 64 * MB, "bounded write queue size"),
     _o("hoodie.write.change.images", "bool", "false", "store change images for change reads"),
     _o("hoodie.write.read.overlays", "bool", "true", "merge-on-read appends write overlay cache entries"),
+    _o("hoodie.write.fsync", "bool", "true",
+       "fsync data files and their directories before the commit that names them (false: scratch tables)"),
+    # index
+    _o("hoodie.index.type", "choice", "BLOOM", "BLOOM/SIMPLE: a key is unique within its partition; "
+       "GLOBAL_BLOOM/GLOBAL_SIMPLE: unique in the table (dbt models with unique_key use GLOBAL_BLOOM)",
+       choices=("BLOOM", "SIMPLE", "GLOBAL_BLOOM", "GLOBAL_SIMPLE")),
+    _o("hoodie.bloom.index.update.partition.path", "bool", "true",
+       "GLOBAL_BLOOM: a key whose partition value changes moves there (false: updated in its old partition)"),
+    _o("hoodie.simple.index.update.partition.path", "bool", "true",
+       "GLOBAL_SIMPLE: as hoodie.bloom.index.update.partition.path"),
     _o("hoodie.write.streaming.conflict.retries", "int", 3, "streaming micro-batch retries on a write conflict"),
     # concurrency
-    _o("hoodie.write.concurrency.mode", "string", "single_writer",
+    _o("hoodie.write.concurrency.mode", "string", "optimistic_concurrency_control",
        "SINGLE_WRITER or OPTIMISTIC_CONCURRENCY_CONTROL (docs/concurrency.md)"),
     _o("hoodie.write.lock.provider", "string", "file system lock", "lock provider class or name"),
     _o("hoodie.write.lock.wait_time_ms", "int", 600_000, "how long to wait for the lock"),
