@@ -10,7 +10,9 @@ remain (`force` archives down to the minimum whenever there is more). Never arch
   log blocks and slices of archived instants keep counting;
 - a replacecommit while a file of a group it replaced still exists (after archival it would no longer hide
   them: readers only look at the active timeline for replaced groups, hudi-rs too);
-- completed instants whose successors are not archivable (the archived range is a prefix of the timeline).
+- completed instants whose successors are not archivable (the archived range is a prefix of the timeline);
+- a write that completed after a write kept active: the archived writes are a prefix in completion order as
+  well, so a change range (completion order) that starts on the active timeline needs no archived instant.
 
 Layout: every instant file (requested, inflight, completed) becomes one `HoodieArchivedMetaEntry` record
 (commitTime, actionType, actionState, the metadata in its kind's field); one AVRO_DATA block per archival run
@@ -101,6 +103,19 @@ def instants_to_archive(table: HoodieTable, tl: Timeline, options: dict | None, 
             reason = f"replacecommit {inst.timestamp} still has files of replaced groups (clean them first)"
             break
         out.append(inst)
+    # Change ranges are in completion order: an archived instant that completed after one kept active would sit
+    # inside ranges starting on the active timeline, unread. Shorten the prefix until every archived write
+    # completed before every kept one.
+    archived = {i.timestamp for i in out}
+    kept = [tl.completion_time(i) for i in writes if i.timestamp not in archived]
+    floor = min(kept, default=None)
+    while out and floor is not None and any(
+            i.action in WRITE_ACTIONS and tl.completion_time(i) > floor for i in out):
+        late = out.pop()
+        if late.action in WRITE_ACTIONS:
+            floor = min(floor, tl.completion_time(late))
+        reason = (f"{late.action} {late.timestamp} or an instant before it completed after an instant kept "
+                  "active (archival keeps completion order)")
     return out, reason
 
 
