@@ -125,7 +125,8 @@ def _check_not_archived(rng: ChangeRange) -> None:
     if rng.begin is None:
         return
     # an archived write that completed after `begin` belongs to the range, but its detail left the timeline
-    late = [t for t, c in rng.table.timeline.archived.completion_times.items() if c > rng.begin]
+    arch = rng.table.timeline.archived
+    late = [t for t, c in arch.completion_times.items() if c > rng.begin and t not in arch.service_times]
     if late:
         raise RangeUnavailableError(
             f"{rng.table.base_path}: the change range starts at {rng.begin}, but the archived write instant "

@@ -32,6 +32,7 @@ ARCHIVE_EXT = "archive"
 _NAME_RE = re.compile(r"^\.commits_\.archive\.(\d+)_(.+)$")
 ARCHIVE_WRITE_TOKEN = "1-0-1"
 MAX_ARCHIVE_FILE_BYTES = 128 * 1024 * 1024
+SERVICE_OPERATIONS = ("COMPACT", "CLUSTER", "LOG_COMPACT")  # commit operation types that keep every row as is
 
 
 def archive_dir(meta_dir: str, folder: str = "archived") -> str:
@@ -106,6 +107,13 @@ class ArchivedTimeline:
                 if c:
                     out[e.timestamp] = c
         return out
+
+    @cached_property
+    def service_times(self) -> frozenset:
+        """Archived compaction and clustering commits: they rewrite files, not rows (change ranges need no
+        detail of them)."""
+        return frozenset(e.timestamp for e in self.entries if e.state == COMPLETED and
+                         str((e.metadata or {}).get("operationType") or "").upper() in SERVICE_OPERATIONS)
 
     @cached_property
     def first_time(self) -> str | None:
