@@ -2,6 +2,9 @@
 (change ranges never lose an archived commit), incremental reads return latest images, time travel to
 archived instants, one rule for deletes followed by lower-ordered re-inserts."""
 
+import glob
+import os
+
 import pyarrow as pa
 import pytest
 
@@ -67,3 +70,39 @@ def test_a_range_needing_an_archived_completion_fails_loudly(spark, table_path, 
     with pytest.raises(RangeUnavailableError, match=slow.instant_time):
         hudilite.changes(spark, table_path, begin=checkpoint, completion_bounds=True)
     assert latest_position(table_path) == pos
+
+
+def rows_of(df) -> list:
+    return sorted((r["id"], r["v"], r["s"]) for r in df.collect())
+
+
+def test_time_travel_to_an_archived_instant(spark, table_path):
+    """MOR: 6 deltacommits, compaction, clustering, archival of every deltacommit: time travel to the 4th
+    returns the rows as of then (the old slices are on disk); before the first commit: empty, as documented;
+    once the files the instant needs are cleaned: RangeUnavailableError, never an empty or partial table."""
+    from hudilite.services.clustering import cluster
+    from hudilite.services.compaction import compact
+
+    mor = "MERGE_ON_READ"
+    times = [aw(table_path, [(i, 1, f"n{i}") for i in range(1, 5)], mor)]
+    for k in range(2, 7):
+        times.append(aw(table_path, [(k % 4 + 1, k, f"u{k}")], mor))
+    expected = {i: (i, 1, f"n{i}") for i in range(1, 5)}
+    for k in range(2, 5):
+        expected[k % 4 + 1] = (k % 4 + 1, k, f"u{k}")
+    compact(table_path, {"hoodie.compact.inline.max.delta.commits": "1"})
+    cluster(table_path, {"hoodie.clustering.plan.strategy.small.file.limit": str(1 << 30)})
+    archived = archival.archive(table_path, {"hoodie.keep.min.commits": "1", "hoodie.keep.max.commits": "1"},
+                                force=True)
+    assert set(times) <= set(archived)
+    assert rows_of(hudilite.read(spark, table_path, as_of=times[3])) == sorted(expected.values())
+    assert rows_of(spark.read.format("hudilite").option("as_of", times[3]).load(table_path)) == \
+        sorted(expected.values())
+    assert hudilite.read(spark, table_path, as_of="19990101000000").count() == 0
+    assert spark.read.format("hudilite").option("as_of", "19990101000000").load(table_path).count() == 0
+    for f in glob.glob(os.path.join(table_path, "*", f"*_{times[0]}.parquet")):  # a clean removes the old slice
+        os.remove(f)
+    with pytest.raises(RangeUnavailableError, match="cleaned"):
+        hudilite.read(spark, table_path, as_of=times[3])
+    with pytest.raises(Exception, match="cleaned"):
+        spark.read.format("hudilite").option("as_of", times[3]).load(table_path).collect()
