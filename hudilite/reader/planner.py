@@ -70,7 +70,10 @@ class ReadPlan:
                 frozenset(self.visible) | tl.archived.completed_write_times),
             known=tl.known_times,
             archived_before=tl.timeline_start,
-            block_range=frozenset(self.range_instants) if self.range_instants is not None else None,
+            # keyed incremental reads merge every block up to the range's end and filter the merged rows
+            # (`merge.in_row_range`); without record keys nothing merges: only the range's blocks are read
+            block_range=frozenset(self.range_instants) if self.range_instants is not None
+            and self.commit_times is None else None,
             row_range=frozenset(self.commit_times) if self.commit_times is not None else None,
             keyed=cfg.populate_meta_fields,
             int_key=_int_key(cfg, self.schema),
