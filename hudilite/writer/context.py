@@ -42,6 +42,9 @@ class WriteContext:
     # merge-on-read: (MergeSpec, rows schema) with which log appends write the merged-read overlay entries of
     # the slice states they make (hudilite/reader/overlay_cache.py), or None
     overlays: tuple | None = None
+    # merge-on-read: the MergeSpec of the committed table the write builds on; log appends merge a slice's base
+    # file and logs with it to find each key's current record (log_handle._merged_state)
+    state_spec: object | None = None
 
     def markers(self):
         from hudilite.markers import markers_for
