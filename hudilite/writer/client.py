@@ -418,15 +418,13 @@ class _SparkPlanner(PlannerBase):
             parts.append(rows.withColumn(FID_COL, F.lit(None).cast("string")))
         if exact:
             files = [r.path for r in self.index.files(exact) if r.path]
+            name = F.col("_metadata.file_name")
             keys = (self.spark.read.parquet(*files)
                     .select(F.col(KEY_COL).alias("_k"), F.col(PART_COL).alias("_p"),
-                            F.substring_index(F.col("_metadata.file_name"), "_", 1).alias(FID_COL)))
+                            F.substring_index(name, "_", 1).alias(FID_COL)))
             if self.mor:  # a key in several base files: the newest one owns it (the owner rule, writer/planning.py)
-                inst = F.substring_index(F.substring_index(F.col("_metadata.file_name"), "_", -1), ".", 1)
-                keys = (self.spark.read.parquet(*files)
-                        .select(F.col(KEY_COL).alias("_k"), F.col(PART_COL).alias("_p"),
-                                F.struct(inst.alias("i"), F.substring_index(F.col("_metadata.file_name"), "_", 1)
-                                         .alias("f")).alias("_o"))
+                inst = F.substring_index(F.substring_index(name, "_", -1), ".", 1)
+                keys = (keys.select("_k", "_p", F.struct(inst.alias("i"), F.col(FID_COL).alias("f")).alias("_o"))
                         .groupBy("_k", "_p").agg(F.max("_o").getField("f").alias(FID_COL)))
             b = (rows.filter(F.col(PART_COL).isin(list(exact)))
                  .join(keys, (F.col(KEY_COL) == F.col("_k")) & (F.col(PART_COL) == F.col("_p")), "left")

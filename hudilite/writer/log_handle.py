@@ -1,10 +1,11 @@
 """Executor-side merge-on-read append: one file group's updates and deletes -> one new log file.
 
 Runs inside a Spark task (no Spark calls). For the current slice of a file group (base file + logs):
-- rows whose key is in the base file: updates -> one data block (Avro by default, Parquet with
-  `hoodie.logfile.data.block.format=parquet`), deletes -> delete block(s);
-- rows whose key is not in the group (the index only narrowed the key range down to it): inserts -> a new
-  base file in a new file group (the copy-on-write create path), deletes of such keys are dropped.
+- rows whose key is present in the slice's merged state (base file + committed logs): updates -> one data
+  block (Avro by default, Parquet with `hoodie.logfile.data.block.format=parquet`; late ones dropped),
+  deletes -> delete block(s);
+- rows whose key is not present (never in the group, or deleted by its logs): inserts -> a new base file in a
+  new file group (the copy-on-write create path), deletes of such keys are dropped.
 
 The log file is a new version of the slice, named as table version 6 does:
 `.<fileId>_<baseInstant>.log.<version>_<writeToken>`; its APPEND marker (named after the log file) is created
