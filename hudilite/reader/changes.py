@@ -75,7 +75,9 @@ def latest_position(path_or_table) -> str | None:
     """The completion time of the newest completed write of the table (None: no commits). A range ending
     here covers everything committed now; later commits complete after it."""
     table = path_or_table if isinstance(path_or_table, HoodieTable) else HoodieTable.open(path_or_table)
-    return max(completion_map(table).values(), default=None)
+    # archived completions count too: the position never moves backwards when archival runs
+    return max(list(completion_map(table).values()) + list(table.timeline.archived.completion_times.values()),
+               default=None)
 
 
 def checkpoint(path_or_table) -> tuple[str | None, str | None]:
@@ -151,7 +153,17 @@ def _archived(table: HoodieTable) -> bool:
 
 
 def _check_not_archived(rng: ChangeRange) -> None:
-    if rng.begin is None or not rng.completion:
+    if rng.begin is None:
+        return
+    # an archived write that completed after `begin` belongs to the range, but its detail left the timeline
+    arch = rng.table.timeline.archived
+    late = [t for t, c in arch.completion_times.items() if c > rng.begin and t not in arch.service_times]
+    if late:
+        raise RangeUnavailableError(
+            f"{rng.table.base_path}: the change range starts at {rng.begin}, but the archived write instant "
+            f"{min(late)} completed after it; archived instants cannot be read as changes. Rebuild the consumer "
+            "from the current snapshot (dbt: run the model with --full-refresh).")
+    if not rng.completion:
         return
     oldest = min(rng.completion.values())
     if rng.begin < oldest and _archived(rng.table):

@@ -5,8 +5,12 @@ Engine-independent and picklable: the Spark read (`mapInArrow`), the Python data
 
 Semantics (hudi-format.md §4c, §7, §9; Java's file group reader / hudi-rs reader v2):
 - A data or delete block counts iff its INSTANT_TIME is a completed write instant (or older than the active
-  timeline: archived, committed), is <= `as_of`, lies in the incremental range (if any), and is not the target
-  of a rollback COMMAND block in any log file of the slice. Corrupt byte ranges are skipped.
+  timeline: archived, committed), is <= `as_of`, and is not the target of a rollback COMMAND block in any log
+  file of the slice. Corrupt byte ranges are skipped.
+- Incremental reads merge the slice as of the range's end (base rows and blocks of any commit time) and keep
+  the merged rows whose commit time is in the range: the latest image of each key the range changed, never a
+  record that lost against an older one. (Tables without record keys cannot merge: their base file and the
+  range's blocks are read as they are.)
 - Log records are folded per record key in log order (instants in first-seen order, blocks in file order),
   then the folded log record is merged with the base record:
   - event time: the higher ordering value wins, ties to the newer record; a delete whose ordering value is
@@ -76,7 +80,7 @@ class MergeSpec:
     known: frozenset = frozenset()  # every instant of the active timeline (any state)
     archived_before: str | None = None  # instants older than this and not `known` count as committed
     block_range: frozenset | None = None  # incremental: only blocks of these instants
-    row_range: frozenset | None = None  # incremental: only base rows with these commit times
+    row_range: frozenset | None = None  # incremental: only merged rows with these commit times
     keyed: bool = True  # meta fields populated: merge by record key (else append-only)
     # a simple key generator over one signed integer column: record keys are that column's decimal strings, so
     # base rows can be matched on the column's values (see slice_overlay)
@@ -142,10 +146,16 @@ def _cast_struct(col: pa.ChunkedArray, t: pa.StructType, name: str) -> pa.Chunke
 
 # ---- reading --------------------------------------------------------------------------------------------
 def read_base(path: str, spec: MergeSpec) -> pa.Table:
-    t = conform(pq.read_table(path), spec.schema)
-    if spec.row_range is not None:
-        t = t.filter(pc.is_in(t.column(COMMIT_TIME_COL), value_set=pa.array(sorted(spec.row_range), pa.string())))
-    return t
+    return conform(pq.read_table(path), spec.schema)
+
+
+def in_row_range(t: pa.Table, spec: MergeSpec) -> pa.Table:
+    """Incremental reads: the merged rows whose commit time is in the range. Applied after merging, so a log
+    record that loses against an older base row (a late record) is not returned for being in the range."""
+    if spec.row_range is None or t.num_rows == 0:
+        return t
+    mask = pc.is_in(t.column(COMMIT_TIME_COL), value_set=pa.array(sorted(spec.row_range), pa.string()))
+    return t.filter(pc.fill_null(mask, False))
 
 
 def valid_blocks(log_paths, spec: MergeSpec) -> list[LogBlock]:
@@ -399,14 +409,14 @@ def merge_slice(desc: SliceDesc, spec: MergeSpec) -> pa.Table:
     """The merged rows of one file slice, in the table schema."""
     base = read_base(desc.base_path, spec) if desc.base_path else conform(pa.table({}), spec.schema).slice(0, 0)
     if not desc.log_paths:
-        return base
+        return in_row_range(base, spec)
     blocks = valid_blocks(desc.log_paths, spec)
     if not blocks:
-        return base
+        return in_row_range(base, spec)
     data, events = _log_records(blocks, spec)
     if not spec.keyed:  # no record keys: append-only
-        return pa.concat_tables([base, data]) if data.num_rows else base
-    return merge_records(base, data, events, spec)
+        return in_row_range(pa.concat_tables([base, data]) if data.num_rows else base, spec)
+    return in_row_range(merge_records(base, data, events, spec), spec)
 
 
 @dataclass(frozen=True)
@@ -420,8 +430,9 @@ class SliceOverlay:
 
 def read_base_keys(path: str, spec: MergeSpec, key: str = KEY,
                    columns: pa.Table | None = None) -> tuple[pa.Table, np.ndarray]:
-    """The base file's columns the merge decides on (record key; ordering field for event time; commit time for
-    an incremental row range), conformed like `read_base`, with each row's position in the file. `key`: the
+    """The base file's columns the merge decides on (record key; ordering field for event time), conformed like
+    `read_base`, with each row's position in the file (every row: an incremental read decides against rows of
+    any commit time and filters the merged rows afterwards, `in_row_range`). `key`: the
     column read as the key (the integer key column, see `slice_overlay`: returned as int64 under KEY; the
     record key strings when the file does not store it). `columns`: columns of the file read already (all of
     its rows), used when they include the ones needed."""
@@ -431,8 +442,6 @@ def read_base_keys(path: str, spec: MergeSpec, key: str = KEY,
     cols = [key]
     if spec.event_time:
         cols.append(spec.ordering_field)
-    if spec.row_range is not None:
-        cols.append(COMMIT_TIME_COL)
     cols = list(dict.fromkeys(cols))
     present = [c for c in cols if c in pf.schema_arrow.names]
     if columns is not None and present and all(c in columns.column_names for c in present):
@@ -442,12 +451,7 @@ def read_base_keys(path: str, spec: MergeSpec, key: str = KEY,
     t = conform(t, pa.schema([spec.schema.field(c) for c in cols]))
     if key != KEY:  # the key column stays too: it may be the ordering field as well
         t = t.append_column(pa.field(KEY, pa.int64()), t.column(key).cast(pa.int64()))
-    pos = np.arange(t.num_rows, dtype=np.int64)
-    if spec.row_range is not None:
-        mask = pc.is_in(t.column(COMMIT_TIME_COL), value_set=pa.array(sorted(spec.row_range), pa.string()))
-        mask = pc.fill_null(mask, False)
-        t, pos = t.filter(mask), pos[mask.to_numpy(zero_copy_only=False)]
-    return t, pos
+    return t, np.arange(t.num_rows, dtype=np.int64)
 
 
 def _as_int_keys(keys: pa.Array) -> pa.Array | None:
@@ -473,7 +477,7 @@ def slice_overlay(desc: SliceDesc, spec: MergeSpec, blocks: list[LogBlock] | Non
         return SliceOverlay(empty, none)
     data, events = _log_records(blocks, spec)
     if not spec.keyed:  # no record keys: append-only
-        return SliceOverlay(data, none)
+        return SliceOverlay(in_row_range(data, spec), none)
     if events is None:
         return SliceOverlay(empty, none)
     if desc.base_path:
@@ -486,7 +490,8 @@ def slice_overlay(desc: SliceDesc, spec: MergeSpec, blocks: list[LogBlock] | Non
     else:
         keys, pos = conform(pa.table({}), pa.schema([spec.schema.field(KEY)])).slice(0, 0), none
     superseded, rows = resolve(keys, data, events, spec)
-    return SliceOverlay(rows, pos[superseded])
+    # (superseded base rows stay listed whatever their commit time: the base scan filters by the range itself)
+    return SliceOverlay(in_row_range(rows, spec), pos[superseded])
 
 
 def to_spark_arrow(schema: pa.Schema) -> pa.Schema:

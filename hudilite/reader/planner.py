@@ -4,15 +4,18 @@ needs. Engine-independent: the Spark reader, the Python data source and tests al
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from hudilite.errors import InvalidWriteError, UnsupportedTableError
+from hudilite.errors import InvalidWriteError, RangeUnavailableError, UnsupportedTableError
 from hudilite.file_group import FileSlice
 from hudilite.keygen import DEFAULT_PARTITION, KeySpec, partition_values
+from hudilite.reader.changes import _archived
 from hudilite.schema import SchemaError, avro_to_arrow, with_meta_fields_arrow
 from hudilite.table import HoodieTable
+from hudilite.timeline import COMPLETED
 from hudilite.timeline.instant_time import normalize_instant_arg
 
 _OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"}
@@ -67,7 +70,10 @@ class ReadPlan:
                 frozenset(self.visible) | tl.archived.completed_write_times),
             known=tl.known_times,
             archived_before=tl.timeline_start,
-            block_range=frozenset(self.range_instants) if self.range_instants is not None else None,
+            # keyed incremental reads merge every block up to the range's end and filter the merged rows
+            # (`merge.in_row_range`); without record keys nothing merges: only the range's blocks are read
+            block_range=frozenset(self.range_instants) if self.range_instants is not None
+            and self.commit_times is None else None,
             row_range=frozenset(self.commit_times) if self.commit_times is not None else None,
             keyed=cfg.populate_meta_fields,
             int_key=_int_key(cfg, self.schema),
@@ -218,11 +224,74 @@ def plan_read(path_or_table, *, as_of=None, begin=None, end=None, filters=None, 
         as_of = normalize_instant_arg(as_of)
     elif completed:
         as_of = completed[-1].timestamp
-    if not completed or (as_of is not None and as_of < completed[0].timestamp):
+    archived = as_of is not None and (not completed or as_of < completed[0].timestamp)
+    if archived and _before_first_commit(table, as_of):
+        # before the table's first commit the table had no rows (documented: an empty result, as hudi-rs)
         return ReadPlan(table, schema, [], "snapshot", as_of=as_of, filters=filters, read_optimized=read_optimized)
     partitions = prune_partitions(table, schema, table.partitions(), filters)
     slices = table.view().latest_slices(partitions, as_of)
+    if archived:
+        _check_archived_as_of(table, as_of, slices, set(partitions))
     return _finish(ReadPlan(table, schema, slices, "snapshot", as_of=as_of, filters=filters), read_optimized)
+
+
+def _before_first_commit(table: HoodieTable, as_of: str) -> bool:
+    """`as_of` is older than every write of the table, the archived ones included. Archive files that cannot
+    be read say nothing about it: the read is refused then (`_check_archived_as_of`)."""
+    tl = table.timeline
+    firsts = [t for t in (min(tl.archived.completed_write_times, default=None), tl.first_write_time) if t]
+    if tl.archived.completed_write_times or not _archived(table):
+        return not firsts or as_of < min(firsts)
+    return False
+
+
+def _unavailable_as_of(table: HoodieTable, as_of: str, what: str) -> RangeUnavailableError:
+    return RangeUnavailableError(
+        f"{table.base_path}: time travel to {as_of} (an archived instant) needs {what}; the table as of then "
+        "cannot be read completely. Read a later instant (on the active timeline) instead.")
+
+
+def _check_archived_as_of(table: HoodieTable, as_of: str, slices: list[FileSlice], partitions: set) -> None:
+    """Time travel before the active timeline: the slices planned from the files on disk are the table as of
+    `as_of` only if every file group's newest file written at or before `as_of` (by the archived and active
+    commit metadata) is in its planned slice; a cleaned file, or an archive without the commit metadata,
+    raises RangeUnavailableError instead of returning fewer rows."""
+    tl = table.timeline
+    arch = tl.archived
+    writes = []  # (instant time, commit metadata)
+    if not arch.completed_write_times:
+        raise _unavailable_as_of(table, as_of, "the archived timeline, which cannot be read")
+    by_time = {}
+    for e in arch.entries:
+        if e.state == COMPLETED and e.timestamp in arch.completed_write_times and e.metadata is not None:
+            by_time[e.timestamp] = e.metadata
+    for t in sorted(arch.completed_write_times):
+        if t > as_of:
+            continue
+        if t not in by_time:
+            raise _unavailable_as_of(table, as_of, f"the commit metadata of archived instant {t}, which the "
+                                                   "archive does not hold")
+        writes.append((t, by_time[t]))
+    writes += [(i.timestamp, tl.read_metadata(i)) for i in tl.completed() if i.timestamp <= as_of]
+    need: dict[tuple[str, str], set] = {}  # group -> its newest base file and the log files written after it
+    for _t, md in sorted(writes, key=lambda x: x[0]):
+        for part, stats in (md.get("partitionToWriteStats") or {}).items():
+            for st in stats or []:
+                if st.get("fileId") and st.get("path"):
+                    name = st["path"].rsplit("/", 1)[-1]
+                    g = (part or "", st["fileId"])
+                    if name.startswith("."):  # a log file
+                        need.setdefault(g, set()).add(name)
+                    else:
+                        need[g] = {name}
+        for part, fids in (md.get("partitionToReplaceFileIds") or {}).items():
+            for fid in fids or []:
+                need.pop((part or "", fid), None)
+    planned = {(s.partition, s.file_id): {os.path.basename(f) for f in s.files} for s in slices}
+    for (part, fid), names in sorted(need.items()):
+        gone = sorted(names - planned.get((part, fid), set())) if part in partitions else []
+        if gone:
+            raise _unavailable_as_of(table, as_of, f"file {part + '/' if part else ''}{gone[0]}, which was cleaned")
 
 
 def _finish(plan: ReadPlan, read_optimized: bool) -> ReadPlan:

@@ -10,7 +10,10 @@ remain (`force` archives down to the minimum whenever there is more). Never arch
   log blocks and slices of archived instants keep counting;
 - a replacecommit while a file of a group it replaced still exists (after archival it would no longer hide
   them: readers only look at the active timeline for replaced groups, hudi-rs too);
-- completed instants whose successors are not archivable (the archived range is a prefix of the timeline).
+- completed instants whose successors are not archivable (the archived range is a prefix of the timeline);
+- a write that completed after a write kept active: the archived writes are a prefix in completion order as
+  well, so a change range (completion order) that starts on the active timeline needs no archived instant
+  (compaction and clustering commits change no rows and are exempt).
 
 Layout: every instant file (requested, inflight, completed) becomes one `HoodieArchivedMetaEntry` record
 (commitTime, actionType, actionState, the metadata in its kind's field); one AVRO_DATA block per archival run
@@ -34,6 +37,7 @@ from hudilite.services.common import open_table, opt_bool, opt_int
 from hudilite.table import HoodieTable
 from hudilite.timeline import (CLEAN, COMMIT, COMPACTION, COMPLETED, DELTA_COMMIT, INFLIGHT, REPLACE_COMMIT,
                                REQUESTED, WRITE_ACTIONS, Instant, Timeline)
+from hudilite.timeline.archive import SERVICE_OPERATIONS
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +105,23 @@ def instants_to_archive(table: HoodieTable, tl: Timeline, options: dict | None, 
             reason = f"replacecommit {inst.timestamp} still has files of replaced groups (clean them first)"
             break
         out.append(inst)
+    # Change ranges are in completion order: an archived instant that completed after one kept active would sit
+    # inside ranges starting on the active timeline, unread. Shorten the prefix until every archived write
+    # completed before every kept one.
+    # Compaction and clustering commits change no rows: ranges need nothing of them, they may leave late.
+    def changes_rows(i: Instant) -> bool:
+        return i.action in WRITE_ACTIONS and str(tl.read_metadata(i).get("operationType") or "").upper() \
+            not in SERVICE_OPERATIONS
+
+    archived = {i.timestamp for i in out}
+    kept = [tl.completion_time(i) for i in writes if i.timestamp not in archived and changes_rows(i)]
+    floor = min(kept, default=None)
+    while out and floor is not None and any(changes_rows(i) and tl.completion_time(i) > floor for i in out):
+        late = out.pop()
+        if changes_rows(late):
+            floor = min(floor, tl.completion_time(late))
+        reason = (f"{late.action} {late.timestamp} or an instant before it completed after an instant kept "
+                  "active (archival keeps completion order)")
     return out, reason
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from hudilite.timeline.instant import COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
+from hudilite.timeline.timeline import COMPLETION_KEY
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ ARCHIVE_EXT = "archive"
 _NAME_RE = re.compile(r"^\.commits_\.archive\.(\d+)_(.+)$")
 ARCHIVE_WRITE_TOKEN = "1-0-1"
 MAX_ARCHIVE_FILE_BYTES = 128 * 1024 * 1024
+SERVICE_OPERATIONS = ("COMPACT", "CLUSTER", "LOG_COMPACT")  # commit operation types that keep every row as is
 
 
 def archive_dir(meta_dir: str, folder: str = "archived") -> str:
@@ -93,6 +95,25 @@ class ArchivedTimeline:
     @cached_property
     def all_times(self) -> frozenset:
         return frozenset(e.timestamp for e in self.entries)
+
+    @cached_property
+    def completion_times(self) -> dict:
+        """Completed write instant -> its completion time: hudilite's `hudilite.completion.time` from the
+        archived commit metadata, else the instant time (no completion order recorded)."""
+        out = {t: t for t in self.completed_write_times}
+        for e in self.entries:
+            if e.state == COMPLETED and e.timestamp in out:
+                c = ((e.metadata or {}).get("extraMetadata") or {}).get(COMPLETION_KEY)
+                if c:
+                    out[e.timestamp] = c
+        return out
+
+    @cached_property
+    def service_times(self) -> frozenset:
+        """Archived compaction and clustering commits: they rewrite files, not rows (change ranges need no
+        detail of them)."""
+        return frozenset(e.timestamp for e in self.entries if e.state == COMPLETED and
+                         str((e.metadata or {}).get("operationType") or "").upper() in SERVICE_OPERATIONS)
 
     @cached_property
     def first_time(self) -> str | None:

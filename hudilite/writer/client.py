@@ -39,7 +39,7 @@ from hudilite.writer import local as local_write
 from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, MOVED_COL, PART_COL, \
     SEQ_COL, WriteContext
 from hudilite.writer.handle import StreamingBaseFileWriter, stats_table
-from hudilite.writer.log_handle import block_format_option
+from hudilite.writer.log_handle import block_format_option, state_spec
 from hudilite.writer.options import UNSET, WriteOptions, resolve
 from hudilite.writer.planning import PlannerBase, merge_group
 from hudilite.writer.queue import run_bounded
@@ -152,6 +152,8 @@ class WriteClient:
             fsync=fsync_option(wo.options),
         )
         schema_json = avro_to_json(arrow_to_avro(data_schema, table.config.name))
+        if action == DELTA_COMMIT:
+            ctx.state_spec = state_spec(table, schema_json)
         if action == DELTA_COMMIT and wo.get_bool(overlay_cache.WRITE_OPTION, True):
             ctx.overlays = overlay_cache.for_write(self.spark, table, schema_json, inst.timestamp)
         counted: list[dict] = []
@@ -492,9 +494,14 @@ class _SparkPlanner(PlannerBase):
             parts.append(rows.withColumn(FID_COL, F.lit(None).cast("string")))
         if exact:
             files = [r.path for r in self.index.files(exact) if r.path]
+            name = F.col("_metadata.file_name")
             keys = (self.spark.read.parquet(*files)
                     .select(F.col(KEY_COL).alias("_k"), F.col(PART_COL).alias("_p"),
-                            F.substring_index(F.col("_metadata.file_name"), "_", 1).alias(FID_COL)))
+                            F.substring_index(name, "_", 1).alias(FID_COL)))
+            if self.mor:  # a key in several base files: the newest one owns it (the owner rule, writer/planning.py)
+                inst = F.substring_index(F.substring_index(name, "_", -1), ".", 1)
+                keys = (keys.select("_k", "_p", F.struct(inst.alias("i"), F.col(FID_COL).alias("f")).alias("_o"))
+                        .groupBy("_k", "_p").agg(F.max("_o").getField("f").alias(FID_COL)))
             b = (rows.filter(F.col(PART_COL).isin(list(exact)))
                  .join(keys, (F.col(KEY_COL) == F.col("_k")) & (F.col(PART_COL) == F.col("_p")), "left")
                  .drop("_k", "_p"))

@@ -45,6 +45,9 @@ class WriteContext:
     overlays: tuple | None = None
     # fsync every data file after closing it (hoodie.write.fsync; the directories are synced before the commit)
     fsync: bool = True
+    # merge-on-read: the MergeSpec of the committed table the write builds on; log appends merge a slice's base
+    # file and logs with it to find each key's current record (log_handle._merged_state)
+    state_spec: object | None = None
 
     def markers(self):
         from hudilite.markers import markers_for

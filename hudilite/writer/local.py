@@ -141,7 +141,8 @@ class LocalPlanner(PlannerBase):
                 out[idx[ok]] = fids[i[ok]]
             else:
                 keys = rows.column(KEY_COL).take(pa.array(idx))
-                for r in self.index.by_partition[part]:
+                # oldest base file first: the newest one holding a key owns it (the owner rule, writer/planning.py)
+                for r in sorted(self.index.by_partition[part], key=lambda r: r.base_instant):
                     if not r.path:
                         continue
                     stored = pq.read_table(r.path, columns=[KEY_COL]).column(KEY_COL)

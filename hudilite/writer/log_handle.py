@@ -1,10 +1,11 @@
 """Executor-side merge-on-read append: one file group's updates and deletes -> one new log file.
 
 Runs inside a Spark task (no Spark calls). For the current slice of a file group (base file + logs):
-- rows whose key is in the base file: updates -> one data block (Avro by default, Parquet with
-  `hoodie.logfile.data.block.format=parquet`), deletes -> delete block(s);
-- rows whose key is not in the group (the index only narrowed the key range down to it): inserts -> a new
-  base file in a new file group (the copy-on-write create path), deletes of such keys are dropped.
+- rows whose key is present in the slice's merged state (base file + committed logs): updates -> one data
+  block (Avro by default, Parquet with `hoodie.logfile.data.block.format=parquet`; late ones dropped),
+  deletes -> delete block(s);
+- rows whose key is not present (never in the group, or deleted by its logs): inserts -> a new base file in a
+  new file group (the copy-on-write create path), deletes of such keys are dropped.
 
 The log file is a new version of the slice, named as table version 6 does:
 `.<fileId>_<baseInstant>.log.<version>_<writeToken>`; its APPEND marker (named after the log file) is created
@@ -30,7 +31,9 @@ from hudilite.log.format import format_log_file_name, list_log_files
 from hudilite.log.vector_avro import avro_block
 from hudilite.log.writer import append_blocks, version_after
 from hudilite.markers import APPEND
-from hudilite.schema import arrow_to_avro, avro_to_json, with_meta_fields_avro
+from hudilite.reader.merge import SliceDesc, conform, slice_overlay
+from hudilite.reader.planner import ReadPlan
+from hudilite.schema import arrow_to_avro, avro_to_arrow, avro_to_json, with_meta_fields_arrow, with_meta_fields_avro
 from hudilite.writer.context import DELETE_COL, KEY_COL, PART_COL, WriteContext
 from hudilite.writer.handle import _with_meta, dedup_latest, dictionary_columns, incoming_wins, key_columns, \
     merge_file_group, orders_by_event_time, task_info
@@ -129,20 +132,22 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     if base_path is not None:
         pf = pq.ParquetFile(base_path)
         key = ctx.int_key if ctx.int_key in pf.schema_arrow.names else "_hoodie_record_key"
-        # A slice without log files holds each key's current record in its base file: an update that loses
-        # against it (a late record) changes nothing, so it is not written (as copy-on-write keeps the stored
-        # record). Behind log files the current record is the merge of base and logs: every update is written.
-        # So is every update of a slice named after a pending compaction (its base file is the previous
-        # slice's, whose log files - a delete, say - the compaction folds in).
         ordered = orders_by_event_time(ctx, incoming) and ctx.precombine_field in pf.schema_arrow.names
-        decide = ordered and own_base and not prior
         # (the overlay entry uses the ordering column too)
-        stored = pf.read(columns=list(dict.fromkeys([key, ctx.precombine_field] if decide or (ordered and entry)
-                                                    else [key])))
+        base_cols = pf.read(columns=list(dict.fromkeys([key, ctx.precombine_field] if ordered else [key])))
+        # The current record of a key is the merge of the base file and the logs a read of this slice merges
+        # (behind a pending compaction: the previous slice's logs too). A key they deleted is absent: its
+        # re-insert takes the insert path (a new file group), as on copy-on-write, so no reader ever folds a
+        # delete and a later record of the same key in one slice (Java and hudi-rs keep the delete's ordering
+        # value then, a compaction does not: answers would depend on the reader and on compaction timing).
+        # An update that loses against the current record (a late record) changes nothing and is not written.
+        logs = ([] if own_base else _previous_logs(directory, fid, base_path)) + \
+            [os.path.join(directory, f.name) for f in prior]
+        stored = _merged_state(ctx, partition, fid, base_path, logs, base_cols) if logs else base_cols
         stored_keys, inc_keys = key_columns(ctx, stored, incoming)
         at = pc.index_in(inc_keys, value_set=stored_keys.combine_chunks())
         held = at.is_valid().to_numpy(zero_copy_only=False)
-        if decide:
+        if ordered:
             m_inc = np.flatnonzero(held)
             m_old = at.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
             try:
@@ -193,7 +198,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
             b.path, b.offset, b.size = loc.path, loc.offset, loc.size
         _write_overlay_entry(ctx, partition, fid, base_path, base_instant,
                              [os.path.join(directory, f.name) for f in prior] + [path], blocks,
-                             stored if base_path is not None else None)
+                             base_cols if base_path is not None else None)
     rel = f"{partition}/{name}" if partition else name
     base_name = os.path.basename(base_path) if base_path else ""
     n_upd, n_del = upd.num_rows, dels.num_rows
@@ -209,6 +214,35 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         "totalRollbackBlocks": 0, "numIgnored": int(late.sum()),
     })
     return stats
+
+
+def _previous_logs(directory: str, fid: str, base_path: str) -> list[str]:
+    """Behind a pending compaction: the log files of the slice the base file starts (the compaction folds them
+    in; until it completes reads merge them before the compaction slice's logs)."""
+    base_instant = (parse_base_file_name(os.path.basename(base_path)) or (None,) * 3)[2]
+    return [os.path.join(directory, f.name) for f in list_log_files(directory, fid, base_instant)] \
+        if base_instant else []
+
+
+def _merged_state(ctx: WriteContext, partition: str, fid: str, base_path: str, logs: list[str],
+                  base_cols: pa.Table) -> pa.Table:
+    """`base_cols` (key and ordering columns of the base file) of the keys present after merging the `logs`
+    (committed blocks only): base rows no log record supersedes, plus the winning log records."""
+    spec = ctx.state_spec
+    if spec is None:
+        raise ValueError("HUDILITE_INTERNAL: a merge-on-read append needs the write context's state_spec")
+    ov = slice_overlay(SliceDesc(partition, fid, base_path, tuple(logs)), spec, base_columns=base_cols)
+    keep = np.ones(base_cols.num_rows, dtype=bool)
+    keep[ov.superseded] = False
+    want = pa.schema([spec.schema.field(c) if c in spec.schema.names else base_cols.schema.field(c)
+                      for c in base_cols.column_names])
+    return pa.concat_tables([conform(base_cols.filter(pa.array(keep)), want), conform(ov.rows, want)])
+
+
+def state_spec(table, schema_json: str):
+    """The MergeSpec that gives a merge-on-read write the current records of the slices it appends to (the
+    committed table it builds on)."""
+    return ReadPlan(table, with_meta_fields_arrow(avro_to_arrow(schema_json)), [], "snapshot").merge_spec()
 
 
 def _write_overlay_entry(ctx: WriteContext, partition: str, fid: str, base_path: str | None, base_instant: str,

@@ -29,6 +29,11 @@ from hudilite.writer.options import WriteOptions
 Target = tuple[str, "str | None", "str | None"]
 
 
+# The owner rule (key -> file group) for exact key lookups: merge-on-read keeps a key whose merged state (base +
+# logs) is deleted in its base file until compaction, and a re-insert of it takes the insert path (a new file
+# group, log_handle.append_file_group). So a key may sit in several base files of a partition: the NEWEST base
+# file owns it (the delete came after the older base file, the re-insert after the delete); the others hold it
+# only in a state their logs deleted. Both planners tag keys by this rule.
 class PlannerBase:
     def __init__(self, wo: WriteOptions, table: HoodieTable | None, data_schema: pa.Schema):
         self.wo = wo

@@ -6,10 +6,8 @@ time travel at every instant, incremental windows and read-optimized reads three
 
 * ``hudilite.read`` (Spark; slices with logs merged in Python workers),
 * hudi-rs (``HudiTable.read`` with the matching ``HudiReadOptions``),
-* a model that tracks, per record key, the physical events (the inserting base row, then one log record per
-  later write) and applies Hudi's merge rules to them, one record at a time: log records folded in commit
-  order (event time: a higher-or-equal ordering value wins; a natural delete (ordering value 0) wins and is
-  beaten by the next data record), then the folded log record against the base row.
+* a model that applies the upsert rules one write at a time, as copy-on-write does (docs/incremental.md,
+  "Deletes and re-inserts": the same answers on both table types).
 
 A failed deltacommit (log files and a new base file written, never completed) is invisible to both readers
 and rolled back from its markers: new base files deleted, log files it created deleted, a rollback command
@@ -45,18 +43,17 @@ COLS = ("id", "ts", "name")
 
 # ---- the model ---------------------------------------------------------------------------------------------
 @dataclass
-class Event:
-    commit: int  # index of the commit
-    delete: bool
-    ts: int | None  # ordering value; None for a natural delete
-    name: str | None = None
-
-
-@dataclass
 class Model:
+    """Per key, the current record after each commit, by the upsert rules one write at a time (as copy-on-write
+    applies them): against the current record a higher-or-equal ordering value wins (commit time: the newer
+    write); an ordered delete applies when its value is at least the stored one, a natural delete (the delete
+    operation, no ordering value) always; a deleted key is absent, so its next write is an insert whatever its
+    ordering value. Inserts go to base files (a re-insert to a new file group: read-optimized reads then show the
+    old base row as well, until compaction)."""
+
     event_time: bool
-    base: dict = field(default_factory=dict)  # id -> Event (the insert, written to a base file)
-    logs: dict = field(default_factory=dict)  # id -> [Event] (later writes, appended to log files)
+    states: list = field(default_factory=list)  # per commit: id -> (ts, name, commit that wrote it)
+    base: list = field(default_factory=list)  # (id, ts, name, commit) rows written to base files
 
     def write(self, commit: int, rows, delete_op: bool = False) -> None:
         """One commit: rows (id, ts, name, is_deleted); in-batch duplicates collapse to the highest ts."""
@@ -65,56 +62,31 @@ class Model:
             cur = batch.get(r[0])
             if cur is None or not self.event_time or r[1] is None or (cur[1] is not None and r[1] >= cur[1]):
                 batch[r[0]] = r
-        def group(i):  # a file group per region and insert commit (inserts go to new file groups)
-            return i % 2, self.base[i].commit
-
-        had_logs = {group(i) for i in self.logs}
+        state = dict(self.states[-1]) if self.states else {}
         for i, (_, ts, name, is_del) in batch.items():
             is_del = is_del or delete_op
-            natural = delete_op or not self.event_time or ts is None
-            ev = Event(commit, is_del, None if (is_del and natural) else ts, name)
-            if i in self.base:
-                b = self.base[i]
-                if (self.event_time and not is_del and group(i) not in had_logs and ts is not None
-                        and b.ts is not None and ts < b.ts):
-                    continue  # late against a base file alone: not written (the stored record stays)
-                self.logs.setdefault(i, []).append(ev)
-            elif not is_del:
-                self.base[i] = ev
-
-    def _newer_wins(self, old: Event, new: Event) -> bool:
-        if not self.event_time:
-            return True
-        if (new.delete and new.ts is None) or (old.delete and old.ts is None):
-            return True
-        return new.ts >= old.ts
+            cur = state.get(i)
+            if cur is None:
+                if not is_del:
+                    state[i] = (ts, name, commit)
+                    self.base.append((i, ts, name, commit))
+                continue
+            wins = not self.event_time or ts is None or cur[0] is None or ts >= cur[0]
+            if is_del and (wins or delete_op):
+                del state[i]
+            elif not is_del and wins:
+                state[i] = (ts, name, commit)
+        self.states.append(state)
 
     def read(self, as_of: int, window: tuple[int, int] | None = None) -> list[tuple]:
-        def keep(ev):
-            if window is not None:
-                return window[0] < ev.commit <= window[1]
-            return ev.commit <= as_of
-
-        out = []
-        for i, b in self.base.items():
-            base = b if keep(b) else None
-            cur = None
-            for ev in self.logs.get(i, []):
-                if not keep(ev):
-                    continue
-                if cur is None:
-                    cur = ev
-                elif ev.delete and cur.delete and cur.ts is None:
-                    pass  # a natural delete stays
-                elif self._newer_wins(cur, ev):
-                    cur = ev
-            win = cur if base is None else base if cur is None else cur if self._newer_wins(base, cur) else base
-            if win is not None and not win.delete:
-                out.append((i, win.ts, win.name))
-        return sorted(out)
+        """Snapshot as of commit `as_of`; with `window` (a, b]: the records of commit b's snapshot written in it."""
+        if window is not None:
+            a, b = window
+            return sorted((i, ts, name) for i, (ts, name, c) in self.states[b].items() if a < c <= b)
+        return sorted((i, ts, name) for i, (ts, name, _c) in self.states[as_of].items())
 
     def read_optimized(self, as_of: int) -> list[tuple]:
-        return sorted((i, b.ts, b.name) for i, b in self.base.items() if b.commit <= as_of)
+        return sorted((i, ts, name) for i, ts, name, c in self.base if c <= as_of)
 
 
 # ---- readers -----------------------------------------------------------------------------------------------
@@ -148,8 +120,8 @@ SEQUENCE = [
       (20, 1, "new20", False), (21, 1, "new21", False)], "upsert"),
     # the delete operation always wins, whatever ordering value the rows carry (9: ts 1 < stored 10)
     ([(4, None, None, True), (9, 1, None, True), (20, None, None, True), (99, None, None, True)], "delete"),
-    # 9: re-inserted after its delete with a lower ordering value than the base row: under event time the
-    # base row comes back (the folded log record loses the final merge against it), as in Java and hudi-rs
+    # 9: re-inserted after its delete with a lower ordering value than the old base row: a new insert (it takes
+    # the insert path, a new file group, so hudi-rs reads the same)
     ([(1, 30, "u1b", False), (5, 15, "u5", False), (6, 5, "late-delete6", True), (7, 50, "delete7", True),
       (3, 12, "u3", False), (9, 3, "low9", False)], "upsert"),
     ([(4, 40, "back4", False), (8, 10, "tie8", False), (22, 2, "new22", False)], "upsert"),
@@ -334,10 +306,11 @@ def test_log_only_file_group(spark, tmp_path):
     assert any(s.base_file is None and s.log_files for s in plan.merged_slices)
 
 
-def test_late_update_behind_a_pending_compaction_is_logged(spark, tmp_path):
-    """The writer drops an update that loses against a slice's base file only when that base file is the
-    slice's own: behind a pending compaction the base file is the previous slice's, whose logs (here a delete)
-    the compaction folds in, so a lower-ordered re-insert is written and survives the compaction."""
+def test_reinsert_behind_a_pending_compaction_reads_the_same_before_and_after(spark, tmp_path):
+    """Behind a pending compaction the writer decides against the merged state of the previous slice (base file
+    and logs, here a delete): the lower-ordered re-insert of the deleted key is a new insert (a new file group)
+    and the late update of 3 is dropped, so the snapshot is the same before and after the compaction (it used
+    to resurrect the deleted base row until the compaction completed)."""
     from hudilite.reader import overlay_cache
     from hudilite.services.compaction import run_compaction, schedule_compaction
 
@@ -352,11 +325,8 @@ def test_late_update_behind_a_pending_compaction_is_logged(spark, tmp_path):
     before = entries()
     assert before, "the delete's deltacommit wrote its slice's entry"
     write(spark, path, [(1, 3, "back", False), (3, 1, "late3", False)])
-    assert entries() == before, \
-        "no overlay entry behind a pending compaction (the read merges the previous slice's logs: another key)"
-    # read before the compaction: the previous slice's base file and every log, folded, then against the base
-    # row (the base row of 1 comes back, as in the sequence test's re-insert of 9); late3 loses too
-    assert ours(spark, path) == [(1, 5, "a"), (3, 5, "c")]
-    assert run_compaction(path)
+    assert entries() == before, "nothing appended behind the pending compaction: no overlay entry"
     want = [(1, 3, "back"), (3, 5, "c")]
+    assert ours(spark, path) == want and hudi_rs(path) == want
+    assert run_compaction(path)
     assert ours(spark, path) == want and hudi_rs(path) == want

@@ -1,0 +1,169 @@
+"""Answers that do not depend on archival, table type or compaction timing: archival keeps completion order
+(change ranges never lose an archived commit), incremental reads return latest images, time travel to
+archived instants, one rule for deletes followed by lower-ordered re-inserts."""
+
+import glob
+import os
+
+import pyarrow as pa
+import pytest
+
+import hudilite
+from hudilite.errors import RangeUnavailableError
+from hudilite.reader.changes import latest_position
+from hudilite.services import archival
+
+OCC = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
+
+
+def aw(path, rows, table_type="COPY_ON_WRITE", **kw):
+    """A driver-local (Arrow) write of (id, v, s) rows; partition `dt` = the id's parity (writes of keys of
+    different parity do not conflict)."""
+    ids, vs, ss = zip(*rows)
+    kw.setdefault("options", OCC)
+    t = pa.table({"id": list(ids), "v": list(vs), "s": list(ss), "dt": [f"p{i % 2}" for i in ids]})
+    return hudilite.write(t, path, record_key="id", precombine_field="v", partition_by="dt",
+                          table_type=table_type, **kw)
+
+
+def test_archival_keeps_a_late_completing_write_with_the_range_that_needs_it(spark, table_path):
+    c1 = aw(table_path, [(1, 1, "one"), (2, 1, "two")])
+    slow = aw(table_path, [(1, 2, "slow")], commit=False)   # requested early ...
+    aw(table_path, [(2, 2, "fast")])                        # ... another write completes first
+    checkpoint = latest_position(table_path)                # a consumer reads up to here
+    slow.complete()                                         # completes after the checkpoint
+    for i in range(3):
+        aw(table_path, [(10 + i, 1, "more")])
+    # 6 completed writes, keep 4: the instant-time prefix is c1 and the slow write, but the slow write completed
+    # after writes kept active, so archiving it would drop it from the range that starts at the checkpoint
+    assert archival.archive(table_path, {"hoodie.keep.min.commits": "4", "hoodie.keep.max.commits": "4"},
+                            force=True) == [c1]
+    names = {r["s"] for r in hudilite.changes(spark, table_path, begin=checkpoint, completion_bounds=True).collect()}
+    assert names == {"slow", "more"}
+    pos = latest_position(table_path)
+    # keep 2: the slow write leaves with the writes that completed before it; the range needs archived detail
+    archived = archival.archive(table_path, {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "2"},
+                                force=True)
+    assert slow.instant_time in archived and len(archived) == 3
+    with pytest.raises(RangeUnavailableError):
+        hudilite.changes(spark, table_path, begin=checkpoint, completion_bounds=True)
+    assert latest_position(table_path) == pos
+
+
+def test_a_range_needing_an_archived_completion_fails_loudly(spark, table_path, monkeypatch):
+    """An archive that holds a write completed after a kept one (older hudilite, other archivers): ranges
+    starting before that completion raise instead of silently skipping it; the position never goes back."""
+    aw(table_path, [(1, 1, "one"), (2, 1, "two")])
+    slow = aw(table_path, [(1, 2, "slow")], commit=False)
+    aw(table_path, [(2, 2, "fast")])
+    checkpoint = latest_position(table_path)
+    slow.complete()
+    pos = latest_position(table_path)
+    real = archival.instants_to_archive
+
+    def instant_time_prefix(table, tl, options, force=False):  # the archiver before completion order
+        return [i for i in tl.instants if i.timestamp <= slow.instant_time], "test"
+
+    monkeypatch.setattr(archival, "instants_to_archive", instant_time_prefix)
+    assert slow.instant_time in archival.archive(table_path, {}, force=True)
+    monkeypatch.setattr(archival, "instants_to_archive", real)
+    with pytest.raises(RangeUnavailableError, match=slow.instant_time):
+        hudilite.changes(spark, table_path, begin=checkpoint, completion_bounds=True)
+    assert latest_position(table_path) == pos
+
+
+def rows_of(df) -> list:
+    return sorted((r["id"], r["v"], r["s"]) for r in df.collect())
+
+
+def test_time_travel_to_an_archived_instant(spark, table_path):
+    """MOR: 6 deltacommits, compaction, clustering, archival of every deltacommit: time travel to the 4th
+    returns the rows as of then (the old slices are on disk); before the first commit: empty, as documented;
+    once the files the instant needs are cleaned: RangeUnavailableError, never an empty or partial table."""
+    from hudilite.services.clustering import cluster
+    from hudilite.services.compaction import compact
+
+    mor = "MERGE_ON_READ"
+    times = [aw(table_path, [(i, 1, f"n{i}") for i in range(1, 5)], mor)]
+    for k in range(2, 7):
+        times.append(aw(table_path, [(k % 4 + 1, k, f"u{k}")], mor))
+    expected = {i: (i, 1, f"n{i}") for i in range(1, 5)}
+    for k in range(2, 5):
+        expected[k % 4 + 1] = (k % 4 + 1, k, f"u{k}")
+    compact(table_path, {"hoodie.compact.inline.max.delta.commits": "1"})
+    cluster(table_path, {"hoodie.clustering.plan.strategy.small.file.limit": str(1 << 30)})
+    archived = archival.archive(table_path, {"hoodie.keep.min.commits": "1", "hoodie.keep.max.commits": "1"},
+                                force=True)
+    assert set(times) <= set(archived)
+    assert rows_of(hudilite.read(spark, table_path, as_of=times[3])) == sorted(expected.values())
+    assert rows_of(spark.read.format("hudilite").option("as_of", times[3]).load(table_path)) == \
+        sorted(expected.values())
+    assert hudilite.read(spark, table_path, as_of="19990101000000").count() == 0
+    assert spark.read.format("hudilite").option("as_of", "19990101000000").load(table_path).count() == 0
+    for f in glob.glob(os.path.join(table_path, "*", f"*_{times[0]}.parquet")):  # a clean removes the old slice
+        os.remove(f)
+    with pytest.raises(RangeUnavailableError, match="cleaned"):
+        hudilite.read(spark, table_path, as_of=times[3])
+    with pytest.raises(Exception, match="cleaned"):
+        spark.read.format("hudilite").option("as_of", times[3]).load(table_path).collect()
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_incremental_read_returns_latest_images_only(spark, table_path, table_type):
+    """A late record (v5 against a stored v10) written inside the range changes nothing: the incremental read
+    returns the latest image as of `end` of each key changed in the range, on both table types (MOR used to
+    filter base rows by commit time before merging, so the late log record had nothing to lose against)."""
+    c1 = aw(table_path, [(1, 10, "ten"), (3, 10, "ten")], table_type)
+    aw(table_path, [(3, 11, "eleven")], table_type)        # a log file in front of the next append (MOR)
+    c3 = aw(table_path, [(1, 5, "late"), (3, 12, "twelve")], table_type)
+    c4 = aw(table_path, [(3, 13, "thirteen")], table_type)
+    snap = rows_of(hudilite.read(spark, table_path))
+    assert snap == [(1, 10, "ten"), (3, 13, "thirteen")]
+    got = rows_of(hudilite.read(spark, table_path, begin=c1, end=c3))
+    assert got == [(3, 12, "twelve")]
+    assert rows_of(spark.read.format("hudilite").option("begin", c1).option("end", c3).load(table_path)) == got
+    assert rows_of(hudilite.read(spark, table_path, begin=c3, end=c4)) == [(3, 13, "thirteen")]
+
+
+def _ids(t) -> list:
+    return sorted(zip(t.column("id").to_pylist(), t.column("v").to_pylist())) if t is not None else []
+
+
+@pytest.mark.parametrize("writer,table_type", [("arrow", "COPY_ON_WRITE"), ("arrow", "MERGE_ON_READ"),
+                                               ("spark", "MERGE_ON_READ")])
+@pytest.mark.parametrize("delete", ["ordered", "natural"])
+def test_delete_then_lower_reinsert_one_rule(spark, table_path, writer, table_type, delete):
+    """The rule (docs/incremental.md, "Deletes and re-inserts"): a delete removes the key; a later write of it
+    is a new insert whatever its ordering value. Same answer on both table types, before and after a
+    compaction that was pending in between, for hudilite and hudi-rs; a later update updates that row."""
+    from hudilite.services.compaction import run_compaction, schedule_compaction
+    from tests.hudi_rs import read_hudi_rs
+
+    def w(ids, vs, deleted=None, **kw):
+        cols = {"id": ids, "v": vs, "s": [f"s{v}" for v in vs]}
+        if deleted is not None:
+            cols["_hoodie_is_deleted"] = deleted
+        t = pa.table(cols)
+        data = spark.createDataFrame(t.to_pandas()) if writer == "spark" else t
+        return hudilite.write(data, table_path, record_key="id", precombine_field="v", table_type=table_type,
+                              **kw)
+
+    def ours(**kw):
+        return sorted((r["id"], r["v"]) for r in hudilite.read(spark, table_path, **kw).collect())
+
+    w([1, 2], [10, 10])
+    if delete == "ordered":
+        w([1], [12], deleted=[True])
+    else:
+        w([1], [12], operation="delete")
+    mor = table_type == "MERGE_ON_READ"
+    pending = schedule_compaction(table_path, force=True) if mor else None
+    c = w([1], [3])                                   # re-insert with a lower ordering value
+    want = [(1, 3), (2, 10)]
+    assert ours() == ours(as_of=c) == _ids(read_hudi_rs(table_path)) == want
+    if mor:
+        assert pending and run_compaction(table_path) == [pending]
+        assert ours() == ours(as_of=c) == _ids(read_hudi_rs(table_path)) == want
+    c2 = w([1], [20])                                 # an update of the re-inserted row: still one row
+    assert ours() == _ids(read_hudi_rs(table_path)) == [(1, 20), (2, 10)]
+    assert ours(as_of=c) == want
