@@ -234,8 +234,11 @@ class Transaction:
             return
         rels = [s["path"] for ss in (metadata.get("partitionToWriteStats") or {}).values() for s in ss or []
                 if s.get("path")]
-        if (metadata.get("extraMetadata") or {}).get(change_images.META_KEY):
-            rels.append(os.path.join(change_images.DIR, inst.timestamp, "-"))
+        images = os.path.join(change_images.DIR, inst.timestamp)
+        # a commit whose groups wrote no image (every row ignored, say) still names the option, not a directory
+        if (metadata.get("extraMetadata") or {}).get(change_images.META_KEY) and \
+                self.table.fs.isdir(os.path.join(self.table.base_path, images)):
+            rels.append(os.path.join(images, "-"))
         self.table.fs.fsync_dirs(directories_of(self.table.base_path, rels))
 
     def prepare(self, inst: Instant, metadata: dict, *, check_conflicts: bool = True) -> None:
