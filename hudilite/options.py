@@ -66,6 +66,9 @@ OPTIONS: tuple[Option, ...] = (
     _o("hoodie.write.read.overlays", "bool", "true", "merge-on-read appends write overlay cache entries"),
     _o("hoodie.write.fsync", "bool", "true",
        "fsync data files and their directories before the commit that names them (false: scratch tables)"),
+    _o("hudilite.write.writer.tag", "string", "-",
+       "who wrote a pending instant (the streaming sink sets stream:<query>): a restart rolls back its own dead "
+       "run's instants at once"),
     # index
     _o("hoodie.index.type", "choice", "BLOOM", "BLOOM/SIMPLE: a key is unique within its partition; "
        "GLOBAL_BLOOM/GLOBAL_SIMPLE: unique in the table (dbt models with unique_key use GLOBAL_BLOOM)",

@@ -33,7 +33,7 @@ from hudilite.markers import list_markers
 from hudilite.services.common import opt_int, rollback_partial_attempt
 from hudilite.storage.local import fsync_option
 from hudilite.table import HoodieTable
-from hudilite.timeline.heartbeat import Heartbeat, heartbeat_expired
+from hudilite.timeline.heartbeat import Heartbeat, heartbeat_expired, write_heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,11 @@ def acquire(table: HoodieTable, instant: str, action: str, options: dict | None,
                 table.fs.write_bytes(claim_path(table.base_path, instant), json.dumps(
                     {"owner": owner, "attempt": attempt, "tolerance_ms": tolerance, "since_ms": int(time.time() * 1000)}
                 ).encode())
-                hb = Heartbeat(table.base_path, instant, interval)
+                misses = max(1, tolerance // interval)
+                # a fresh record: the plan's heartbeat file may hold its scheduler's (or a dead claimant's)
+                # settings, and checkers judge a heartbeat by the tolerance it records
+                write_heartbeat(table.base_path, instant, interval, misses)
+                hb = Heartbeat(table.base_path, instant, interval, misses)
                 hb.start()  # beats once now, under the lock: nobody can judge the new claim dead
                 lock.verify()
                 if rec:
