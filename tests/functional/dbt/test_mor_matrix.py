@@ -315,6 +315,11 @@ class TestMergeOnReadMatrix:
             got = _visible(project, want)
             for m, (_, rows) in want.items():
                 assert got[m] == rows, (m, b)
+            for tt in TYPES:  # a column the source gained is shown, one it lost (sync) is not
+                for osc, r in exp.osc.items():
+                    m = f"osc_{osc.split('_')[0]}_{tt}"
+                    shown = [c[0] for c in project.run_sql(f"describe {project.test_schema}.{m}", fetch="all")]
+                    assert [c for c in shown if c and not c.startswith("#")] == r.columns, (m, b)
             for m, (cols, rows) in want.items():  # the table directories hold what the entries show
                 assert _hudi_rs(project, m, cols) == rows, (m, b, "hudi-rs")
             for tt in TYPES:
