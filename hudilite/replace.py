@@ -29,6 +29,7 @@ import shutil
 import uuid
 
 from hudilite.errors import CorruptTableError
+from hudilite.storage.local import fsync_path
 
 _REBUILD = ".hudilite-rebuild-"
 _REPLACED = ".hudilite-replaced-"
@@ -44,13 +45,6 @@ def _intent_path(path: str) -> str:
     parent, name = _names(path)
     return os.path.join(parent, f".{name}{_INTENT}")
 
-
-def _fsync_dir(d: str) -> None:
-    fd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -103,7 +97,7 @@ def swap(path: str, staging: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.rename(tmp, _intent_path(path))
-        _fsync_dir(parent)
+        fsync_path(parent)
         _finish(path)
 
 
@@ -134,10 +128,10 @@ def _finish(path: str) -> bool:
         if os.path.lexists(path):  # step 3 not done: the old table is still at the path
             os.rename(path, old)
         os.rename(staging, path)
-        _fsync_dir(parent)
+        fsync_path(parent)
     shutil.rmtree(old, ignore_errors=True)
     os.remove(ipath)
-    _fsync_dir(parent)
+    fsync_path(parent)
     return True
 
 

@@ -7,6 +7,7 @@ from typing import Iterable, NamedTuple
 
 from hudilite.log.blocks import LogBlock, encode_block
 from hudilite.log.format import DEFAULT_LOG_FILE_MAX_SIZE, format_log_file_name, list_log_files
+from hudilite.storage.local import fsync_path
 
 
 class BlockLocation(NamedTuple):
@@ -32,16 +33,9 @@ def _append_encoded(path: str, encoded: list[bytes], fsync: bool) -> list[BlockL
         if fsync:
             os.fsync(f.fileno())
     if created and fsync:
-        _fsync_directory(os.path.dirname(os.path.abspath(path)))
+        fsync_path(os.path.dirname(os.path.abspath(path)))
     return locations
 
-
-def _fsync_directory(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def append_blocks(path: str | os.PathLike, blocks: Iterable[LogBlock], *, fsync: bool = True) -> list[BlockLocation]:

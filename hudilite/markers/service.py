@@ -43,6 +43,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from hudilite.errors import HudiliteError
 from hudilite.markers.direct import MARKER_TYPE_FILE, _SUFFIX, delete_markers, list_markers, marker_dir
+from hudilite.storage.local import fsync_path
 
 TIMELINE_SERVER_BASED = "TIMELINE_SERVER_BASED"
 DIRECT = "DIRECT"
@@ -68,13 +69,6 @@ class MarkerExistsError(MarkerServiceError):
 def marker_line(partition: str, file_name: str, kind: str) -> str:
     return f"{partition}/{file_name}{_SUFFIX}{kind}" if partition else f"{file_name}{_SUFFIX}{kind}"
 
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class _Req:
@@ -376,7 +370,7 @@ class MarkerService:
             d, n = root, 0
             while True:  # make every new directory entry durable, from the instant's directory up
                 d = os.path.dirname(d)
-                _fsync_dir(d)
+                fsync_path(d)
                 n += 1
                 if d == os.path.dirname(top):
                     break
@@ -409,7 +403,7 @@ class MarkerService:
         finally:
             os.close(fd)
         os.replace(tmp, p)
-        _fsync_dir(root)
+        fsync_path(root)
         self.stats.add(files_created=1, fsyncs=2)
 
     def _repair_torn_tail(self, path: str) -> None:
@@ -554,7 +548,7 @@ class MarkerService:
                 fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
                 st.fds[w] = fd
                 if not existed:
-                    _fsync_dir(root)  # the new file's directory entry is durable too
+                    fsync_path(root)  # the new file's directory entry is durable too
                     self.stats.add(files_created=1, fsyncs=1)
             view = memoryview(data)
             while view:

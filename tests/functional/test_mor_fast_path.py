@@ -118,7 +118,7 @@ def event_time_table(spark, tmp_path_factory):
     ])
     c2 = _write(spark, path, [(6, None, None, True), (7, 1, None, True)], operation="delete")  # natural deletes
     c3 = _write(spark, path, [(6, 2, "back6", False), (2, 15, "lower2", False), (8, 50, "u8", False),
-                              (7, 40, "back7", False)])
+                              (7, 40, "back7, a longer name", False)])  # re-inserts: files of distinct sizes
     return path, [c0, c1, c2, c3]
 
 
@@ -128,7 +128,7 @@ def test_overlay_equals_merge_slice_event_time(spark, event_time_table, monkeypa
     _check_slices(plan)
     got = {r[5]: r for r in _same_read(spark, plan, monkeypatch)}
     assert got[1][7] == "n1" and got[2][7] == "higher2" and got[3][7] == "tie3"
-    assert got[4][7] == "n4" and 5 not in got and got[7][7] == "back7"
+    assert got[4][7] == "n4" and 5 not in got and got[7][7] == "back7, a longer name"
     # 6: re-inserted after a natural delete with a lower ordering value than its base row: a deleted key is
     # absent, so the re-insert is a new insert (docs/incremental.md, "Deletes and re-inserts")
     assert got[6][7] == "back6" and got[8][7] == "u8" and got[100][7] == "new100"
@@ -314,9 +314,7 @@ def test_superseded_rows_at_block_boundaries(spark, tmp_path, monkeypatch):
         assert got == expected, kind
 
 
-@pytest.mark.parametrize("fraction", [pytest.param(100.0, marks=pytest.mark.xfail(
-    reason="open: since re-inserts of deleted keys take new file groups, this fixture's plain files no longer "
-           "ride along (riders empty); the rows are still checked equal to the Python path", strict=False)), 0.0])
+@pytest.mark.parametrize("fraction", [100.0, 0.0])
 def test_plain_files_riding_along_with_the_merged_scan(spark, event_time_table, monkeypatch, fraction):
     """Base files of slices without logs join the merged slices' native scan when they are small next to them
     (`RIDE_ALONG_FRACTION`): the same rows as the Python path, each plain row once, and only while every file id
