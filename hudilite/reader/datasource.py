@@ -34,8 +34,11 @@ except ImportError:  # pragma: no cover - pyspark < 4.1
     DataSource = DataSourceReader = InputPartition = object
     EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = ()
 
+from hudilite.reader.merge import SliceDesc, merge_slice
+from hudilite.reader.planner import plan_read, table_schema
 from hudilite.schema import arrow_to_spark, cast_table_to_schema, spark_to_arrow
 from hudilite.storage.local import normalize_path
+from hudilite.table import HoodieTable
 
 PATH_KEY = "hudilite.path"  # field metadata naming the table (catalog tables; see HudiliteDataSource.path)
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -83,19 +86,20 @@ class HudiliteDataSource(DataSource):
         return normalize_path(path)
 
     def _plan(self, path: str, filters=None):
-        from hudilite.reader.planner import plan_read
-
         qt = str(self.options.get("hoodie.datasource.query.type", "snapshot")).lower()
         ro = qt == "read_optimized" or str(self.options.get("read_optimized", "false")).lower() == "true"
         return plan_read(path, as_of=self.options.get("as_of"), begin=self.options.get("begin"),
                          end=self.options.get("end"), read_optimized=ro, filters=filters)
 
     def schema(self):
+        """The table's read schema from the timeline (the latest commit's schema: what `plan_read` reads with).
+        Spark asks for it before any filter is pushed, so no file slices are planned here: that waits for
+        `partitions()`, with the pushed partition filters."""
         from pyspark.sql.types import StructField, StructType
 
         path = self.path()
         return StructType([StructField(f.name, f.dataType, f.nullable, {**f.metadata, PATH_KEY: path})
-                           for f in arrow_to_spark(self._plan(path).schema).fields])
+                           for f in arrow_to_spark(table_schema(HoodieTable.open(path))).fields])
 
     def reader(self, schema):
         return _Reader(self, schema)
@@ -109,8 +113,6 @@ class _Reader(DataSourceReader):
         self.filters: list[tuple] = []
 
     def pushFilters(self, filters):
-        from hudilite.table import HoodieTable
-
         cfg = HoodieTable.open(self.path).config
         parts = {c.lower(): c for c in (cfg.partition_fields if cfg.is_partitioned else ())}
         types = {f.name: f.type for f in self.want}
@@ -121,8 +123,6 @@ class _Reader(DataSourceReader):
             yield f  # Spark still filters the rows: the pushdown only prunes partitions
 
     def partitions(self):
-        from hudilite.reader.merge import SliceDesc
-
         plan = self.source._plan(self.path, self.filters)
         names = {n.lower(): n for n in plan.schema.names}
         merged = plan.merged_slices
@@ -160,8 +160,6 @@ class _Reader(DataSourceReader):
             needed.add("_hoodie_commit_time")
         sub = pa.schema([f for f in ctx.schema if f.name in needed])
         for m in partition.merged:
-            from hudilite.reader.merge import SliceDesc, merge_slice
-
             t = cast_table_to_schema(merge_slice(SliceDesc.from_json(m), ctx.spec), ctx.schema)
             yield from self._project(t, ctx).to_batches()
         for f in partition.files:

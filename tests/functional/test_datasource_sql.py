@@ -7,6 +7,8 @@ import pyarrow as pa
 import pytest
 
 import hudilite
+from hudilite.fs_view import FileSystemView
+from hudilite.reader.datasource import HudiliteDataSource
 from hudilite.services.clean import run_clean
 from hudilite.services.compaction import compact
 from hudilite.storage.local import normalize_path
@@ -73,7 +75,8 @@ def test_create_table_location_and_options_path(reg, tmp_path):
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 def test_partition_filters_prune_planning(reg, tmp_path, table_type):
     """A filter on the partition column plans only the matching partitions: with every other partition's
-    files damaged, the pruned reads still succeed (without pruning they read the damaged files and fail)."""
+    files damaged, and a file there that fails their listing (an ORC base file), the pruned reads still
+    succeed (without pruning they list or read the damaged files and fail)."""
     p = str(tmp_path / "t")
     hudilite.write(_rows(), p, record_key="id", partition_by=("dt",), operation="bulk_insert",
                    table_type=table_type)
@@ -87,6 +90,9 @@ def test_partition_filters_prune_planning(reg, tmp_path, table_type):
                 if not f.startswith("."):
                     with open(os.path.join(p, name, f), "wb") as out:
                         out.write(b"not parquet")
+                    if f.endswith(".parquet"):
+                        with open(os.path.join(p, name, f[:-len(".parquet")] + ".orc"), "wb") as out:
+                            out.write(b"not orc")
     df = reg.read.format("hudilite").load(p)
     assert {r.id: r.v for r in df.where("dt IN ('p007', 'p008')").collect()} == expect
     assert {r.id: r.v for r in df.where("dt = 'p007'").collect()} == {k: v for k, v in expect.items()
@@ -95,6 +101,43 @@ def test_partition_filters_prune_planning(reg, tmp_path, table_type):
         {k for k, v in expect.items() if v > 100}
     with pytest.raises(Exception):  # an unpruned read does reach the damaged files
         df.where("v > 0").collect()
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_pruned_read_lists_only_matching_partitions(tmp_path, monkeypatch, table_type):
+    """Building a data source read the way Spark does (schema(), reader(), pushFilters(), partitions()) lists
+    the files of the partitions the pushed filters keep, and of no other: the schema comes from the timeline,
+    the file slices are planned once the filters are known. Run in-process: Spark calls these in Python workers,
+    where no counter of the test's process would see them."""
+    from pyspark.sql.datasource import EqualTo, GreaterThan
+
+    p = str(tmp_path / "t")
+    hudilite.write(_rows(), p, record_key="id", partition_by=("dt",), operation="bulk_insert",
+                   table_type=table_type)
+    hudilite.write(_rows(v=100).slice(0, PARTS), p, record_key="id", partition_by=("dt",),
+                   table_type=table_type)  # MOR: a log file in every partition
+    listed = []
+    file_groups = FileSystemView.file_groups
+    monkeypatch.setattr(FileSystemView, "file_groups", lambda self, part: listed.append(part) or
+                        file_groups(self, part))
+
+    source = HudiliteDataSource({"path": p})
+    schema = source.schema()
+    assert listed == []
+    reader = source.reader(schema)
+    pushed = [EqualTo(("dt",), "p007"), GreaterThan(("v",), 0.0)]
+    assert list(reader.pushFilters(pushed)) == pushed  # Spark still evaluates them on the rows
+    assert listed == []
+    groups = reader.partitions()
+    assert listed == ["dt=p007"]
+    rows = pa.Table.from_batches([b for g in groups for b in reader.read(g)])
+    assert sorted(zip(rows.column("id").to_pylist(), rows.column("v").to_pylist())) == \
+        [(7, 107.0), (7 + PARTS, 7.0 + PARTS), (7 + 2 * PARTS, 7.0 + 2 * PARTS)]
+
+    listed.clear()
+    reader = source.reader(source.schema())
+    reader.partitions()
+    assert sorted(listed) == [f"dt=p{i:03d}" for i in range(PARTS)]
 
 
 def test_catalog_column_list_reads_merged_rows(reg, tmp_path):
