@@ -37,6 +37,14 @@ class LockProvider(abc.ABC):
         """Raise LockLostError if the lock is no longer held. Providers with leases override this: renew the
         lease and return the time (ms since the epoch) until which nobody else can take the lock."""
 
+    def fence_dir(self) -> str | None:
+        """A directory, on the table's file system, that exists only while this holder's lease has not been
+        taken over: acts that must not happen after the lock was lost (a completed instant, prepared commit
+        metadata) stage their file in it and publish it by link/rename from there, which fails once a later
+        holder revoked it. None: the provider offers no fence (it cannot lose a lock it holds, or cannot
+        fence), and the act relies on `verify()` alone."""
+        return None
+
     def __enter__(self) -> "LockProvider":
         self.acquire()
         return self

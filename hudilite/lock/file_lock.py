@@ -22,6 +22,20 @@ synchronously under that rule, so a holder that passed `verify()` keeps the lock
 (the transaction calls it right before each act that needs the lock: creating an instant, rolling one back,
 writing a completed instant); a holder that stalled past its lease fails `verify()` even if nobody broke the
 lock yet.
+
+The lease fence (`fence_root`, a directory on the table's file system). `verify()` cannot cover a stall that
+happens after it returned, e.g. inside the put of a completed instant. So each holder, once it acquired the
+lock, first *revokes* every other lease directory under `fence_root` (renames it to a unique name - no path
+through it resolves any more - then unlinks the files it holds and removes it), then creates its own
+`lease.<uuid>`. Acts that must not outlive the lease write their file into that directory and publish it by
+`link()`/`rename()` from there (`fence_dir()`). The holder's publish and the next holder's revocation are
+ordered by the file system: either the publish resolved the staged file and linked it first - then the
+revoker, which reads the table only after revoking, sees the published file - or it fails with ENOENT (the
+directory's name is gone, or the staged inode lost its last name: Linux refuses to link an inode with no
+links, under the inode lock that unlink takes too). A stalled holder can therefore never publish after the
+next holder started acting. Only holders create lease directories, and a holder's `verify()` after creating
+its own fails if the lock was taken over meanwhile, so every publish (always preceded by a `verify()`) uses a
+directory that the next holder will revoke.
 """
 
 from __future__ import annotations
@@ -44,10 +58,13 @@ def _now_ms() -> int:
 
 
 class FileLock(LockProvider):
-    def __init__(self, path: str, *, lease_ms: int = 60_000, timeout_ms: int = 600_000, retry_ms: int = 20):
+    def __init__(self, path: str, *, lease_ms: int = 60_000, timeout_ms: int = 600_000, retry_ms: int = 20,
+                 fence_root: str | None = None):
         if lease_ms <= 0:
             raise ValueError(f"lock lease must be positive, got {lease_ms} ms")
         self.path = path
+        self.fence_root = fence_root
+        self._lease_dir: str | None = None
         self.lease_ms = int(lease_ms)
         self.timeout_ms = int(timeout_ms)
         self.retry_ms = retry_ms
@@ -146,6 +163,13 @@ class FileLock(LockProvider):
                     raise LockTimeoutError(
                         f"could not acquire table lock {self.path} within {self.timeout_ms} ms{who}")
                 time.sleep(self.retry_ms / 1000 * (0.5 + (uuid.uuid4().int % 100) / 100))
+            self._lease_dir = None
+            if self.fence_root is not None:
+                try:
+                    self._lease_dir = self._open_lease()
+                except BaseException:
+                    self._release_file()  # took the lock file, could not fence: give it back
+                    raise
         except BaseException:
             self._local.release()
             raise
@@ -153,6 +177,68 @@ class FileLock(LockProvider):
         self._stop.clear()
         self._renewer = threading.Thread(target=self._renew, name="hudilite-lock-lease", daemon=True)
         self._renewer.start()
+
+    # ---- the lease fence -------------------------------------------------------------------
+    def _open_lease(self) -> str:
+        """Revoke every other holder's lease directory, then create ours (we hold the lock file)."""
+        os.makedirs(self.fence_root, exist_ok=True)
+        try:
+            names = os.listdir(self.fence_root)
+        except FileNotFoundError:  # removed (empty) by a former holder's release just now
+            names = []
+        for name in names:
+            if name.startswith("lease."):
+                self._revoke(os.path.join(self.fence_root, name))
+            elif name.startswith(".revoked."):  # a revoker died half-way: finish its work
+                self._clear(os.path.join(self.fence_root, name))
+        d = os.path.join(self.fence_root, f"lease.{uuid.uuid4().hex}")
+        for _ in range(10):
+            try:
+                os.mkdir(d)
+                return d
+            except FileNotFoundError:  # a former holder's release removed the (then empty) root just now
+                os.makedirs(self.fence_root, exist_ok=True)
+        os.mkdir(d)
+        return d
+
+    def _revoke(self, lease_dir: str) -> bool:
+        grave = os.path.join(self.fence_root, f".revoked.{uuid.uuid4().hex}")
+        try:
+            os.rename(lease_dir, grave)  # from here on no path through the lease directory resolves
+        except FileNotFoundError:
+            return False  # released (or revoked) meanwhile
+        self._clear(grave)
+        return True
+
+    @staticmethod
+    def _clear(d: str) -> None:
+        """Unlink what `d` holds and remove it. Until the rmdir succeeds (a stalled holder may still create a file
+        in it - through a stale NFS client cache, even by the old path), repeat: once `d` is gone, every file
+        ever staged in it has lost its last name and cannot be linked anywhere."""
+        for _ in range(100):
+            try:
+                names = os.listdir(d)
+            except FileNotFoundError:
+                return
+            for n in names:
+                try:
+                    # a link() that resolved this file before the rename either finished before this unlink, or
+                    # fails
+                    os.unlink(os.path.join(d, n))
+                except FileNotFoundError:
+                    pass
+            try:
+                os.rmdir(d)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:  # not empty: created meanwhile
+                continue
+        # (the next holder's acquire clears what is left; the name no longer resolves, so it is inert locally)
+
+    def fence_dir(self) -> str | None:
+        """This holder's lease directory (see the module doc); None without a `fence_root` or when not held."""
+        return self._lease_dir if self._held else None
 
     # ---- holding ---------------------------------------------------------------------------
     def _still_mine(self) -> bool:
@@ -207,6 +293,23 @@ class FileLock(LockProvider):
         if self._renewer is not None:
             self._renewer.join()
         try:
+            if self._lease_dir is not None:
+                lease_dir, self._lease_dir = self._lease_dir, None
+                # before the lock file goes: nothing is published through it any more
+                if self._revoke(lease_dir):  # (not revoked by a new holder: we still hold the lock)
+                    try:
+                        os.rmdir(self.fence_root)  # leave no working directory behind (only if empty)
+                    except OSError:
+                        pass
+        finally:
+            try:
+                self._release_file()
+            finally:
+                self._held = False
+                self._local.release()
+
+    def _release_file(self) -> None:
+        try:
             if self._still_mine():
                 # rename first, then check the inode we captured, so a lock taken over in between survives
                 grave = f"{self.path}.release.{uuid.uuid4().hex}"
@@ -227,8 +330,6 @@ class FileLock(LockProvider):
             if self._fd is not None:
                 os.close(self._fd)
             self._fd, self._ino = None, None
-            self._held = False
-            self._local.release()
 
 
 def _lease_ms(options: dict) -> int:
@@ -249,6 +350,8 @@ def _file_lock_factory(base_path: str, options: dict) -> FileLock:
         path = os.path.join(path, "table.lock")
     return FileLock(
         path or os.path.join(base_path, ".hoodie", ".locks", "table.lock"),
+        # under the table, whatever the lock path: staged files are published by link(), within one file system
+        fence_root=os.path.join(base_path, ".hoodie", ".locks", "leases"),
         lease_ms=_lease_ms(options),
         timeout_ms=int(options.get("hoodie.write.lock.wait_time_ms", 600_000)),
         retry_ms=int(options.get("hoodie.write.lock.wait_time_ms_between_retry", 20)),

@@ -197,7 +197,9 @@ def execute_clean(table: HoodieTable, instant: Instant, options: dict | None = N
         if now is None or now.is_completed:
             raise CleanError(f"clean {cur.timestamp} was completed or removed by another process")
         txn.lock.verify()
-        if not table.fs.put_if_absent(tl2.instant_path(cur.with_state(COMPLETED)), to_container(CLEAN_METADATA, md)):
+        body = to_container(CLEAN_METADATA, md)
+        if not txn.fenced(cur, lambda stage: table.fs.put_if_absent(tl2.instant_path(cur.with_state(COMPLETED)),
+                                                                      body, stage_dir=stage)):
             raise CleanError(f"clean {cur.timestamp} was completed by another process")
     table.reload()
     log.info("clean %s removed %d file(s)", cur.timestamp, md["totalFilesDeleted"])

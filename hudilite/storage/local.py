@@ -125,9 +125,14 @@ class LocalStorage:
         d, name = os.path.split(path)
         return os.path.join(d, f".{name}.{uuid.uuid4().hex}.tmp")
 
-    def write_bytes(self, path: str, data: bytes, *, fsync: bool = True) -> None:
-        """Atomically replace `path` with `data` (temp file + rename)."""
-        tmp = self.tmp_name(path)
+    def _staged_tmp(self, path: str, stage_dir: str | None) -> str:
+        if stage_dir is None:
+            return self.tmp_name(path)
+        return os.path.join(stage_dir, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+
+    def write_bytes(self, path: str, data: bytes, *, fsync: bool = True, stage_dir: str | None = None) -> None:
+        """Atomically replace `path` with `data` (temp file + rename). `stage_dir`: as for `put_if_absent`."""
+        tmp = self._staged_tmp(path, stage_dir)
         with open(tmp, "wb") as f:
             f.write(data)
             if fsync:
@@ -135,9 +140,14 @@ class LocalStorage:
                 os.fsync(f.fileno())
         os.replace(tmp, path)
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
-        """Create `path` with `data` only if it does not exist. Returns False if it already existed."""
-        tmp = self.tmp_name(path)
+    def put_if_absent(self, path: str, data: bytes, *, stage_dir: str | None = None) -> bool:
+        """Create `path` with `data` only if it does not exist. Returns False if it already existed.
+
+        `stage_dir` (a directory on the same file system): write the temp file there instead of next to `path`.
+        Used as a fence: once somebody renamed `stage_dir` away and unlinked what it held, the link by path
+        fails with FileNotFoundError (the name no longer resolves, or the kernel refuses to link an inode
+        whose last name was unlinked) and `path` is not created."""
+        tmp = self._staged_tmp(path, stage_dir)
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
@@ -147,7 +157,10 @@ class LocalStorage:
         except FileExistsError:
             return False
         finally:
-            os.unlink(tmp)
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:  # a revoked stage_dir: the link's own error is the one to raise
+                pass
         fsync_path(os.path.dirname(path))  # the new entry (a completed instant) survives a power loss
         return True
 

@@ -31,27 +31,41 @@ _LOCAL_TOKENS = {"pid": None, "stage": 0, "next": None}
 _LOCAL_TOKENS_LOCK = threading.Lock()
 
 
-def _local_attempt() -> tuple[int, int]:
-    """(stage, attempt) for a file written outside Spark (driver-local writes, table services): a random
-    per-process number and a per-process counter, so no two driver-local writers - threads, processes, machines
-    - compute the same file name (log files are named by the slice, not the writer's instant: a shared name
-    would let one writer's rollback delete the other's log). Re-drawn after a fork."""
+def _process_tokens() -> dict:
+    """This process's random number (1 .. 2^31-1: Java parses each token field as an int) and attempt counter,
+    re-drawn after a fork."""
     with _LOCAL_TOKENS_LOCK:
         if _LOCAL_TOKENS["pid"] != os.getpid():
             _LOCAL_TOKENS.update(pid=os.getpid(), stage=secrets.randbelow(2 ** 31 - 1) + 1,
                                  next=itertools.count(1))
-        return _LOCAL_TOKENS["stage"], next(_LOCAL_TOKENS["next"])
+        return _LOCAL_TOKENS
+
+
+def _local_attempt() -> tuple[int, int]:
+    """(stage, attempt) for a file written outside Spark (driver-local writes, table services): a random
+    per-process number and a per-process counter, so no two driver-local writers - threads, processes, machines
+    - compute the same file name (log files are named by the slice, not the writer's instant: a shared name
+    would let one writer's rollback delete the other's log)."""
+    tokens = _process_tokens()
+    with _LOCAL_TOKENS_LOCK:
+        return tokens["stage"], next(tokens["next"])
 
 
 def task_info() -> tuple[int, int, int]:
-    """(partition id, stage id, task attempt id) of the running Spark task; outside Spark (0, a random
-    per-process number, a fresh counter value): a write token unique to this call (see `_local_attempt`)."""
+    """The write token fields `(partition, stage, attempt)`, unique to this call's task attempt across processes
+    and Spark applications. In a Spark task: (partition id, this Python worker's random number, task attempt
+    id). Spark's stage and task attempt ids are counters that restart at 0 in every application, so two
+    applications writing one table (two instances of a job) would name the log file they append to a slice
+    alike (`<fileId>_<baseInstant>.log.<version>_<token>`, same version when both list the slice before either
+    appends) and append into one file, whose rollback by the loser could then delete the winner's blocks. The
+    attempt id keeps tasks of one application apart, the per-process number applications. Outside Spark:
+    (0, the random per-process number, a fresh counter value) (see `_local_attempt`)."""
     try:
         from pyspark import TaskContext
 
         tc = TaskContext.get()
         if tc is not None:
-            return tc.partitionId(), tc.stageId(), tc.taskAttemptId()
+            return tc.partitionId(), _process_tokens()["stage"], tc.taskAttemptId()
     except Exception:  # noqa: BLE001 - not in a Spark worker
         pass
     return (0, *_local_attempt())

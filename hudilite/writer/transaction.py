@@ -8,7 +8,7 @@ complete: lock -> fresh timeline -> our instant must still be pending (not rolle
           conflict check against everything completed since the writer's basis and against pending
           table-service plans and prepared commits (hudilite.writer.conflict) -> `validate` hook -> the lease
           verified (renewed: nobody can take the lock for a full lease from here) -> completion time ->
-          `<t>.<action>` with put-if-absent -> unlock.
+          `<t>.<action>` with put-if-absent, fenced by the lock's lease directory (`fenced`) -> unlock.
 The completed file is the one atomic act that makes a write visible.
 
 prepare (used by the streaming sink's async instants): the checks of `complete` under the lock, then the
@@ -27,6 +27,7 @@ Concurrency modes (`hoodie.write.concurrency.mode`):
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -251,9 +252,28 @@ class Transaction:
             self.lock.verify()
             md = dict(metadata)
             md["extraMetadata"] = {**(metadata.get("extraMetadata") or {}), PREPARED_KEY: "true"}
-            self.table.fs.write_bytes(tl.instant_path(inst.with_state(INFLIGHT)),
-                                      json.dumps(md, indent=2).encode("utf-8"))
+            body = json.dumps(md, indent=2).encode("utf-8")
+            # fenced: a holder that stalls here while the next one rolls the instant back must not bring the
+            # inflight file back as a prepared commit (recovery would complete it over deleted files)
+            self.fenced(inst, lambda stage: self.table.fs.write_bytes(
+                tl.instant_path(inst.with_state(INFLIGHT)), body, stage_dir=stage))
         self.table.reload()
+
+    def fenced(self, inst: Instant, publish: Callable[[str | None], object]):
+        """Run `publish(stage_dir)` - a put-if-absent or atomic replace of a timeline file of `inst` that stages
+        its temp file in `stage_dir` - with the lock's lease directory (`LockProvider.fence_dir()`, None for
+        providers without one). A holder whose lease was taken over, its directory revoked by the next holder
+        before that one acted, gets LockLostError and has published nothing."""
+        stage = self.lock.fence_dir()
+        try:
+            return publish(stage)
+        except OSError as e:
+            if stage is None or e.errno not in (errno.ENOENT, errno.ESTALE) or os.path.isdir(stage):
+                raise
+            raise LockLostError(
+                f"instant {inst.timestamp} was not committed: the table lock's lease was taken over by another "
+                f"writer while this one stalled (longer than the lease) before its commit file was written. "
+                f"Nothing of it was published; retry the write.") from None
 
     # ---- completing ------------------------------------------------------------------------
     def complete(self, inst: Instant, metadata: dict, validate: Callable[[HoodieTable], None] | None = None,
@@ -294,15 +314,15 @@ class Transaction:
         extra[COMPLETION_KEY] = completion
         done = inst.with_state(COMPLETED)
         body = json.dumps(metadata, indent=2).encode("utf-8")
-        # Renews the lease right before the put: nobody can take the lock (and roll this instant back, or
-        # complete a conflicting commit) until `held_until`, a full lease away. A holder that stalled past its
-        # lease fails here. POSIX offers no fencing of the put itself: only a stall longer than the whole lease
-        # inside this one put escapes, which is reported below.
+        # Renews the lease right before the put: a holder that stalled past its lease fails here. A stall after
+        # it (inside the put) is fenced: the file is published from the lease directory, which the next holder
+        # revokes before it acts (see fenced).
         held_until = self.lock.verify()
-        if not fs.put_if_absent(tl.instant_path(done), body):
+        if not self.fenced(inst, lambda stage: fs.put_if_absent(tl.instant_path(done), body, stage_dir=stage)):
             raise CommitConflictError(
                 f"instant {inst.timestamp} was already completed by another writer (put-if-absent failed)")
-        if held_until is not None and time.time() * 1000 >= held_until:
+        if held_until is not None and self.lock.fence_dir() is None and time.time() * 1000 >= held_until:
+            # a provider with a lease but no fence: the commit may have raced the next holder
             log.error("instant %s was completed after the table lock's lease ran out (the process stalled for "
                       "longer than the lease inside the commit); check the table with `hudilite timeline`",
                       inst.timestamp)

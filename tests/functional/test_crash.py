@@ -216,7 +216,9 @@ def check_scenario(path, point, t):
         assert len(data) == len(markers) >= 3 and all(readable(p) for p in data), (markers, data)
         assert os.path.exists(os.path.join(path, "part=p3", ".hoodie_partition_metadata"))
     elif point == "commit_link":
-        assert not has(f"{t}.commit") and glob.glob(os.path.join(hoodie, f".{t}.commit.*.tmp"))
+        # the body is staged in the writer's lease directory (the fence), from where it is linked in place
+        assert not has(f"{t}.commit") and glob.glob(os.path.join(hoodie, ".locks", "leases", "lease.*",
+                                                                 f".{t}.commit.*.tmp"))
         assert os.path.exists(os.path.join(hoodie, ".locks", "table.lock"))  # died holding the lock
         assert len(data) == len(markers) >= 3
     elif point == "after_commit":

@@ -91,3 +91,73 @@ def test_concurrent_local_appends_to_one_slice_and_a_rollback_keep_the_survivors
     plan = plan_read(path)
     t = pa.concat_tables([merge_slice(SliceDesc.of(s), plan.merge_spec()) for s in plan.slices])
     assert sorted((r["id"], r["v"]) for r in t.select(["id", "v"]).to_pylist()) == want
+
+
+# ------------------------------------------------------------------------------------------------
+# Spark's stage and task attempt ids restart at 0 in every application: two applications running the same job
+# against one table hand their tasks the same (partition, stage, attempt) ids
+class _FirstTaskOfTheJob:
+    """The TaskContext that the same task of the same job reports in two freshly started applications."""
+
+    def partitionId(self):  # noqa: N802 - pyspark's names
+        return 0
+
+    def stageId(self):  # noqa: N802
+        return 3
+
+    def taskAttemptId(self):  # noqa: N802
+        return 7
+
+
+def _app_appending_to_the_slice(path: str, barrier, out: str) -> None:
+    """One "application": its task appends to the slice once both have named their log file."""
+    import pyspark
+
+    pyspark.TaskContext.get = lambda: _FirstTaskOfTheJob()
+    real_append = log_handle.append_blocks
+    named = []
+
+    def append(p, blocks, **kw):
+        named.append(os.path.basename(p))
+        barrier.wait(60)  # both listed the slice and chose a name before either file exists
+        return real_append(p, blocks, **kw)
+
+    log_handle.append_blocks = append
+    try:
+        put(path, [1, 2], 5)
+        result = "ok"
+    except hudilite.CommitConflictError:
+        result = "conflict"
+    with open(out, "w") as f:
+        f.write(f"{result} {named[0]}")
+
+
+def test_two_spark_applications_never_share_a_log_file_name(tmp_path):
+    import multiprocessing as mp
+
+    path = str(tmp_path / "t")
+    put(path, list(range(10)), 1, op="bulk_insert")
+    put(path, [0], 2)  # the slice has a log file: both appends list it and take the next version
+    spawn = mp.get_context("spawn")
+    barrier = spawn.Barrier(2)
+    outs = [str(tmp_path / f"app{i}.txt") for i in range(2)]
+    apps = [spawn.Process(target=_app_appending_to_the_slice, args=(path, barrier, o)) for o in outs]
+    for p in apps:
+        p.start()
+    for p in apps:
+        p.join(300)
+        assert p.exitcode == 0
+    results = sorted(open(o).read().split() for o in outs)
+    names = [n for _r, n in results]
+    assert names[0] != names[1], f"both applications appended to {names[0]}"
+    for n in names:  # Hudi's token grammar, every field a Java int
+        token = n.rsplit("_", 1)[1]
+        fields = token.split("-")
+        assert len(fields) == 3 and all(f.isdigit() and int(f) < 2 ** 31 for f in fields), token
+        assert fields[0] == "0" and fields[2] == "7"  # partition and task attempt id kept
+    # optimistic concurrency: both touched the group, exactly one committed, the other's log is rolled back
+    assert [r for r, _n in results] == ["conflict", "ok"]
+    logs = sorted(os.path.basename(p) for p in glob.glob(os.path.join(path, ".*.log.*")))
+    assert len(logs) == 2 and logs[1] in names, logs
+    got = sorted((r["id"], r["v"]) for r in read_hudi_rs(path).select(["id", "v"]).to_pylist())
+    assert got == sorted([(0, 2), (1, 5), (2, 5)] + [(i, 1) for i in range(3, 10)])

@@ -266,6 +266,110 @@ def test_start_and_rollback_reverify_the_lease(tmp_path, monkeypatch):
     assert table.reload().get(dead.timestamp) is not None
 
 
+# issue 26.5: a stall *after* the last verify - inside the put of the commit file - is fenced as well: the
+# commit file is published from the holder's lease directory, which the next holder revokes before it acts
+COMMIT_MD = {"partitionToWriteStats": {}, "operationType": "INSERT", "extraMetadata": {}}
+
+
+def _taken_over_and_rolled_back(table: HoodieTable, stalled: Transaction) -> list[str]:
+    """The stalled holder's lease runs out; another writer takes the lock and rolls back every pending write."""
+    _stall_past_lease(stalled.lock)
+    taker = Transaction(table, {**_lease_options(), tx.CONCURRENCY_MODE_KEY: tx.SINGLE_WRITER})
+    return taker.rollback_failed_writes()
+
+
+def _assert_rolled_back_and_nothing_published(path: str, table: HoodieTable, t: str, before: list[int]) -> None:
+    tl = table.reload()
+    assert tl.get(t) is None
+    assert not [n for n in os.listdir(tl.meta_dir) if n.lstrip(".").startswith(t)]  # no commit, no temp file
+    assert snapshot_ids(path) == before
+    assert not os.path.exists(os.path.join(path, ".hoodie", ".locks", "leases"))  # revoked, released
+
+
+@pytest.mark.parametrize("stall_at", ["after_verify", "inside_put"])
+def test_holder_stalled_after_its_last_verify_cannot_commit_over_the_next_holders_rollback(tmp_path, monkeypatch,
+                                                                                            stall_at):
+    path = str(tmp_path / "t")
+    hudilite.write(rows("a", 0, 10), path, operation="insert", **WRITE)
+    before = snapshot_ids(path)
+    table = HoodieTable.open(path)
+    txn = Transaction(table, _lease_options())
+    inst = txn.start()
+    txn.mark_inflight(inst, {})
+    taken: list[str] = []
+    if stall_at == "after_verify":  # between the lease renewal and the put
+        real_verify = txn.lock.verify
+
+        def verify_then_stall():
+            until = real_verify()
+            taken.extend(_taken_over_and_rolled_back(table, txn))
+            return until
+
+        monkeypatch.setattr(txn.lock, "verify", verify_then_stall)
+    else:  # inside the put: its temp file is written, the link that publishes it not yet done
+        real_link = os.link
+
+        def stall_then_link(src, dst, *a, **k):
+            if os.path.basename(dst).startswith(inst.timestamp) and not taken:
+                taken.extend(_taken_over_and_rolled_back(table, txn))
+            return real_link(src, dst, *a, **k)
+
+        monkeypatch.setattr(os, "link", stall_then_link)
+    with pytest.raises(LockLostError, match="was not committed"):
+        txn.complete(inst, dict(COMMIT_MD))
+    monkeypatch.undo()
+    assert taken == [inst.timestamp]
+    _assert_rolled_back_and_nothing_published(path, table, inst.timestamp, before)
+    hudilite.write(rows("b", 100, 5), path, operation="insert", **WRITE)  # the table goes on
+    assert snapshot_ids(path) == before + list(range(100, 105))
+
+
+def test_holder_stalled_in_prepare_cannot_resurrect_a_rolled_back_instant_as_prepared(tmp_path, monkeypatch):
+    path = str(tmp_path / "t")
+    hudilite.write(rows("a", 0, 10), path, operation="insert", **WRITE)
+    before = snapshot_ids(path)
+    table = HoodieTable.open(path)
+    txn = Transaction(table, _lease_options())
+    inst = txn.start()
+    txn.mark_inflight(inst, {})
+    real_verify, taken = txn.lock.verify, []
+
+    def verify_then_stall():
+        until = real_verify()
+        taken.extend(_taken_over_and_rolled_back(table, txn))
+        return until
+
+    monkeypatch.setattr(txn.lock, "verify", verify_then_stall)
+    with pytest.raises(LockLostError, match="was not committed"):
+        txn.prepare(inst, dict(COMMIT_MD))
+    monkeypatch.undo()
+    assert taken == [inst.timestamp]
+    _assert_rolled_back_and_nothing_published(path, table, inst.timestamp, before)
+
+
+def test_taking_the_lock_revokes_the_previous_holders_lease_directory(tmp_path):
+    lock_path, root = str(tmp_path / "table.lock"), str(tmp_path / "leases")
+    a = FileLock(lock_path, lease_ms=LEASE_MS, fence_root=root)
+    b = FileLock(lock_path, lease_ms=LEASE_MS, fence_root=root)
+    a.acquire()
+    stage_a = a.fence_dir()
+    assert os.listdir(root) == [os.path.basename(stage_a)]
+    staged = os.path.join(stage_a, "staged")
+    with open(staged, "wb") as f:
+        f.write(b"x")
+    _stall_past_lease(a)
+    b.acquire()  # breaks the expired lock, then revokes a's lease directory before returning
+    assert os.listdir(root) == [os.path.basename(b.fence_dir())]
+    with pytest.raises(FileNotFoundError):
+        os.link(staged, str(tmp_path / "published"))
+    with pytest.raises(LockLostError):
+        a.verify()
+    a.release()  # leaves b's lock and lease directory alone
+    assert os.listdir(root) == [os.path.basename(b.fence_dir())] and FileLock.read_state(lock_path)
+    b.release()
+    assert not os.path.exists(root) and not os.path.exists(lock_path)
+
+
 # ------------------------------------------------------------------------------------------------
 # issue 19.4: a session whose Python workers cannot import hudilite fails readably, before anything is written
 def test_workers_without_hudilite_fail_readably_and_nothing_is_written(spark, tmp_path):
