@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fcntl
 import os
 import re
 import shutil
@@ -38,6 +39,8 @@ SCHEMA_CHANGES = ("ignore", "fail", "append_new_columns", "sync_all_columns")
 
 _process_lock = threading.RLock()
 _process_session: Dict[str, Any] = {}  # the SparkSession hudilite built for this process, if any
+_warehouse_locks: Dict[str, int] = {}  # lock file -> open descriptor holding its flock (for the process's life)
+WAREHOUSE_LOCK = "hudilite.lock"  # in <warehouse>/.metastore
 
 
 def is_hidden_column(name: str) -> bool:
@@ -230,7 +233,8 @@ class HudiliteEnvironment:
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "resolves to a loopback address" noise
         os.makedirs(self.metastore_dir, exist_ok=True)
         db = os.path.join(self.metastore_dir, "metastore_db")
-        _check_metastore_lock(db, self.warehouse)
+        _take_warehouse_lock(self.metastore_dir, self.warehouse)
+        _check_metastore_lock(db, self.warehouse)  # a Spark process without hudilite holding the catalog
         java_opts = f"-Duser.timezone=UTC -Dderby.stream.error.file={os.path.join(self.metastore_dir, 'derby.log')}"
         conf = {
             "spark.ui.showConsoleProgress": "false",
@@ -1084,10 +1088,29 @@ def _locked_message(db: str, warehouse: str) -> str:
             "finish, or give this run its own warehouse.")
 
 
-def _check_metastore_lock(db: str, warehouse: str) -> None:
-    """Fail fast (before starting a JVM) when another process has the embedded Derby metastore booted."""
-    import fcntl
+def _take_warehouse_lock(metastore_dir: str, warehouse: str) -> None:
+    """Take the warehouse's exclusive lock before starting a JVM, or fail at once: Derby admits one process
+    per metastore, but its own lock file exists only once a JVM has booted it, so two processes starting
+    together would both pass a check of it and one would die in the metastore boot. flock is atomic, and the
+    kernel drops it when the process ends however it ends (no stale lock). Held for the life of the process:
+    the session's catalog stays in use until the process exits."""
+    lock = os.path.join(metastore_dir, WAREHOUSE_LOCK)
+    with _process_lock:
+        if lock in _warehouse_locks:
+            return
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the JVM (PEP 446)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise FailedToConnectError(
+                _locked_message(os.path.join(metastore_dir, "metastore_db"), warehouse)) from None
+        _warehouse_locks[lock] = fd
 
+
+def _check_metastore_lock(db: str, warehouse: str) -> None:
+    """Fail fast (before starting a JVM) when another process has the embedded Derby metastore booted: a
+    Spark process that is not hudilite's (a notebook, spark-sql on the warehouse) takes no warehouse lock."""
     lock = os.path.join(db, "dbex.lck")
     if not os.path.exists(lock):
         return
