@@ -236,6 +236,8 @@ class HudiliteEnvironment:
         _take_warehouse_lock(self.metastore_dir, self.warehouse)
         _check_metastore_lock(db, self.warehouse)  # a Spark process without hudilite holding the catalog
         java_opts = f"-Duser.timezone=UTC -Dderby.stream.error.file={os.path.join(self.metastore_dir, 'derby.log')}"
+        if not self.credentials.show_spark_logs:
+            java_opts += f" -Dlog4j2.configurationFile={_spark_log_config(self.metastore_dir)}"
         conf = {
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.ansi.enabled": "false",
@@ -250,7 +252,8 @@ class HudiliteEnvironment:
                                   hive_dir=self.metastore_dir)
         except Exception as e:  # noqa: BLE001
             raise FailedToConnectError(f"hudilite: could not start Spark (master {self.credentials.master}): {e}")
-        _quiet_query_errors(spark)
+        if not self.credentials.show_spark_logs:
+            _quiet_query_errors(spark)
         try:
             spark.sql("show databases").collect()  # boots the metastore now: a locked catalog fails here
         except Exception as e:  # noqa: BLE001
@@ -1069,6 +1072,30 @@ _STATIC_PREFIXES = ("spark.driver.", "spark.executor.", "spark.master", "spark.a
 
 def _is_static_conf(key: str) -> bool:
     return key.startswith(_STATIC_PREFIXES)
+
+
+SPARK_LOG = "spark.log"  # in <warehouse>/.metastore: Spark's own log of the last session on the warehouse
+_LOG4J2 = """# written by the hudilite dbt adapter: Spark's log goes to a file, not to the dbt console
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.append = false
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+
+
+def _spark_log_config(metastore_dir: str) -> str:
+    """A log4j2 configuration for the driver JVM that sends every log line to <metastore_dir>/spark.log. Spark's
+    default one writes to stderr, which is dbt's console: a failing query logs its stack as JSON lines and
+    Java frames there before dbt's own summary. Overwritten per session (the warehouse lock makes the session
+    the only one on this warehouse)."""
+    path = os.path.join(metastore_dir, "log4j2.properties")
+    with open(path, "w") as f:
+        f.write(_LOG4J2.format(log=os.path.join(metastore_dir, SPARK_LOG)))
+    return path
 
 
 def _quiet_query_errors(spark) -> None:

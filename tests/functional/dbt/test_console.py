@@ -71,3 +71,25 @@ def test_second_process_on_a_busy_warehouse_fails_at_once(tmp_path):
     print(f"loser failed after {done[failed][0]:.1f}s, the winner finished after {done[ok][0]:.1f}s")
     assert done[failed][0] < done[ok][0] / 2, (done[failed][0], done[ok][0])
 
+
+
+@pytest.mark.slow
+def test_failing_model_reports_dbt_error_without_spark_logs(tmp_path):
+    # fails in a Spark task: the executor logs the error with its Java stack
+    failing = {"bad": "select id, cast(raise_error(concat('hudilite-test-boom-', id)) as string) as x "
+                      "from range(3) as t(id)"}
+    quiet = make_project(tmp_path / "quiet", failing)
+    loud = make_project(tmp_path / "loud", failing)
+    # both at once (separate warehouses): the default, and Spark's logs asked for with the environment variable
+    procs = [start_dbt(quiet, ["run"], dbt_env()), start_dbt(loud, ["run"], dbt_env(HUDILITE_SPARK_LOGS="1"))]
+    (out, _), (loud_out, _) = [p.communicate(timeout=900) for p in procs]
+    assert procs[0].returncode == 1 and procs[1].returncode == 1, out[-3000:] + loud_out[-3000:]
+
+    assert "hudilite-test-boom-" in out   # dbt's own report of the error
+    assert not JAVA_NOISE.search(out), out[-6000:]
+    # Spark's log is kept, in the warehouse's metastore directory
+    with open(quiet / "warehouse" / ".metastore" / "spark.log") as f:
+        assert "hudilite-test-boom-" in f.read()
+
+    assert "hudilite-test-boom-" in loud_out
+    assert JAVA_NOISE.search(loud_out), loud_out[-3000:]
