@@ -22,8 +22,10 @@ from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.exceptions import FailedToConnectError
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
+import hudilite
 from dbt.adapters.hudilite import catalog as cat
 from hudilite import replace as table_replace
+from hudilite.table import HoodieTable
 from hudilite.writer.options import UNSET
 
 logger = AdapterLogger("Hudilite")
@@ -692,6 +694,7 @@ class HudiliteEnvironment:
             df = _with_row_id(df)
         options = self._options(spec, identifier)
         exists = HoodieTable.exists(path)
+        removed = self._snapshot_rows(path) if exists else None  # the rows this build replaces
         if exists and self._compatible(path, spec, record_key, df):
             op = "insert_overwrite_table"
             result = self._write(df, path, record_key, spec, op, options, schema, identifier)
@@ -705,7 +708,17 @@ class HudiliteEnvironment:
             op = "insert" if keyed and (spec.precombine_field or deleted is not None) else "bulk_insert"
             result = self._write(df, path, record_key, spec, op, options, schema, identifier)
         self.publish(schema, identifier, path, visible, self._props(spec, record_key, keyed), entry)
-        return self._response(op, result, path, seed=seed)
+        return self._response(op, result, path, seed=seed, removed=removed)
+
+    def _snapshot_rows(self, path: str) -> Optional[int]:
+        try:
+            rows = HoodieTable.open(path).snapshot_stats()["rows"]
+            if rows is None:  # merge-on-read slices with log files: only the merged read counts them
+                rows = hudilite.read(self.spark, path).count()
+            return rows
+        except Exception as e:  # noqa: BLE001 - an unreadable table is replaced all the same (_compatible)
+            logger.debug(f"hudilite: rows of {path} before its rebuild: {e}")
+            return None
 
     def _rebuild_beside(self, df, path, record_key, spec, op, options, schema, identifier):
         """The new table cannot be a commit on the old one (record key, partitioning or an incompatible
@@ -1000,7 +1013,8 @@ class HudiliteEnvironment:
                 f"{type(e).__name__}: {_error_text(e)}") from None
 
     @staticmethod
-    def _response(op: str, result, path: str, strategy: Optional[str] = None, seed: bool = False):
+    def _response(op: str, result, path: str, strategy: Optional[str] = None, seed: bool = False,
+                  removed: Optional[int] = None):
         from dbt.adapters.hudilite.impl import HudiliteAdapterResponse
 
         stats = dict(getattr(result, "stats", {}) or {})
@@ -1010,8 +1024,11 @@ class HudiliteEnvironment:
         msg = f"{code} {ins} inserted, {upd} updated, {dele} deleted"
         if seed:
             msg = f"INSERT {ins}"
+        if removed is not None:  # a full build over an existing table: its rows are gone too
+            msg += f", {removed} removed"
         return HudiliteAdapterResponse(
-            _message=msg, code=code, rows_affected=ins + upd + dele, rows_inserted=ins, rows_updated=upd,
+            _message=msg, code=code, rows_affected=ins + upd + dele + (removed or 0), rows_inserted=ins,
+            rows_updated=upd, rows_removed=removed,
             rows_deleted=dele, commit_time=str(result), operation=op, strategy=strategy, table_path=path,
             files_written=int(stats.get("files", 0)), replaced_file_groups=int(stats.get("replaced_file_groups", 0)),
         )
