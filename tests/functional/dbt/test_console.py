@@ -58,6 +58,10 @@ def test_second_process_on_a_busy_warehouse_fails_at_once(tmp_path):
     procs = [start_dbt(p, ["run"], env) for p in (a, b)]
     done = {}
     while len(done) < 2:
+        if time.monotonic() - t0 > 900:
+            for p in procs:
+                p.kill()
+            pytest.fail(f"not finished after 900 s (finished: {done})")
         for i, p in enumerate(procs):
             if i not in done and p.poll() is not None:
                 done[i] = (time.monotonic() - t0, p.stdout.read())
