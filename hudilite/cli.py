@@ -24,18 +24,23 @@ from hudilite.options import check_options
 from hudilite.table import HoodieTable
 
 
+_OPERATION_ACTIONS = ("commit", "deltacommit", "replacecommit")  # their metadata records an operationType
+
+
 def _timeline(args) -> int:
     t = HoodieTable.open(args.path)
     tl = t.timeline
     rows = []
     if getattr(args, "archived", False):
-        for i in tl.archived.instants:
+        arch = tl.archived
+        for i in arch.instants:
+            op = (arch.metadata(i).get("operationType") or "") if i.action in _OPERATION_ACTIONS else ""
             rows.append({"instant": i.timestamp, "action": i.action, "state": f"ARCHIVED/{i.state}",
-                         "completed": "", "operation": ""})
+                         "completed": arch.completion_time(i), "operation": op})
     for i in tl.instants:
         completion = tl.completion_time(i) if i.is_completed else ""
         op = ""
-        if i.is_completed and i.action in ("commit", "deltacommit", "replacecommit"):
+        if i.is_completed and i.action in _OPERATION_ACTIONS:
             op = tl.read_metadata(i).get("operationType", "")
         rows.append({"instant": i.timestamp, "action": i.action, "state": i.state, "completed": completion,
                      "operation": op})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pyarrow.parquet as pq
+
 from hudilite.config import TableConfig
 from hudilite.errors import CorruptTableError, TableNotFoundError
 from hudilite.fs_view import PARTITION_METAFILE, FileSystemView, list_partitions
@@ -93,6 +95,32 @@ class HoodieTable:
     def partitions(self) -> list[str]:
         return list_partitions(self.base_path, self.config.is_partitioned)
 
+    def snapshot_stats(self) -> dict:
+        """{'rows', 'bytes', 'files'} of the latest snapshot without reading data: a base file's row count is
+        the `numWrites` its commit recorded for it, else its parquet footer (a commit archived or unreadable).
+        'rows' is None when a file slice has log files: a merge-on-read slice's rows are known only by merging."""
+        tl = self.timeline
+        slices = self.view().latest_slices(self.partitions())
+        rows: int | None = 0
+        size = files = 0
+        recorded: dict[str, dict] = {}  # base instant -> {relative file path: numWrites}
+        for s in slices:
+            if s.log_files:
+                rows = None
+            b = s.base_file
+            if b is None:
+                continue
+            files += 1
+            size += b.size
+            if rows is None:
+                continue
+            if b.instant not in recorded:
+                recorded[b.instant] = _recorded_rows(tl, b.instant)
+            rel = os.path.relpath(b.path, self.base_path).replace(os.sep, "/")
+            n = recorded[b.instant].get(rel)
+            rows += n if n is not None else pq.read_metadata(b.path).num_rows
+        return {"rows": rows, "bytes": size, "files": files}
+
     # ---- partition metadata ----------------------------------------------------------------
     def ensure_partition_metadata(self, partition: str, instant: str) -> None:
         d = self.partition_dir(partition)
@@ -106,6 +134,18 @@ class HoodieTable:
 
     def write_properties(self) -> None:
         self.fs.write_bytes(os.path.join(self.meta_path, PROPS_FILE), self.config.serialize().encode("utf-8"))
+
+
+def _recorded_rows(tl: Timeline, ts: str) -> dict:
+    inst = tl.get(ts)
+    if inst is None or not inst.is_completed:
+        return {}
+    try:
+        md = tl.read_metadata(inst)
+    except Exception:  # noqa: BLE001 - unreadable metadata: the footers say it
+        return {}
+    return {st["path"]: int(st["numWrites"]) for sts in (md.get("partitionToWriteStats") or {}).values()
+            for st in sts or () if st.get("path") and st.get("numWrites") is not None}
 
 
 def _has_timeline(base: str) -> bool:

@@ -7,3 +7,7 @@ PY=${PYTHON:-python3}
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q -e ".[test,bench]"
+# `dbt --version` lists the adapters it finds as files, <site-packages>/dbt/adapters/*/__version__.py; an editable
+# install keeps ours in this tree, so link the package there (imports resolve to the same files either way).
+site=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+[ -e "$site/dbt/adapters/hudilite" ] || ln -s "$PWD/dbt/adapters/hudilite" "$site/dbt/adapters/hudilite"

@@ -109,6 +109,21 @@ class ArchivedTimeline:
         return out
 
     @cached_property
+    def _completed_metadata(self) -> dict:
+        return {e.timestamp: e.metadata or {} for e in self.entries if e.state == COMPLETED}
+
+    def metadata(self, instant: Instant) -> dict:
+        """The commit metadata archived with a completed instant ({} if none was archived)."""
+        return self._completed_metadata.get(instant.timestamp, {}) if instant.is_completed else {}
+
+    def completion_time(self, instant: Instant) -> str:
+        """As Timeline.completion_time, from the archived metadata: hudilite's completion time, else the
+        instant time (no completion order recorded); '' for an instant archived before it completed."""
+        if not instant.is_completed:
+            return ""
+        return ((self.metadata(instant).get("extraMetadata") or {}).get(COMPLETION_KEY) or instant.timestamp)
+
+    @cached_property
     def service_times(self) -> frozenset:
         """Archived compaction and clustering commits: they rewrite files, not rows (change ranges need no
         detail of them)."""

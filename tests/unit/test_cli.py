@@ -53,3 +53,27 @@ def test_rollback_leaves_prepared_commits_alone(tmp_path, capsys):
     assert [(i.timestamp, i.is_completed) for i in t.reload().instants] == [(prepared.timestamp, False)]
     txn.complete_prepared(prepared)
     assert [(i.timestamp, i.is_completed) for i in t.reload().instants] == [(prepared.timestamp, True)]
+
+
+def test_timeline_archived_shows_completion_and_operation(tmp_path, capsys):
+    """Archived instants keep their commit metadata in the archive: `timeline --archived` shows their completion
+    time and operation as it does for active ones."""
+    cfg = TableConfig.new(name="t", table_type="COPY_ON_WRITE", record_key_fields=["id"], precombine_field=None,
+                          partition_fields=[], hive_style=True, create_schema=None)
+    t = HoodieTable.create(str(tmp_path / "t"), cfg)
+    ops = ["INSERT", "UPSERT", "UPSERT", "DELETE", "UPSERT"]
+    for op in ops:
+        txn = Transaction(t)
+        txn.complete(txn.start(), {"partitionToWriteStats": {}, "operationType": op})
+    assert main(["timeline", t.base_path, "--json"]) == 0
+    active = {r["instant"]: r for r in json.loads(capsys.readouterr().out)}
+    assert main(["archive", t.base_path, "-o", "hoodie.keep.min.commits=1", "-o", "hoodie.keep.max.commits=2"]) == 0
+    capsys.readouterr()
+    assert main(["timeline", t.base_path, "--archived", "--json"]) == 0
+    archived = [r for r in json.loads(capsys.readouterr().out) if r["state"].startswith("ARCHIVED")]
+    assert archived
+    for r in archived:
+        # the same completion time and operation the active timeline showed before archival
+        before = active[r["instant"]]
+        assert (r["completed"], r["operation"]) == (before["completed"], before["operation"])
+        assert r["completed"] >= r["instant"] and r["operation"] in ops

@@ -10,6 +10,7 @@
                                      # relative to the dbt project directory (default: <project>/warehouse)
           master: "local[*]"         # any Spark master URL (spark://host:7077, yarn, ...)
           spark_conf: {}             # extra Spark settings for the session
+          spark_logs: false          # true: Spark's own log on the console (else <warehouse>/.metastore/spark.log)
           threads: 4
 """
 
@@ -33,6 +34,8 @@ class HudiliteCredentials(Credentials):
     # Reuse a SparkSession already running in this process (notebooks, tests) instead of building one.
     # "auto": reuse when one exists; "never": fail if one exists that hudilite did not build.
     reuse_session: str = "auto"
+    # Spark's own log (log4j) on the console as well as dbt's; HUDILITE_SPARK_LOGS=1 turns it on too.
+    spark_logs: bool = False
     user: Optional[str] = None
 
     _ALIASES = {"spark_config": "spark_conf", "conf": "spark_conf", "warehouse_path": "warehouse"}
@@ -75,6 +78,13 @@ class HudiliteCredentials(Credentials):
             yield "spark_version", pyspark.__version__
         except ImportError:  # pragma: no cover - pyspark is a dependency
             yield "spark_version", "pyspark is not installed"
+
+    @property
+    def show_spark_logs(self) -> bool:
+        env = os.environ.get("HUDILITE_SPARK_LOGS", "").strip().lower()
+        if env:
+            return env in ("1", "true", "yes", "on")
+        return bool(self.spark_logs)
 
     def resolve_warehouse(self, project_root: Optional[str]) -> str:
         """Absolute warehouse directory: relative paths are relative to the dbt project directory."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fcntl
 import os
 import re
 import shutil
@@ -21,8 +22,10 @@ from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.exceptions import FailedToConnectError
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
 
+import hudilite
 from dbt.adapters.hudilite import catalog as cat
 from hudilite import replace as table_replace
+from hudilite.table import HoodieTable
 from hudilite.writer.options import UNSET
 
 logger = AdapterLogger("Hudilite")
@@ -38,6 +41,8 @@ SCHEMA_CHANGES = ("ignore", "fail", "append_new_columns", "sync_all_columns")
 
 _process_lock = threading.RLock()
 _process_session: Dict[str, Any] = {}  # the SparkSession hudilite built for this process, if any
+_warehouse_locks: Dict[str, int] = {}  # lock file -> open descriptor holding its flock (for the process's life)
+WAREHOUSE_LOCK = "hudilite.lock"  # in <warehouse>/.metastore
 
 
 def is_hidden_column(name: str) -> bool:
@@ -230,8 +235,11 @@ class HudiliteEnvironment:
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "resolves to a loopback address" noise
         os.makedirs(self.metastore_dir, exist_ok=True)
         db = os.path.join(self.metastore_dir, "metastore_db")
-        _check_metastore_lock(db, self.warehouse)
+        _take_warehouse_lock(self.metastore_dir, self.warehouse)
+        _check_metastore_lock(db, self.warehouse)  # a Spark process without hudilite holding the catalog
         java_opts = f"-Duser.timezone=UTC -Dderby.stream.error.file={os.path.join(self.metastore_dir, 'derby.log')}"
+        if not self.credentials.show_spark_logs:
+            java_opts += f" -Dlog4j2.configurationFile={_spark_log_config(self.metastore_dir)}"
         conf = {
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.ansi.enabled": "false",
@@ -246,7 +254,8 @@ class HudiliteEnvironment:
                                   hive_dir=self.metastore_dir)
         except Exception as e:  # noqa: BLE001
             raise FailedToConnectError(f"hudilite: could not start Spark (master {self.credentials.master}): {e}")
-        _quiet_query_errors(spark)
+        if not self.credentials.show_spark_logs:
+            _quiet_query_errors(spark)
         try:
             spark.sql("show databases").collect()  # boots the metastore now: a locked catalog fails here
         except Exception as e:  # noqa: BLE001
@@ -685,6 +694,7 @@ class HudiliteEnvironment:
             df = _with_row_id(df)
         options = self._options(spec, identifier)
         exists = HoodieTable.exists(path)
+        removed = self._snapshot_rows(path) if exists else None  # the rows this build replaces
         if exists and self._compatible(path, spec, record_key, df):
             op = "insert_overwrite_table"
             result = self._write(df, path, record_key, spec, op, options, schema, identifier)
@@ -698,7 +708,17 @@ class HudiliteEnvironment:
             op = "insert" if keyed and (spec.precombine_field or deleted is not None) else "bulk_insert"
             result = self._write(df, path, record_key, spec, op, options, schema, identifier)
         self.publish(schema, identifier, path, visible, self._props(spec, record_key, keyed), entry)
-        return self._response(op, result, path, seed=seed)
+        return self._response(op, result, path, seed=seed, removed=removed)
+
+    def _snapshot_rows(self, path: str) -> Optional[int]:
+        try:
+            rows = HoodieTable.open(path).snapshot_stats()["rows"]
+            if rows is None:  # merge-on-read slices with log files: only the merged read counts them
+                rows = hudilite.read(self.spark, path).count()
+            return rows
+        except Exception as e:  # noqa: BLE001 - an unreadable table is replaced all the same (_compatible)
+            logger.debug(f"hudilite: rows of {path} before its rebuild: {e}")
+            return None
 
     def _rebuild_beside(self, df, path, record_key, spec, op, options, schema, identifier):
         """The new table cannot be a commit on the old one (record key, partitioning or an incompatible
@@ -993,7 +1013,8 @@ class HudiliteEnvironment:
                 f"{type(e).__name__}: {_error_text(e)}") from None
 
     @staticmethod
-    def _response(op: str, result, path: str, strategy: Optional[str] = None, seed: bool = False):
+    def _response(op: str, result, path: str, strategy: Optional[str] = None, seed: bool = False,
+                  removed: Optional[int] = None):
         from dbt.adapters.hudilite.impl import HudiliteAdapterResponse
 
         stats = dict(getattr(result, "stats", {}) or {})
@@ -1003,8 +1024,11 @@ class HudiliteEnvironment:
         msg = f"{code} {ins} inserted, {upd} updated, {dele} deleted"
         if seed:
             msg = f"INSERT {ins}"
+        if removed is not None:  # a full build over an existing table: its rows are gone too
+            msg += f", {removed} removed"
         return HudiliteAdapterResponse(
-            _message=msg, code=code, rows_affected=ins + upd + dele, rows_inserted=ins, rows_updated=upd,
+            _message=msg, code=code, rows_affected=ins + upd + dele + (removed or 0), rows_inserted=ins,
+            rows_updated=upd, rows_removed=removed,
             rows_deleted=dele, commit_time=str(result), operation=op, strategy=strategy, table_path=path,
             files_written=int(stats.get("files", 0)), replaced_file_groups=int(stats.get("replaced_file_groups", 0)),
         )
@@ -1067,6 +1091,30 @@ def _is_static_conf(key: str) -> bool:
     return key.startswith(_STATIC_PREFIXES)
 
 
+SPARK_LOG = "spark.log"  # in <warehouse>/.metastore: Spark's own log of the last session on the warehouse
+_LOG4J2 = """# written by the hudilite dbt adapter: Spark's log goes to a file, not to the dbt console
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.append = false
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+
+
+def _spark_log_config(metastore_dir: str) -> str:
+    """A log4j2 configuration for the driver JVM that sends every log line to <metastore_dir>/spark.log. Spark's
+    default one writes to stderr, which is dbt's console: a failing query logs its stack as JSON lines and
+    Java frames there before dbt's own summary. Overwritten per session (the warehouse lock makes the session
+    the only one on this warehouse)."""
+    path = os.path.join(metastore_dir, "log4j2.properties")
+    with open(path, "w") as f:
+        f.write(_LOG4J2.format(log=os.path.join(metastore_dir, SPARK_LOG)))
+    return path
+
+
 def _quiet_query_errors(spark) -> None:
     """Spark 4 logs every failed query's whole stack as JSON (logger SQLQueryContextLogger); dbt reports the
     error itself, so keep that logger quiet."""
@@ -1084,10 +1132,29 @@ def _locked_message(db: str, warehouse: str) -> str:
             "finish, or give this run its own warehouse.")
 
 
-def _check_metastore_lock(db: str, warehouse: str) -> None:
-    """Fail fast (before starting a JVM) when another process has the embedded Derby metastore booted."""
-    import fcntl
+def _take_warehouse_lock(metastore_dir: str, warehouse: str) -> None:
+    """Take the warehouse's exclusive lock before starting a JVM, or fail at once: Derby admits one process
+    per metastore, but its own lock file exists only once a JVM has booted it, so two processes starting
+    together would both pass a check of it and one would die in the metastore boot. flock is atomic, and the
+    kernel drops it when the process ends however it ends (no stale lock). Held for the life of the process:
+    the session's catalog stays in use until the process exits."""
+    lock = os.path.join(metastore_dir, WAREHOUSE_LOCK)
+    with _process_lock:
+        if lock in _warehouse_locks:
+            return
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the JVM (PEP 446)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise FailedToConnectError(
+                _locked_message(os.path.join(metastore_dir, "metastore_db"), warehouse)) from None
+        _warehouse_locks[lock] = fd
 
+
+def _check_metastore_lock(db: str, warehouse: str) -> None:
+    """Fail fast (before starting a JVM) when another process has the embedded Derby metastore booted: a
+    Spark process that is not hudilite's (a notebook, spark-sql on the warehouse) takes no warehouse lock."""
     lock = os.path.join(db, "dbex.lck")
     if not os.path.exists(lock):
         return

@@ -19,6 +19,7 @@ from typing_extensions import TypeAlias
 from dbt.adapters.hudilite.connections import HudiliteConnectionManager
 from dbt.adapters.hudilite.environment import is_hidden_column
 from dbt.adapters.hudilite.relation import HudiliteRelation
+from hudilite.table import HoodieTable
 
 logger = AdapterLogger("Hudilite")
 
@@ -36,6 +37,7 @@ class HudiliteAdapterResponse(AdapterResponse):
     table_path: Optional[str] = None
     files_written: Optional[int] = None
     replaced_file_groups: Optional[int] = None
+    rows_removed: Optional[int] = None  # rows of the table a full build replaced
 
 
 @dataclass
@@ -97,9 +99,14 @@ class HudiliteAdapter(SparkAdapter):
         except Exception as e:  # noqa: BLE001
             logger.debug(f"columns of {relation} for the catalog: {e}")
             columns = self.parse_columns_from_information(relation)
+        stats = self._snapshot_stats(relation) if getattr(relation, "is_hudilite", False) else None
         owner = None
         for column in columns:
             as_dict = column.to_column_dict()
+            if stats is not None:
+                # the metastore's statistics of the entry (a directory of links, or none) say nothing of the table
+                as_dict = {k: v for k, v in as_dict.items() if not k.startswith("stats:")}
+                as_dict.update(stats)
             as_dict["column_name"] = as_dict.pop("column", None)
             as_dict["column_type"] = as_dict.pop("dtype")
             as_dict["table_database"] = None
@@ -109,6 +116,25 @@ class HudiliteAdapter(SparkAdapter):
                 owner = owner or self.catalog_owner()
                 as_dict["table_owner"] = owner
             yield as_dict
+
+    def _snapshot_stats(self, relation) -> Optional[Dict[str, Any]]:
+        """Docs catalog statistics of a hudilite table: its latest snapshot's rows and bytes, from commit
+        metadata and file sizes (no data read). Rows are left out where only a merge would count them."""
+        try:
+            entry = self.env.describe(relation.schema, relation.identifier)
+            if entry is None or not entry.path:
+                return None
+            st = HoodieTable.open(entry.path).snapshot_stats()
+        except Exception as e:  # noqa: BLE001 - no statistics rather than no catalog
+            logger.debug(f"statistics of {relation} for the catalog: {e}")
+            return None
+        out: Dict[str, Any] = {}
+        for key, label, value, what in (("rows", "Rows", st["rows"], "rows in the latest snapshot"),
+                                        ("bytes", "Bytes", st["bytes"], "size of the latest snapshot's base files")):
+            if value is not None:
+                out.update({f"stats:{key}:label": label, f"stats:{key}:value": value,
+                            f"stats:{key}:description": what, f"stats:{key}:include": True})
+        return out
 
     def catalog_owner(self) -> str:
         import getpass
