@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import statistics
 import tempfile
@@ -79,8 +80,6 @@ def created(before: dict, after: dict) -> dict[str, int]:
 
 def rows(partitions: int, per: int, upsert: int, seed: int = 7):
     """(load rows, upsert rows): (id, ts, dt, qty); the upsert covers every partition, 90% updates."""
-    import random
-
     rnd = random.Random(seed)
     load = [(p * per + i, 1, f"2024-{1 + p // 28 % 12:02d}-{1 + p % 28:02d}-{p // 336}", i)
             for p in range(partitions) for i in range(per)]

@@ -4,19 +4,14 @@ reads: log records, base files still holding the float column, and base files re
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pyarrow as pa
 import pytest
 
 import hudilite
 from hudilite.schema import float_to_double
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hudi_rs import read_hudi_rs  # noqa: E402
-
 pytest.importorskip("hudi")
+from tests.hudi_rs import read_hudi_rs  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 F32 = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("region", pa.string()), ("score", pa.float32())])
