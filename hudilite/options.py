@@ -63,7 +63,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("hoodie.write.input.persist", "bool", "false", "persist the input DataFrame (evaluated once)"),
     _o("hoodie.write.buffer.limit.bytes", "int", 64 * MB, "bounded write queue size"),
     _o("hoodie.write.change.images", "bool", "false", "store change images for change reads"),
-    _o("hoodie.write.read.overlays", "bool", "true", "merge-on-read appends write overlay cache entries"),
+    _o("hoodie.write.read.overlays", "bool", "true", "merge-on-read appends write overlay cache entries (of "
+       "slices whose logs reach the Spark conf spark.hudilite.read.overlayCache.minLogBytes, default 1 MiB)"),
     _o("hoodie.write.fsync", "bool", "true",
        "fsync data files and their directories before the commit that names them (false: scratch tables)"),
     _o("hudilite.write.writer.tag", "string", "-",

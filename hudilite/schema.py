@@ -38,6 +38,7 @@ __all__ = [
     "spark_to_arrow",
     "evolve",
     "cast_table_to_schema",
+    "float_to_double",
 ]
 
 
@@ -898,6 +899,19 @@ def evolve(table_schema: pa.Schema, incoming: pa.Schema, *, allow_incoming_promo
     return pa.schema(fields, metadata=table_schema.metadata)
 
 
+def float_to_double(col):
+    """A float column promoted to double as Apache Hudi promotes it: through the float's shortest decimal form
+    (2.6f -> 2.6, not the binary value 2.5999999046325684). Hudi's Avro record rewrite
+    (`HoodieAvroUtils.rewritePrimaryTypeWithDiffSchemaType`) and its Spark file readers' schema-evolution cast
+    (float -> string -> double) do this for log records and base files alike; hudi-rs reads the same. Used for
+    every float -> double promotion here (reads of both table types, rewrites of stored rows, incoming data)."""
+    return pc.cast(pc.cast(col, pa.string()), pa.float64())
+
+
+def is_float_to_double(source: pa.DataType, target: pa.DataType) -> bool:
+    return pa.types.is_float32(source) and pa.types.is_float64(target)
+
+
 def cast_table_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Make ``table`` conform to ``schema``: reorder columns, add missing (nullable) columns and
     nested struct fields as nulls, and cast to the (wider) table types. Only casts allowed by the
@@ -929,7 +943,9 @@ def cast_table_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
             arrays.append(pa.nulls(table.num_rows, f.type))
             continue
         col = table.column(i)
-        if col.type != f.type:
+        if is_float_to_double(col.type, f.type):
+            col = float_to_double(col)
+        elif col.type != f.type:
             merger = _Merger("cast")
             merger.merge(f.type, col.type, f.name)
             opts = pc.CastOptions(

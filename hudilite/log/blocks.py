@@ -38,6 +38,7 @@ from hudilite.log.format import (
     LogFormatError,
     header_key,
 )
+from hudilite.schema import float_to_double, is_float_to_double
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -613,6 +614,8 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     for field in schema:
         if field.name in table.column_names:
             column = table.column(field.name)
+            if is_float_to_double(column.type, field.type):
+                column = float_to_double(column)
             columns.append(column if column.type == field.type else column.cast(field.type))
         else:
             columns.append(pa.nulls(table.num_rows, field.type))

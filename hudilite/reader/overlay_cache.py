@@ -31,6 +31,11 @@ writes its slice's entry in the write task, with the merge spec of the reads tha
 instant counted as committed; `spark_merge.write_slice_entry`), so that the first read finds it. For the first
 deltacommit on a slice (no late records: the writer drops them against the base file) the rows file is a copy of
 the log's Parquet block. An entry of a write that never commits is never looked for (its blocks do not count).
+
+Only slices whose log files hold at least `MIN_LOG_BYTES` (Spark conf `MIN_LOG_BYTES_CONF`) get entries, from
+writes and reads alike: a small log is merged at read time by the Python tasks (the path without files) for less
+than opening two more files costs, so a write touching many slices with a few records each (a small upsert over
+hundreds of partitions) does not leave two files per slice nor make its reads open them.
 """
 
 from __future__ import annotations
@@ -51,6 +56,9 @@ DIR = os.path.join(".hoodie", ".aux", "hudilite_overlays")
 CONF = "spark.hudilite.read.overlayCache"
 # "true" (default): a deltacommit's log appends also write the overlay entries of the slices they make
 WRITE_OPTION = "hoodie.write.read.overlays"
+# slices whose log files total fewer bytes have no entries (see the module docstring)
+MIN_LOG_BYTES_CONF = "spark.hudilite.read.overlayCache.minLogBytes"
+MIN_LOG_BYTES = 1 << 20
 FORMAT = 1  # bump when the entries' content or layout changes: old entries are then never read
 ROWS, BLOCKS = ".rows.parquet", ".blocks.parquet"
 
@@ -58,6 +66,12 @@ ROWS, BLOCKS = ".rows.parquet", ".blocks.parquet"
 def enabled(spark, plan) -> bool:
     """Whether this read keeps its overlays as files (see the module docstring)."""
     return plan.query == "snapshot" and _usable(spark, plan.table)
+
+
+def min_log_bytes(spark) -> int:
+    """The log size from which a slice gets overlay entries (`MIN_LOG_BYTES_CONF`, else `MIN_LOG_BYTES`)."""
+    value = spark.conf.get(MIN_LOG_BYTES_CONF, None) if spark is not None else None
+    return MIN_LOG_BYTES if value is None else int(value)
 
 
 def _usable(spark, table) -> bool:
@@ -74,9 +88,9 @@ def _usable(spark, table) -> bool:
 
 
 def for_write(spark, table, schema_json: str, instant: str):
-    """(merge spec, rows schema) of the snapshot reads that follow the write `instant`, whose commit records
-    `schema_json`: its log appends write the overlay entries those reads look for (`WRITE_OPTION`). None when
-    the table keeps no overlay files."""
+    """(merge spec, rows schema, `min_log_bytes`) of the snapshot reads that follow the write `instant`, whose
+    commit records `schema_json`: its log appends write the overlay entries those reads look for
+    (`WRITE_OPTION`). None when the table keeps no overlay files."""
     import dataclasses
 
     from hudilite.reader.merge import to_spark_arrow
@@ -87,7 +101,8 @@ def for_write(spark, table, schema_json: str, instant: str):
         return None
     schema = with_meta_fields_arrow(avro_to_arrow(schema_json))
     spec = ReadPlan(table, schema, [], "snapshot").merge_spec()
-    return dataclasses.replace(spec, committed=spec.committed | {instant}), to_spark_arrow(schema)
+    return dataclasses.replace(spec, committed=spec.committed | {instant}), to_spark_arrow(schema), \
+        min_log_bytes(spark)
 
 
 def slice_dir(base_path: str, partition: str, file_id: str, base_instant: str) -> str:

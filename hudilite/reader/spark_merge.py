@@ -16,9 +16,10 @@ of the read's base files are distinct and below 2**32; otherwise a 32-bit window
 (exact, and no per-row join to map file names to ids); without such a window (e.g. two base files of one name)
 the slices are merged whole in Python instead.
 The overlay reaches the JVM in one of two ways. Snapshot reads of a writable table keep it as parquet files beside
-the table (`overlay_cache`): a Spark job writes the entries a read lacks, then the winning rows and the blocks are
-native parquet scans - only the columns a query reads, vectorised, no Python->JVM row conversion - and later reads of
-the same slices find them written. Otherwise (incremental reads, read-only tables) the Python output is
+the table (`overlay_cache`) for slices with enough log data: a Spark job writes the entries a read lacks, then the
+winning rows and the blocks are native parquet scans - only the columns a query reads, vectorised, no Python->JVM
+row conversion - and later reads of the same slices find them written. Otherwise (slices with small logs,
+incremental reads, read-only tables) the Python output is
 local-checkpointed (serialized, spilling to disk under memory pressure) so that the log side is computed once
 although the plan reads it twice (blocks for the join, rows for the union); the checkpoint is dropped with the
 DataFrame.
@@ -96,27 +97,35 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
     shift, fids = ids
     descs = [(SliceDesc.of(s), fid) for s, fid in zip(slices, fids)]  # riders' ids come after the slices'
     based = [s.base_file.path for s in list(slices) + list(riders) if s.base_file is not None]
-    files = overlay_files(spark, plan, slices, descs, spec, out_schema) if overlay_cache.enabled(spark, plan) \
-        else None
+    # slices with overlay entries (`overlay_cache`: big enough logs, writable table) and those merged here
+    cached = []
+    if overlay_cache.enabled(spark, plan):
+        least = overlay_cache.min_log_bytes(spark)
+        cached = [i for i, s in enumerate(slices) if sum(lf.size for lf in s.log_files) >= least]
+    files = overlay_files(spark, plan, [slices[i] for i in cached], [descs[i] for i in cached], spec,
+                          out_schema) if cached else None
+    if files is None:
+        cached = []
+    rows_parts, gone_parts = [], []
     if files is not None:  # native scans of the overlay files
         rows_files, block_files = files
-        log_rows = read_parquet_files(spark, schema, rows_files)
-        if not based:
-            return log_rows
-        gone = read_parquet_files(spark, blocks_spark, block_files)
-    else:
+        rows_parts.append(read_parquet_files(spark, schema, rows_files))
+        if based:
+            gone_parts.append(read_parquet_files(spark, blocks_spark, block_files))
+    merged_here = [descs[i] for i in sorted(set(range(len(descs))) - set(cached))]
+    if merged_here:
         ov_arrow = out_schema.append(pa.field(GONE, pa.list_(pa.field("element", pa.struct(BLOCKS_ARROW), False)),
                                               True))
         ov_spark = StructType(schema.fields + [StructField(GONE, ArrayType(blocks_spark, False), True)])
         # A few tasks, each merging every n-th slice: a Python task costs tens of ms however little it does, and
         # `range` feeds the tasks without a Python input stage (the slice list travels in the task closure).
-        n = _tasks(spark, len(descs))
+        n = _tasks(spark, len(merged_here))
         sdf = spark.range(0, n, 1, n)
 
         def overlay_task(batches):
             for b in batches:
                 for t in b.column(0).to_pylist():
-                    for desc, fid in descs[t::n]:
+                    for desc, fid in merged_here[t::n]:
                         yield from _overlay_batches(slice_overlay(desc, spec), desc, fid, out_schema, ov_arrow)
 
         # serialized blocks: a third of the memory of row objects (~90 vs ~250 MB for 0.65M log rows of 18
@@ -124,10 +133,13 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
         overlay = sdf.mapInArrow(overlay_task, ov_spark).localCheckpoint(eager=False,
                                                                          storageLevel=StorageLevel.MEMORY_AND_DISK)
         # SQL text rather than Column objects where it saves py4j round trips (a few hundred of ~0.25 ms each)
-        log_rows = overlay.where(f"`{GONE}` IS NULL").drop(GONE)
-        if not based:
-            return log_rows
-        gone = overlay.where(f"`{GONE}` IS NOT NULL").selectExpr(f"inline(`{GONE}`)")
+        rows_parts.append(overlay.where(f"`{GONE}` IS NULL").drop(GONE))
+        if based:
+            gone_parts.append(overlay.where(f"`{GONE}` IS NOT NULL").selectExpr(f"inline(`{GONE}`)"))
+    log_rows = rows_parts[0] if len(rows_parts) == 1 else rows_parts[0].unionByName(rows_parts[1])
+    if not based:
+        return log_rows
+    gone = gone_parts[0] if len(gone_parts) == 1 else gone_parts[0].unionByName(gone_parts[1])
     if sum(lf.size for s in slices for lf in s.log_files) <= BROADCAST_LOG_BYTES:
         gone = F.broadcast(gone)
     fid = f"`{SIZE}`" if shift is None else f"(shiftrightunsigned(xxhash64(`{FILE}`), {shift}) & {(1 << ROW_BITS) - 1})"

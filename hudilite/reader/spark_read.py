@@ -21,7 +21,7 @@ def plan_to_dataframe(spark, plan: ReadPlan):
     merged = plan.merged_slices
     if not files and not merged:
         return spark.createDataFrame([], schema)
-    check = _keygen_may_retype(plan.table.config)
+    check = _files_may_retype(plan.table.config, schema)
 
     def scan(paths, row_ids=False):
         d = _scan(spark, schema, paths, check_file_types=check, row_ids=row_ids)
@@ -151,11 +151,26 @@ def _file_type_overrides(schema, path: str) -> tuple:
     return tuple(out)
 
 
-def _keygen_may_retype(config) -> bool:
-    """Only Java's timestamp-based (and custom) key generators leave files whose column types differ from the
-    commit schema; other tables skip the per-file footer check."""
+def _cast_column(name: str, stored, want):
+    """A column read with its file's type `stored`, as the table's type `want`; a float promoted to double goes
+    through its decimal form (`hudilite.schema.float_to_double`: Apache Hudi's rule), not Spark's binary widening."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, FloatType
+
+    col = F.col(f"`{name}`")
+    if isinstance(stored, FloatType) and isinstance(want, DoubleType):
+        col = col.cast("string")
+    return col.cast(want).alias(name)
+
+
+def _files_may_retype(config, schema) -> bool:
+    """Whether a base file's column types may differ from the read schema's: Java's timestamp-based (and custom)
+    key generators leave such files, and a double column may be a float one in files written before it was
+    widened (read through `_cast_column`). Other tables skip the per-file footer check."""
+    from pyspark.sql.types import DoubleType
+
     kg = config.keygen.upper()
-    return "TIMESTAMP" in kg or "CUSTOM" in kg
+    return "TIMESTAMP" in kg or "CUSTOM" in kg or any(isinstance(f.dataType, DoubleType) for f in schema.fields)
 
 
 _DISCOVERY_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
@@ -201,7 +216,7 @@ def _scan(spark, schema, files, *, check_file_types: bool = True, row_ids: bool 
             read_schema = StructType([StructField(fl.name, o.get(fl.name, fl.dataType), fl.nullable)
                                       for fl in schema.fields])
             part = read_parquet_files(spark, read_schema, group)
-            part = part.select(*[F.col(f"`{fl.name}`").cast(fl.dataType).alias(fl.name) if fl.name in o
+            part = part.select(*[_cast_column(fl.name, o[fl.name], fl.dataType) if fl.name in o
                                  else F.col(f"`{fl.name}`") for fl in schema.fields], *map(F.expr, ids))
         df = part if df is None else df.unionByName(part)
     return df

@@ -40,8 +40,8 @@ class WriteContext:
     int_key: str | None = None
     # copy-on-write merges also write the file group's change images (hudilite.change_images)
     change_images: bool = False
-    # merge-on-read: (MergeSpec, rows schema) with which log appends write the merged-read overlay entries of
-    # the slice states they make (hudilite/reader/overlay_cache.py), or None
+    # merge-on-read: (MergeSpec, rows schema, minimum log bytes) with which log appends write the merged-read
+    # overlay entries of the slice states they make (hudilite/reader/overlay_cache.py), or None
     overlays: tuple | None = None
     # fsync every data file after closing it (hoodie.write.fsync; the directories are synced before the commit)
     fsync: bool = True

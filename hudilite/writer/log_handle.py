@@ -193,7 +193,8 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     path = os.path.join(directory, name)
     locations = append_blocks(path, blocks, fsync=ctx.fsync)
     size = os.path.getsize(path)
-    if entry:  # (not behind a pending compaction: no read would find that entry)
+    # (not behind a pending compaction: no read would find that entry; not for small logs: reads merge them)
+    if entry and size + sum(os.path.getsize(os.path.join(directory, f.name)) for f in prior) >= ctx.overlays[2]:
         for b, loc in zip(blocks, locations):
             b.path, b.offset, b.size = loc.path, loc.offset, loc.size
         _write_overlay_entry(ctx, partition, fid, base_path, base_instant,
@@ -252,7 +253,7 @@ def _write_overlay_entry(ctx: WriteContext, partition: str, fid: str, base_path:
     write it is logged, never fails the write (a read computes what it does not find)."""
     from hudilite.reader.spark_merge import write_slice_entry
 
-    spec, out_schema = ctx.overlays
+    spec, out_schema, _ = ctx.overlays
     try:
         write_slice_entry(spec, out_schema, ctx.base_path, partition, fid, base_path, base_instant, log_paths,
                           blocks, base_columns)

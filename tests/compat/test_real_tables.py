@@ -261,6 +261,7 @@ def test_mor_reads_with_and_without_overlay_files(spark, real_tables, table):
     path = real_tables[_table_id(table)]
     reads = [(None, table["snapshot"])] + sorted(table["time_travel"].items())
     shutil.rmtree(os.path.join(path, overlay_cache.DIR), ignore_errors=True)
+    spark.conf.set(overlay_cache.MIN_LOG_BYTES_CONF, "0")  # entries for these small tables' logs too
     try:
         for setting in ("false", "true", "true"):  # the second "true" pass finds the files the first wrote
             spark.conf.set(overlay_cache.CONF, setting)
@@ -271,3 +272,4 @@ def test_mor_reads_with_and_without_overlay_files(spark, real_tables, table):
                 assert not os.path.exists(os.path.join(path, overlay_cache.DIR))
     finally:
         spark.conf.unset(overlay_cache.CONF)
+        spark.conf.unset(overlay_cache.MIN_LOG_BYTES_CONF)

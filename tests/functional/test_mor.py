@@ -315,8 +315,12 @@ def test_reinsert_behind_a_pending_compaction_reads_the_same_before_and_after(sp
     from hudilite.services.compaction import run_compaction, schedule_compaction
 
     path = str(tmp_path / "mor")
-    write(spark, path, [(1, 5, "a", False), (3, 5, "c", False)])
-    write(spark, path, [(1, None, None, True)], operation="delete")
+    spark.conf.set(overlay_cache.MIN_LOG_BYTES_CONF, "0")  # entries for these tiny logs too
+    try:
+        write(spark, path, [(1, 5, "a", False), (3, 5, "c", False)])
+        write(spark, path, [(1, None, None, True)], operation="delete")
+    finally:
+        spark.conf.unset(overlay_cache.MIN_LOG_BYTES_CONF)
     assert schedule_compaction(path, {"hoodie.compact.inline.max.delta.commits": "1"})
     def entries():
         return sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(path, overlay_cache.DIR))

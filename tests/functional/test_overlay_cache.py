@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import stat
 
+import pyarrow as pa
 import pytest
 
 import hudilite
@@ -18,6 +19,14 @@ from hudilite.services.compaction import run_compaction, schedule_compaction
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 SCHEMA = "id long, ts long, name string, region string"
+
+
+@pytest.fixture(autouse=True)
+def entries_for_small_logs(spark):
+    """These tables' logs are tiny: entries for every slice all the same (except where a test says otherwise)."""
+    spark.conf.set(overlay_cache.MIN_LOG_BYTES_CONF, "0")
+    yield
+    spark.conf.unset(overlay_cache.MIN_LOG_BYTES_CONF)
 
 
 def _write(spark, path, rows, operation="upsert", prepare=False):
@@ -358,3 +367,58 @@ def test_clean_completes_when_overlay_files_cannot_be_removed(spark, mor_table, 
     assert len(done) == 1 and os.path.exists(os.path.join(path, ".hoodie", f"{done[0]}.clean")), \
         "the clean completed"
     assert _rows(spark, path, cache=True) == _rows(spark, path, cache=False)
+
+
+def _log_bytes(path, region) -> int:
+    d = os.path.join(path, f"region={region}")
+    return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if ".log." in f)
+
+
+def test_only_slices_with_big_logs_get_entries(spark, tmp_path):
+    """Slices whose logs are below MIN_LOG_BYTES_CONF are merged by the read's Python tasks, no entries (neither
+    from the read nor from the write); bigger ones get theirs; the mixed read equals the read without files."""
+    path = str(tmp_path / "t")
+    _write(spark, path, [(i, 10, f"n{i}") for i in range(400)])
+    # eu (odd ids): 200 updates with long incompressible names; us: one
+    _write(spark, path, [(i, 20, f"u{i}" + os.urandom(150).hex()) for i in range(1, 400, 2)] + [(2, 20, "u2")])
+    small, big = _log_bytes(path, "us"), _log_bytes(path, "eu")
+    assert 8 * small < big
+    spark.conf.set(overlay_cache.MIN_LOG_BYTES_CONF, str(big // 2))
+    expected = _rows(spark, path, cache=False)
+    assert (2, 20, "u2") in expected
+    assert _rows(spark, path, cache=True) == expected
+    assert [os.path.basename(os.path.dirname(os.path.dirname(p))) for p in _entries(path)] == ["region=eu"]
+    # a write preparing entries: the big slice's, not the small one's (its logs stay below the threshold)
+    _write(spark, path, [(1, 30, "v1"), (2, 30, "v2")], prepare=True)
+    assert _log_bytes(path, "us") < big // 2
+    entries = _entries(path)
+    assert len(entries) == 2 and {os.path.basename(os.path.dirname(os.path.dirname(p))) for p in entries} == \
+        {"region=eu"}
+    got = _rows(spark, path, cache=True)
+    assert got == _rows(spark, path, cache=False) and (1, 30, "v1") in got and (2, 30, "v2") in got
+    assert _entries(path) == entries, "the read found the write's entry and wrote none for the small slice"
+
+
+def test_small_upsert_over_many_partitions_writes_files_in_proportion(spark, tmp_path):
+    """A small upsert over many partitions (a record or two each) writes about one log file per partition
+    touched and no overlay entries (issue 27 item 11: it used to write two overlay files per slice too)."""
+    spark.conf.unset(overlay_cache.MIN_LOG_BYTES_CONF)  # the default
+    path = str(tmp_path / "t")
+    parts = 24
+    kw = dict(record_key="id", precombine_field="ts", partition_by="p", table_type="MERGE_ON_READ")
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("p", pa.string())])
+    hudilite.write(pa.table([list(range(parts * 3)), [1] * parts * 3, [f"p{i % parts}" for i in range(parts * 3)]],
+                            schema=schema), path, operation="insert", **kw)
+    before = {os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs}
+    ids = list(range(parts)) + list(range(parts, 2 * parts, 2))  # 1-2 updates per partition
+    hudilite.write(pa.table([ids, [2] * len(ids), [f"p{i % parts}" for i in ids]], schema=schema), path,
+                   operation="upsert", **kw)
+    new = {os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs} - before
+    overlays = [f for f in new if f"{os.sep}{overlay_cache.DIR}{os.sep}" in f]
+    logs = [f for f in new if ".log." in os.path.basename(f)]
+    assert not overlays
+    assert len(logs) == parts
+    assert len(new) <= parts + 5, sorted(os.path.relpath(f, path) for f in new)
+    got = sorted((r["id"], r["ts"]) for r in hudilite.read(spark, path).select("id", "ts").collect())
+    assert got == sorted((i, 2 if i in set(ids) else 1) for i in range(parts * 3))
+    assert not os.path.exists(os.path.join(path, overlay_cache.DIR)), "nor does the read write entries"
