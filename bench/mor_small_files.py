@@ -27,6 +27,9 @@ import shutil
 import statistics
 import tempfile
 import time
+from pathlib import Path
+
+from bench.run import files_of
 
 KINDS = ("base", "log", "overlay", "change_images", "timeline", "markers", "heartbeat", "other_meta", "other")
 
@@ -55,16 +58,7 @@ def kind_of(rel: str) -> str:
 
 
 def listing(path: str) -> dict[str, tuple]:
-    out = {}
-    for d, _, files in os.walk(path):
-        for f in files:
-            p = os.path.join(d, f)
-            try:
-                st = os.stat(p)
-            except FileNotFoundError:
-                continue
-            out[os.path.relpath(p, path)] = (st.st_size, st.st_mtime_ns, st.st_ino)
-    return out
+    return {os.path.relpath(p, path): st for p, st in files_of(Path(path)).items()}
 
 
 def created(before: dict, after: dict) -> dict[str, int]:
