@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 try:
     from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan, GreaterThanOrEqual,
                                         In, InputPartition, LessThan, LessThanOrEqual)
+    from pyspark.sql.udf import _wrap_function  # how PySpark's own DataSourceRegistration wraps the class
 except ImportError:  # pragma: no cover - pyspark < 4.1
     DataSource = DataSourceReader = InputPartition = object
     EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = ()
@@ -215,6 +216,24 @@ def _retype_to_string(t: pa.Table, schema: pa.Schema) -> pa.Table:
     return t
 
 
+def _register_in_own_manager(spark) -> None:
+    """Spark refuses a registration whose name already resolves anywhere - e.g. in the process's default session
+    - but resolves `USING hudilite` in the statement's own session: a new session (`newSession()`) of a process
+    whose default session has the source would then have none. Register in the session's own manager (classic
+    sessions; a Spark Connect session has no JVM handle and keeps the refusal's meaning)."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is None:
+        return
+    manager = jsession.sessionState().dataSourceManager()
+    name = HudiliteDataSource.name()
+    if manager.dataSourceExists(name):
+        return
+    sc = spark.sparkContext
+    ds = sc._jvm.org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDataSource(
+        _wrap_function(sc, HudiliteDataSource))
+    manager.registerDataSource(name, ds)
+
+
 def register(spark) -> None:
     """Register the data source in `spark` and enable Python filter pushdown there (the reader prunes
     partitions; PySpark refuses a reader with `pushFilters` in a session where the conf is off)."""
@@ -222,9 +241,10 @@ def register(spark) -> None:
         return
     try:
         spark.dataSource.register(HudiliteDataSource)
-    except Exception as e:  # noqa: BLE001 - sessions sharing a registry (newSession()) already have it
+    except Exception as e:  # noqa: BLE001
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
             raise
+        _register_in_own_manager(spark)
     spark.conf.set(PUSHDOWN_CONF, "true")
     try:
         spark._hudilite_registered = True

@@ -169,3 +169,20 @@ def test_catalog_column_list_reads_merged_rows(reg, tmp_path):
     finally:
         reg.sql("DROP TABLE IF EXISTS ds_cols")
     assert os.path.isfile(os.path.join(p, ".hoodie", "hoodie.properties"))
+
+
+def test_a_new_session_of_a_registered_process_resolves_the_source(spark, tmp_path):
+    """Spark refuses to register `hudilite` in a new session once the process's default session has it, yet
+    resolves `USING hudilite` in the new session's own registry: register() must leave the source usable there
+    (dbt in a process with a running PySpark session: its newSession() created the MOR catalog entries)."""
+    path = str(tmp_path / "t")
+    hudilite.write(pa.table({"id": [1, 2, 3], "v": [1.0, 2.0, 3.0]}), path, record_key="id",
+                   table_type="MERGE_ON_READ")
+    hudilite.register(spark)
+    other = spark.newSession()
+    hudilite.register(other)
+    other.sql(f"CREATE TABLE new_session_entry USING hudilite LOCATION '{path}'")
+    try:
+        assert other.table("new_session_entry").count() == 3
+    finally:
+        other.sql("DROP TABLE IF EXISTS new_session_entry")
