@@ -287,6 +287,19 @@ def _assert_rolled_back_and_nothing_published(path: str, table: HoodieTable, t: 
     assert not os.path.exists(os.path.join(path, ".hoodie", ".locks", "leases"))  # revoked, released
 
 
+def _stall_after_verify(monkeypatch, table, txn, taken: list) -> None:
+    """The holder's next lease renewal succeeds, then it stalls while another writer takes the expired lock and
+    rolls its instant back (recorded in `taken`)."""
+    real_verify = txn.lock.verify
+
+    def verify_then_stall():
+        until = real_verify()
+        taken.extend(_taken_over_and_rolled_back(table, txn))
+        return until
+
+    monkeypatch.setattr(txn.lock, "verify", verify_then_stall)
+
+
 @pytest.mark.parametrize("stall_at", ["after_verify", "inside_put"])
 def test_holder_stalled_after_its_last_verify_cannot_commit_over_the_next_holders_rollback(tmp_path, monkeypatch,
                                                                                             stall_at):
@@ -299,14 +312,7 @@ def test_holder_stalled_after_its_last_verify_cannot_commit_over_the_next_holder
     txn.mark_inflight(inst, {})
     taken: list[str] = []
     if stall_at == "after_verify":  # between the lease renewal and the put
-        real_verify = txn.lock.verify
-
-        def verify_then_stall():
-            until = real_verify()
-            taken.extend(_taken_over_and_rolled_back(table, txn))
-            return until
-
-        monkeypatch.setattr(txn.lock, "verify", verify_then_stall)
+        _stall_after_verify(monkeypatch, table, txn, taken)
     else:  # inside the put: its temp file is written, the link that publishes it not yet done
         real_link = os.link
 
@@ -333,14 +339,8 @@ def test_holder_stalled_in_prepare_cannot_resurrect_a_rolled_back_instant_as_pre
     txn = Transaction(table, _lease_options())
     inst = txn.start()
     txn.mark_inflight(inst, {})
-    real_verify, taken = txn.lock.verify, []
-
-    def verify_then_stall():
-        until = real_verify()
-        taken.extend(_taken_over_and_rolled_back(table, txn))
-        return until
-
-    monkeypatch.setattr(txn.lock, "verify", verify_then_stall)
+    taken: list[str] = []
+    _stall_after_verify(monkeypatch, table, txn, taken)
     with pytest.raises(LockLostError, match="was not committed"):
         txn.prepare(inst, dict(COMMIT_MD))
     monkeypatch.undo()
