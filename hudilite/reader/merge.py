@@ -163,7 +163,8 @@ def in_row_range(t: pa.Table, spec: MergeSpec) -> pa.Table:
 
 def valid_blocks(log_paths, spec: MergeSpec) -> list[LogBlock]:
     """Data and delete blocks that count, in processing order (instants in first-seen order, blocks in file
-    order within an instant)."""
+    order within an instant). `log_paths`: the slice's log files in log order, as paths or as their bytes
+    (`scan_log_file` takes either: the log fuzz merges in memory)."""
     order: list[str] = []
     by_instant: dict[str, list[LogBlock]] = {}
     rolled_back: set[str] = set()
