@@ -49,6 +49,20 @@ def table_checksum(database: str, table: str) -> int:
     return zlib.crc32(f"{database}.{table}".encode("utf-8")) & 0xFFFFFFFF
 
 
+def _check_checksum(props: dict[str, str], path: str) -> None:
+    """Java validates hoodie.table.checksum when it reads the file (a damaged name or checksum line fails);
+    so do we. Without hoodie.database.name Java sums "" and hudilite "default" as the database."""
+    given = props.get("hoodie.table.checksum")
+    if given is None:
+        return
+    name, db = props["hoodie.table.name"], props.get("hoodie.database.name")
+    sums = {table_checksum(d, name) for d in ([db] if db is not None else ["", "default"])}
+    if not given.strip().isdigit() or int(given) not in sums:
+        raise CorruptTableError(
+            f"{path}: hoodie.properties is damaged: hoodie.table.checksum={given!r} does not match "
+            f"hoodie.table.name={name!r} (expected {min(sums)})")
+
+
 def parse_properties(text: str) -> dict[str, str]:
     props: dict[str, str] = {}
     for raw in text.splitlines():
@@ -223,6 +237,7 @@ class TableConfig:
             raise CorruptTableError(
                 f"{path}: hoodie.properties is damaged: hoodie.table.version={props['hoodie.table.version']!r}"
             ) from None
+        _check_checksum(props, path)
         return cls(props)
 
     def serialize(self) -> str:

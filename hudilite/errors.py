@@ -1,5 +1,7 @@
 """Errors raised by hudilite. Every error names the problem; none leaves a table half-written."""
 
+import contextlib
+
 
 class HudiliteError(Exception):
     """Base class of every hudilite error."""
@@ -47,3 +49,15 @@ class TableReplacedError(RangeUnavailableError):
 class WorkerEnvironmentError(HudiliteError):
     """The Spark session's Python workers cannot run hudilite (their interpreter lacks hudilite or pyarrow, or
     cannot be started). Nothing was read or written."""
+
+
+@contextlib.contextmanager
+def damaged_file(path: str, what: str = "base file"):
+    """Arrow's errors on a file that is not readable Parquet (truncated footer, garbage) as a CorruptTableError
+    naming the file."""
+    import pyarrow as pa
+
+    try:
+        yield
+    except pa.ArrowInvalid as e:
+        raise CorruptTableError(f"{path}: {what} is damaged ({e})") from e

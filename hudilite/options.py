@@ -168,6 +168,8 @@ def _check_value(opt: Option, v: str, where: str) -> None:
     except ValueError:
         kind = "an integer" if opt.type == "int" else "a number"
         raise InvalidWriteError(f"{where} {opt.key}={v!r}: expected {kind}") from None
+    if opt.type == "int" and int(s) < 0:  # sizes, counts, intervals: a negative one is a mistake
+        raise InvalidWriteError(f"{where} {opt.key}={v!r}: expected a non-negative integer")
     if opt.type == "bool" and s.lower() not in _BOOLS:
         raise InvalidWriteError(f"{where} {opt.key}={v!r}: expected true or false")
     if opt.type == "choice" and s.lower() not in {c.lower() for c in opt.choices}:

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hudilite.errors import InvalidWriteError
+from hudilite.errors import InvalidWriteError, damaged_file
 from hudilite.index.range_index import FileRange, RangeIndex
 from hudilite.reader.merge import MergeSpec, SliceDesc, merge_slice
 from hudilite.writer.context import DELETE_COL, KEY_COL, MOVED_COL, PART_COL
@@ -108,8 +108,9 @@ def slice_keys(desc: SliceDesc, key_col: str, pcf: str | None, spec: MergeSpec |
         t = merge_slice(desc, spec)
         names = t.column_names
     else:
-        names = pq.ParquetFile(desc.base_path).schema_arrow.names
-        t = pq.read_table(desc.base_path, columns=[c for c in dict.fromkeys([key_col, pcf]) if c and c in names])
+        with damaged_file(desc.base_path):
+            names = pq.ParquetFile(desc.base_path).schema_arrow.names
+            t = pq.read_table(desc.base_path, columns=[c for c in dict.fromkeys([key_col, pcf]) if c and c in names])
     key = t.column(key_col)
     if key_col != KEY_COL:
         key = key.cast(pa.int64())

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hudilite.errors import damaged_file
 from hudilite.file_group import FileSlice
 from hudilite.writer.context import KEY_COL
 
@@ -70,7 +71,8 @@ class RangeIndex:
             bf = sl.base_file
             if bf is None:
                 return FileRange(sl.partition, sl.file_id, sl.base_instant, "", 0, 0)
-            md = pq.read_metadata(bf.path)
+            with damaged_file(bf.path):
+                md = pq.read_metadata(bf.path)
             lo, hi = _col_minmax(md, numeric) if numeric else _col_minmax(md, KEY_COL)
             if not numeric and lo is None:
                 kv = md.metadata or {}

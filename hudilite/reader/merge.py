@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hudilite.errors import UnsupportedTableError
+from hudilite.errors import UnsupportedTableError, damaged_file
 from hudilite.log.blocks import AvroDataBlock, CommandBlock, DeleteBlock, LogBlock, ParquetDataBlock
 from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
@@ -149,7 +149,9 @@ def _cast_struct(col: pa.ChunkedArray, t: pa.StructType, name: str) -> pa.Chunke
 
 # ---- reading --------------------------------------------------------------------------------------------
 def read_base(path: str, spec: MergeSpec) -> pa.Table:
-    return conform(pq.read_table(path), spec.schema)
+    with damaged_file(path):
+        t = pq.read_table(path)
+    return conform(t, spec.schema)
 
 
 def in_row_range(t: pa.Table, spec: MergeSpec) -> pa.Table:
@@ -440,7 +442,8 @@ def read_base_keys(path: str, spec: MergeSpec, key: str = KEY,
     column read as the key (the integer key column, see `slice_overlay`: returned as int64 under KEY; the
     record key strings when the file does not store it). `columns`: columns of the file read already (all of
     its rows), used when they include the ones needed."""
-    pf = pq.ParquetFile(path)
+    with damaged_file(path):
+        pf = pq.ParquetFile(path)
     if key not in pf.schema_arrow.names:
         key = KEY
     cols = [key]

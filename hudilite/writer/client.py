@@ -265,6 +265,16 @@ class WriteClient:
             create_schema = avro_to_json(arrow_to_avro(data_schema, wo.table_name))
         except SchemaError as e:
             raise InvalidWriteError(str(e)) from None
+        if wo.precombine_field and wo.precombine_field in data_schema.names:
+            t = data_schema.field(wo.precombine_field).type
+            if pa.types.is_nested(t) or pa.types.is_null(t):
+                raise InvalidWriteError(
+                    f"precombine field {wo.precombine_field!r} has type {t}: ordering values must be numbers, "
+                    "strings, dates or timestamps (values that compare)")
+        if IS_DELETED_FIELD in data_schema.names and not pa.types.is_boolean(data_schema.field(IS_DELETED_FIELD).type):
+            raise InvalidWriteError(
+                f"column {IS_DELETED_FIELD!r} (Hudi's delete marker) has type "
+                f"{data_schema.field(IS_DELETED_FIELD).type}: it must be boolean (true deletes the record)")
         new_config = None
         if table is None:
             if not wo.get_bool(ALLOW_FOREIGN_KEY, False):

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hudilite import change_images
+from hudilite.errors import damaged_file
 from hudilite.file_group import base_file_name
 from hudilite.markers import CREATE, MERGE
 from hudilite.schema import META_FIELDS, cast_table_to_schema
@@ -272,7 +273,8 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
             stat[change_images.STAT_INSERTED] = True
         return stat
 
-    old = pq.read_table(old_path)
+    with damaged_file(old_path):
+        old = pq.read_table(old_path)
     old = cast_table_to_schema(old, ctx.file_schema)
     old_keys, inc_keys = key_columns(ctx, old, incoming)
     pos = pc.index_in(old_keys, value_set=inc_keys.combine_chunks())

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hudilite.errors import InvalidWriteError
+from hudilite.errors import InvalidWriteError, damaged_file
 from hudilite.index.global_index import find_local, relocate
 from hudilite.keygen import KeySpec, arrow_keygen
 from hudilite.schema import SchemaError, _canonical
@@ -145,7 +145,8 @@ class LocalPlanner(PlannerBase):
                 for r in sorted(self.index.by_partition[part], key=lambda r: r.base_instant):
                     if not r.path:
                         continue
-                    stored = pq.read_table(r.path, columns=[KEY_COL]).column(KEY_COL)
+                    with damaged_file(r.path):
+                        stored = pq.read_table(r.path, columns=[KEY_COL]).column(KEY_COL)
                     hit = pc.is_in(keys, value_set=stored.combine_chunks()).to_numpy(zero_copy_only=False)
                     out[idx[hit]] = r.file_id
         return pa.array(out, pa.string())

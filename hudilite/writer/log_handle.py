@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hudilite.errors import InvalidWriteError
+from hudilite.errors import InvalidWriteError, damaged_file
 from hudilite.file_group import new_file_id, parse_base_file_name
 from hudilite.log.blocks import DeleteBlock, ParquetDataBlock
 from hudilite.log.format import format_log_file_name, list_log_files
@@ -130,7 +130,8 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         (parse_base_file_name(os.path.basename(base_path)) or (None,) * 3)[2] == base_instant
     entry = own_base and ctx.overlays is not None  # this append writes its slice's overlay entry
     if base_path is not None:
-        pf = pq.ParquetFile(base_path)
+        with damaged_file(base_path):
+            pf = pq.ParquetFile(base_path)
         key = ctx.int_key if ctx.int_key in pf.schema_arrow.names else "_hoodie_record_key"
         ordered = orders_by_event_time(ctx, incoming) and ctx.precombine_field in pf.schema_arrow.names
         # (the overlay entry uses the ordering column too)

@@ -85,7 +85,33 @@ class WriteOptions:
             "optimistic_concurrency_control", "occ")
 
 
+_TT_ALIASES = {"COW": COPY_ON_WRITE, "MOR": MERGE_ON_READ}
+
+
+def _check_path(path) -> str:
+    """The table location, refused when it cannot be one: empty (it would be the working directory), a URI
+    of a file system other than the local one, or an existing file that is not a directory."""
+    from hudilite.storage.local import normalize_path
+
+    if path is None or not str(os.fspath(path)).strip():
+        raise InvalidWriteError(f"table path {path!r} is empty: pass the table's directory")
+    try:
+        local = normalize_path(path)
+    except ValueError as e:
+        raise InvalidWriteError(str(e)) from None
+    if os.path.exists(local) and not os.path.isdir(local):
+        raise InvalidWriteError(f"table path {path} is a file, not a directory")
+    return path
+
+
+def _same(arg: str, value, key: str, option, norm) -> None:
+    """An argument and the option that means the same thing must not contradict each other."""
+    if value and option and norm(str(value)) != norm(str(option)):
+        raise InvalidWriteError(f"{arg}={value!r} contradicts option {key}={option!r}: pass one of them")
+
+
 def resolve(path, record_key, precombine_field, partition_by, operation, table_type, options) -> WriteOptions:
+    path = _check_path(path)
     opts = {str(k): str(v) for k, v in (options or {}).items()}
     check_options(opts)  # unknown keys (typos) and ill-typed values fail before anything is written
     from hudilite.writer.transaction import check_concurrency_options
@@ -100,9 +126,13 @@ def resolve(path, record_key, precombine_field, partition_by, operation, table_t
     if op not in OPERATIONS:
         raise InvalidWriteError(f"unknown operation {operation!r}; expected one of {', '.join(OPERATIONS)}")
     table_type = None if table_type is UNSET else table_type
+    _same("table_type", table_type, "hoodie.datasource.write.table.type",
+          opts.get("hoodie.datasource.write.table.type"), lambda t: _TT_ALIASES.get(t.upper(), t.upper()))
+    _same("precombine_field", None if precombine_field is UNSET else precombine_field,
+          "hoodie.datasource.write.precombine.field", opts.get("hoodie.datasource.write.precombine.field"), str)
     tt_given = bool(table_type or opts.get("hoodie.datasource.write.table.type"))
     tt = (table_type or opts.get("hoodie.datasource.write.table.type") or COPY_ON_WRITE).upper()
-    tt = {"COW": COPY_ON_WRITE, "MOR": MERGE_ON_READ}.get(tt, tt)
+    tt = _TT_ALIASES.get(tt, tt)
     if tt not in (COPY_ON_WRITE, MERGE_ON_READ):
         raise InvalidWriteError(f"unknown table_type {table_type!r}; expected COPY_ON_WRITE or MERGE_ON_READ")
     if not rk:
