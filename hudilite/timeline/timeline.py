@@ -221,9 +221,32 @@ def parse_commit_metadata(data: bytes, path: str = "") -> dict:
         rec = records[0] if records else {}
         return _normalize_avro_metadata(rec)
     try:
-        return json.loads(data.decode("utf-8"))
+        md = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CorruptTableError(f"cannot parse commit metadata {path}: {e}") from e
+    _check_shape(md, path)
+    return md
+
+
+def _check_shape(md, path: str) -> None:
+    """The parts of commit metadata readers walk have the shape Hudi writes (valid JSON of another shape is as
+    damaged as invalid JSON: readers would fail on it far from the file)."""
+    def bad(what: str):
+        return CorruptTableError(f"commit metadata {path} is damaged: {what}")
+
+    if not isinstance(md, dict):
+        raise bad(f"a JSON {type(md).__name__}, not an object")
+    for key, item in (("partitionToWriteStats", dict), ("partitionToReplaceFileIds", str)):
+        parts = md.get(key)
+        if parts is None:
+            continue
+        if not isinstance(parts, dict):
+            raise bad(f"{key} is a JSON {type(parts).__name__}, not an object of partitions")
+        for part, items in parts.items():
+            if items is not None and (not isinstance(items, list) or not all(isinstance(i, item) for i in items)):
+                raise bad(f"{key}[{part!r}] is not a list of {'write stats' if item is dict else 'file ids'}")
+    if md.get("extraMetadata") is not None and not isinstance(md["extraMetadata"], dict):
+        raise bad("extraMetadata is not an object")
 
 
 def _normalize_avro_metadata(rec: dict) -> dict:

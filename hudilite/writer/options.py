@@ -106,7 +106,7 @@ def _check_path(path) -> str:
 
 def _same(arg: str, value, key: str, option, norm) -> None:
     """An argument and the option that means the same thing must not contradict each other."""
-    if value and option and norm(str(value)) != norm(str(option)):
+    if value and option and norm(value) != norm(option):
         raise InvalidWriteError(f"{arg}={value!r} contradicts option {key}={option!r}: pass one of them")
 
 
@@ -127,9 +127,15 @@ def resolve(path, record_key, precombine_field, partition_by, operation, table_t
         raise InvalidWriteError(f"unknown operation {operation!r}; expected one of {', '.join(OPERATIONS)}")
     table_type = None if table_type is UNSET else table_type
     _same("table_type", table_type, "hoodie.datasource.write.table.type",
-          opts.get("hoodie.datasource.write.table.type"), lambda t: _TT_ALIASES.get(t.upper(), t.upper()))
+          opts.get("hoodie.datasource.write.table.type"), lambda t: _TT_ALIASES.get(str(t).upper(), str(t).upper()))
     _same("precombine_field", None if precombine_field is UNSET else precombine_field,
           "hoodie.datasource.write.precombine.field", opts.get("hoodie.datasource.write.precombine.field"), str)
+    _same("record_key", _as_list(record_key), "hoodie.datasource.write.recordkey.field",
+          _as_list(opts.get("hoodie.datasource.write.recordkey.field")), tuple)
+    _same("partition_by", _as_list(partition_by), "hoodie.datasource.write.partitionpath.field",
+          _as_list(opts.get("hoodie.datasource.write.partitionpath.field")), tuple)
+    _same("operation", operation, "hoodie.datasource.write.operation", opts.get("hoodie.datasource.write.operation"),
+          lambda o: str(o).lower())
     tt_given = bool(table_type or opts.get("hoodie.datasource.write.table.type"))
     tt = (table_type or opts.get("hoodie.datasource.write.table.type") or COPY_ON_WRITE).upper()
     tt = _TT_ALIASES.get(tt, tt)

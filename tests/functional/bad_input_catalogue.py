@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -346,6 +347,20 @@ def contradicting_table_type(p):
     write(p, table_type="MERGE_ON_READ", options={"hoodie.datasource.write.table.type": "COPY_ON_WRITE"})
 
 
+@case("options", "record key option contradicting the record_key argument", InvalidWriteError,
+      "record_key=['id'] contradicts option hoodie.datasource.write.recordkey.field=['s']",
+      regression="accepted: the argument silently won over the option")
+def contradicting_record_key(p):
+    write(p, options={"hoodie.datasource.write.recordkey.field": "s"})
+
+
+@case("options", "operation option (delete) with the operation argument left at its default (upsert)",
+      InvalidWriteError, "operation='upsert' contradicts option hoodie.datasource.write.operation='delete'",
+      regression="accepted: the option was ignored, the rows upserted")
+def contradicting_operation(p):
+    hudilite.write(rows([1, 2]), p, **WRITE, options={"hoodie.datasource.write.operation": "delete"})
+
+
 @case("options", "negative value for a size option", InvalidWriteError, "hoodie.parquet.max.file.size", regression='accepted')
 def negative_size_option(p):
     write(p, options={"hoodie.parquet.max.file.size": "-5"})
@@ -506,6 +521,19 @@ def props_missing(p):
       setup=lambda p: _rewrite(_last(p, ".commit"), lambda t: t[:30]))
 def garbled_commit(p):
     read_and_write(p)
+
+
+@case("damaged timeline", "commit metadata of the wrong shape (partitionToWriteStats a list)",
+      CorruptTableError, "commit metadata", "is damaged: partitionToWriteStats is a JSON list",
+      regression="incremental reads: AttributeError 'list' object has no attribute 'items'",
+      setup=lambda p: _rewrite(_last(p, ".commit"), lambda t: json.dumps(
+          {**json.loads(t), "partitionToWriteStats": [1, 2]}).encode()))
+def wrong_shape_commit(p):
+    try:
+        read_arrow(p, begin="0")
+    except CorruptTableError:
+        read_and_write(p)  # the snapshot read and a write too
+    raise AssertionError("the incremental read of a damaged commit succeeded")
 
 
 @case("damaged timeline", "completed deltacommit garbled (merge-on-read)", CorruptTableError, ".deltacommit",
