@@ -364,6 +364,9 @@ class StreamingBaseFileWriter:
         self.counter = 0
 
     def _open(self, partition: str) -> dict:
+        if any(seg in (".", "..") for seg in (partition or "").split("/")):  # bulk inserts are not profiled
+            raise ValueError(f"HUDILITE_INVALID_INPUT: partition value produces the path {partition!r}: a partition "
+                             "value may not be '.' or '..' (the files would land outside their partition directory)")
         fid = self._new_fid()
         name = base_file_name(fid, f"{self.pid}-{self.stage}-{self.attempt}", self.ctx.instant)
         self.markers.create(partition, name, CREATE)

@@ -29,6 +29,19 @@ from hudilite.writer.options import WriteOptions
 Target = tuple[str, "str | None", "str | None"]
 
 
+def check_partition_path(p: str | None, depth: int) -> None:
+    """A partition path from partition values: one directory level per partition field, none of them '.' or
+    '..' (a value '..' without hive-style partitioning would write outside the table)."""
+    if not depth or p is None:
+        return
+    segments = p.split("/")
+    if len(segments) != depth:
+        raise InvalidWriteError(f"partition value produces the path {p!r}: partition values may not contain '/'")
+    if any(seg in (".", "..") for seg in segments):
+        raise InvalidWriteError(f"partition value produces the path {p!r}: a partition value may not be '.' or '..' "
+                                "(the files would land outside their partition directory)")
+
+
 # The owner rule (key -> file group) for exact key lookups: merge-on-read keeps a key whose merged state (base +
 # logs) is deleted in its base file until compaction, and a re-insert of it takes the insert path (a new file
 # group, log_handle.append_file_group). So a key may sit in several base files of a partition: the NEWEST base
@@ -93,8 +106,7 @@ class PlannerBase:
             raise InvalidWriteError(f"{null_pcs} row(s) have a null precombine field {wo.precombine_field!r}")
         depth = len(wo.partition_by)
         for p in self.counts:
-            if depth and p is not None and len(p.split("/")) != depth:
-                raise InvalidWriteError(f"partition value produces the path {p!r}: partition values may not contain '/'")
+            check_partition_path(p, depth)
 
     def insert_buckets(self):
         """Per partition: [(file id, rows)] for inserts: small existing groups first, then new groups sized to

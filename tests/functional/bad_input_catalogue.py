@@ -410,6 +410,31 @@ def read_plain_dir(p):
     read_arrow(p)
 
 
+def _dotdot(p, operation):
+    write(p, rows([1, 2], part=["..", "p0"]), operation=operation,
+          options={"hoodie.datasource.write.hive_style_partitioning": "false"})
+
+
+@case("paths", "partition value '..' without hive-style partitioning (upsert)", InvalidWriteError,
+      "partition value produces the path '..': a partition value may not be '.' or '..'", table="none",
+      regression="accepted: the base file was written into the table's parent directory")
+def dotdot_partition(p):
+    _dotdot(p, "upsert")
+
+
+@case("paths", "partition value '..' without hive-style partitioning (bulk_insert)", InvalidWriteError,
+      "partition value produces the path '..'", table="none",
+      regression="accepted: the base file was written into the table's parent directory")
+def dotdot_partition_bulk(p):
+    _dotdot(p, "bulk_insert")
+
+
+@case("paths", "partition value with '/' (one partition field, two directory levels)", InvalidWriteError,
+      "partition value produces the path 'part=a/b': partition values may not contain '/'")
+def slash_partition(p):
+    write(p, rows([1, 2], part=["a/b", "p0"]))
+
+
 @case("paths", "empty path", InvalidWriteError, "path", table="none", regression='accepted: the table was created in the working directory')
 def empty_path(p):
     write("")
@@ -675,6 +700,7 @@ def run_case(c: Case, workdir: str) -> str:
     if c.setup:
         c.setup(path)
     before = file_tree(path)
+    beside = sorted(os.listdir(workdir))  # nothing may land next to the table either
     if c.rolls_back:
         own = _PENDING[path].instant_time
         before = {k: v for k, v in before.items() if own not in k}
@@ -691,6 +717,7 @@ def run_case(c: Case, workdir: str) -> str:
     for frag in c.fragments:
         assert frag in msg, f"{c.name}: {frag!r} not in the error message {msg!r}"
     assert_files_unchanged(path, before)
+    assert sorted(os.listdir(workdir)) == beside, f"{c.name}: files written next to the table"
     c.message = normalize(msg, path)
     return c.message
 
