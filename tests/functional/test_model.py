@@ -237,26 +237,30 @@ class Model(RuleBasedStateMachine):
             pw.abort()
             self.created = True
 
-    @rule(rows=rows_st, k=st.integers(1, 14))
-    def crashed_write(self, rows, k):
+    @rule(rows=rows_st, k=st.integers(1, 14), kind=st.sampled_from(["upsert", "delete", "insert_overwrite"]))
+    def crashed_write(self, rows, k, kind):
+        """A write that dies at its k-th storage operation (or finishes first)."""
         RAN['crashed_write'] += 1
+        if kind != "upsert":  # delete / insert_overwrite batches: one row per key, no delete flags
+            rows = [(key, v, x, False) for key, (v, x) in {r[0]: (r[1], r[2]) for r in rows}.items()]
+        before = {i.timestamp for i in self._table().reload().instants} if HoodieTable.exists(self.path) else set()
         with crashing(k) as count:
             try:
-                t = self._write(rows, "upsert")
+                t = self._write(rows, kind)
             except Crash:
                 t = None
         RAN["crashed_write: crashed" if t is None else "crashed_write: finished first"] += 1
         if t is not None:  # finished before its k-th operation
-            self._committed(t, "upsert", rows)
+            self._committed(t, kind, rows)
             return
         if HoodieTable.exists(self.path):
             self.created = True
             tl = self._table().reload()
-            done = [i for i in tl.completed() if i.timestamp not in {c["t"] for c in self.commits}
-                    and i.action in ("commit", "deltacommit")]
+            done = [i for i in tl.completed() if i.timestamp not in before]
             if done:  # it crashed after its commit (cleanup): the write is in
-                assert len(done) == 1
-                self._committed(done[0].timestamp, "upsert", rows)
+                assert len(done) == 1, done
+                RAN["crashed_write: crashed after its commit"] += 1
+                self._committed(done[0].timestamp, kind, rows)
 
     @precondition(lambda self: self.created)
     @rule()
@@ -282,12 +286,16 @@ class Model(RuleBasedStateMachine):
                 RAN["compaction: crashed"] += 1
 
     @precondition(lambda self: self.created)
-    @rule()
-    def clean(self):
+    @rule(crash=st.one_of(st.none(), st.integers(1, 12)))
+    def clean(self, crash):
         RAN['clean'] += 1
         from hudilite.services.clean import run_clean
 
-        run_clean(self.path, {**OPTS, **SERVICE_OPTS})
+        with (crashing(crash) if crash else _nothing()):
+            try:
+                run_clean(self.path, {**OPTS, **SERVICE_OPTS})
+            except Crash:
+                RAN["clean: crashed"] += 1
 
     @precondition(lambda self: self.created)
     @rule(crash=st.one_of(st.none(), st.integers(1, 12)))
@@ -302,12 +310,16 @@ class Model(RuleBasedStateMachine):
                 RAN["clustering: crashed"] += 1
 
     @precondition(lambda self: self.created)
-    @rule()
-    def archival(self):
+    @rule(crash=st.one_of(st.none(), st.integers(1, 12)))
+    def archival(self, crash):
         RAN['archival'] += 1
         from hudilite.services.archival import archive
 
-        archive(self.path, {**OPTS, **SERVICE_OPTS})
+        with (crashing(crash) if crash else _nothing()):
+            try:
+                archive(self.path, {**OPTS, **SERVICE_OPTS})
+            except Crash:
+                RAN["archival: crashed"] += 1
 
     @precondition(lambda self: self.created)
     @rule(a=rows_st, b=rows_st)
