@@ -244,8 +244,8 @@ class Model(RuleBasedStateMachine):
 
     @rule(rows=rows_st, complete=st.booleans())
     def pending_write(self, rows, complete):
-        RAN['pending_write'] += 1
         """A write left pending (commit=False), then completed or aborted (rolled back)."""
+        RAN['pending_write'] += 1
         pw = self._write(rows, "upsert", commit=False)
         if pw is None:
             return
@@ -288,8 +288,8 @@ class Model(RuleBasedStateMachine):
     @precondition(lambda self: self.created)
     @rule()
     def rollback_failed(self):
-        RAN['rollback_failed'] += 1
         """The dead writers' instants rolled back (what the next writer's lazy rollback does)."""
+        RAN['rollback_failed'] += 1
         from hudilite.services.rollback import rollback_failed_writes
 
         rollback_failed_writes(self._table(), lazy=False)
@@ -347,9 +347,9 @@ class Model(RuleBasedStateMachine):
     @precondition(lambda self: self.created)
     @rule(a=rows_st, b=rows_st)
     def two_writers(self, a, b):
-        RAN['two_writers'] += 1
         """Two writers in threads through the lock; B's new keys are offset so that inserts never race (both
         inserting one new key would make two file groups hold it: Apache Hudi's rule too)."""
+        RAN['two_writers'] += 1
         existing = set(self.state)
         b = [(k if k in existing else k + KEYS, v, x, d) for k, v, x, d in b]
         a = [r for r in a if r[0] in existing or r[0] not in {k - KEYS for k, *_ in b}]
@@ -377,8 +377,8 @@ class Model(RuleBasedStateMachine):
     @precondition(lambda self: self.created)
     @rule()
     def change_read(self):
-        RAN['change_read'] += 1
         """Read the changes since the last checkpoint and advance it."""
+        RAN['change_read'] += 1
         from hudilite.reader.changes import checkpoint
 
         begin = self.checkpoints[-1]
