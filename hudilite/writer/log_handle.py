@@ -141,7 +141,9 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         # re-insert takes the insert path (a new file group), as on copy-on-write, so no reader ever folds a
         # delete and a later record of the same key in one slice (Java and hudi-rs keep the delete's ordering
         # value then, a compaction does not: answers would depend on the reader and on compaction timing).
-        # An update that loses against the current record (a late record) changes nothing and is not written.
+        # An update or ordered delete that loses against the current record (a late record) changes nothing
+        # and is not written: a late delete whose ordering value is 0 would read as a natural delete (Apache
+        # Hudi's sentinel for "no ordering value") and delete the newer record.
         logs = ([] if own_base else _previous_logs(directory, fid, base_path)) + \
             [os.path.join(directory, f.name) for f in prior]
         stored = _merged_state(ctx, partition, fid, base_path, logs, base_cols) if logs else base_cols
@@ -155,7 +157,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
                 lost = m_inc[~incoming_wins(ctx, incoming, stored, m_inc, m_old, is_del)]
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
                 lost = m_inc[:0]  # ordering values not comparable here: every update is logged, reads decide
-            late[lost[~is_del[lost]]] = True
+            late[lost] = True
     else:  # a log-only group: whatever the index routed here belongs to it
         held = np.ones(incoming.num_rows, dtype=bool)
     stats: list[dict] = []
@@ -165,7 +167,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         if st:
             stats.append(st)
     upd = incoming.filter(pa.array(held & ~is_del & ~late))
-    dels = incoming.filter(pa.array(held & is_del))
+    dels = incoming.filter(pa.array(held & is_del & ~late))
     if upd.num_rows == 0 and dels.num_rows == 0:
         return stats
 
