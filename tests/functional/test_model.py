@@ -385,8 +385,13 @@ class Model(RuleBasedStateMachine):
         end, _tid = checkpoint(self.path)
         if end is None or end == begin:
             return
+        # checkpoint positions are completion times; `read(begin=, end=)` takes the timestamp of a completed
+        # write for "its completion" and reads other values on v6 tables as instant-order positions (which
+        # skips a commit overtaken by a later instant): pass the writes whose completions the positions are
+        inv = {c: t for t, c in self._completions().items()}
+        b_arg, e_arg = inv.get(begin, begin), inv.get(end, end)
         try:
-            got = local_rows(self.path, begin=begin or "0", end=end) if begin else local_rows(self.path)
+            got = local_rows(self.path, begin=b_arg, end=e_arg) if begin else local_rows(self.path)
         except RangeUnavailableError:
             # only after clean / archival removed the range: rebuild from the snapshot
             RAN["change_read: range unavailable, rebuilt"] += 1
