@@ -33,6 +33,7 @@ def plan_to_dataframe(spark, plan: ReadPlan):
                 d = d.filter((ct >= min(times)) & (ct <= max(times)))
         return d
 
+    merged, small = _split_small(spark, plan, merged)
     riders, ids = [], None
     if merged:
         ids = file_ids(spark, merged)
@@ -46,7 +47,40 @@ def plan_to_dataframe(spark, plan: ReadPlan):
         else:
             mdf = _merged(spark, plan, schema, merged)
         df = mdf if df is None else df.unionByName(mdf)
+    if small:
+        sdf = _merged(spark, plan, schema, small)
+        df = sdf if df is None else df.unionByName(sdf)
     return apply_filters(df, plan.filters)
+
+
+# Merge-on-read slices whose base and log files total at most this many bytes (Spark conf SMALL_SLICE_CONF) are
+# merged whole in a few Python tasks, many slices per task, instead of joining a native scan of their base files
+# with the superseded rows: for small files the row-index scan, the block join and the checkpointed log side
+# cost more than reading the whole slice (issue 27 item 11: 450 slices of a few rows each).
+SMALL_SLICE_CONF = "spark.hudilite.read.smallSliceBytes"
+SMALL_SLICE_BYTES = 1 << 20
+
+
+def small_slice_bytes(spark) -> int:
+    value = spark.conf.get(SMALL_SLICE_CONF, None) if spark is not None else None
+    return SMALL_SLICE_BYTES if value is None else int(value)
+
+
+def _split_small(spark, plan: ReadPlan, merged) -> tuple[list, list]:
+    """(slices for the native merged scan, small slices merged whole in Python: `SMALL_SLICE_CONF`; never a
+    slice that would use overlay cache files)."""
+    from hudilite.reader import overlay_cache
+
+    limit = small_slice_bytes(spark)
+    if limit <= 0 or not merged:
+        return merged, []
+    least = overlay_cache.min_log_bytes(spark) if overlay_cache.enabled(spark, plan) else None
+    big, small = [], []
+    for s in merged:
+        logs = sum(lf.size for lf in s.log_files)
+        size = logs + (s.base_file.size if s.base_file is not None else 0)
+        (small if size <= limit and (least is None or logs < least) else big).append(s)
+    return big, small
 
 
 # Plain base files (slices without logs) of a merge-on-read read join the merged slices' base scan when their
@@ -98,27 +132,49 @@ def apply_filters(df, filters):
     return df
 
 
-def _merged(spark, plan: ReadPlan, schema, slices):
-    """Merge-on-read slices, merged whole by `hudilite.reader.merge` in Python workers: one input partition
-    (task) per slice, yielding Arrow batches in the table schema."""
-    from pyspark.sql.types import StringType, StructField, StructType
+# Slices merged whole in one Python task are grouped up to about this many bytes of files per group.
+MERGE_GROUP_BYTES = 64 << 20
 
-    from hudilite.reader.merge import SliceDesc, merge_slice, to_spark_arrow
+
+def _merged(spark, plan: ReadPlan, schema, slices):
+    """Merge-on-read slices, merged whole by `hudilite.reader.merge` in Python workers, yielding Arrow batches in
+    the table schema: groups of slices (`_groups`: about as many as twice Spark's default parallelism, up to
+    MERGE_GROUP_BYTES of files each), each group one vectorized merge (`merge.merge_slices`) in one task.
+    A Python task costs tens of ms however little it merges, so tiny slices must not get one each."""
+    from hudilite.reader.merge import SliceDesc, merge_slices, to_spark_arrow
 
     spec = plan.merge_spec()
     out_schema = to_spark_arrow(plan.schema)
-    descs = [(SliceDesc.of(s).to_json(),) for s in slices]
-    rdd = spark.sparkContext.parallelize(descs, len(descs))
-    sdf = spark.createDataFrame(rdd, StructType([StructField("slice", StringType(), False)]))
+    groups = _groups([(SliceDesc.of(s), sum(lf.size for lf in s.log_files)
+                       + (s.base_file.size if s.base_file is not None else 0)) for s in slices],
+                     2 * spark.sparkContext.defaultParallelism)
+    n = len(groups)
 
     def merge_task(batches):
         for b in batches:
-            for d in b.column(0).to_pylist():
-                t = merge_slice(SliceDesc.from_json(d), spec)
+            for g in b.column(0).to_pylist():
+                t = merge_slices(groups[g], spec)
                 t = t.cast(out_schema) if t.schema != out_schema else t
                 yield from t.to_batches(max_chunksize=65536)
 
-    return sdf.mapInArrow(merge_task, schema)
+    return spark.range(0, n, 1, n).mapInArrow(merge_task, schema)
+
+
+def _groups(sized, tasks: int) -> list[list]:
+    """`sized` ((item, bytes) pairs) in groups of consecutive items, each closed once it reaches total / `tasks`
+    bytes (or MERGE_GROUP_BYTES): at most `tasks` groups (below MERGE_GROUP_BYTES), `tasks` for equal items."""
+    total = sum(z for _, z in sized)
+    target = max(1, min(MERGE_GROUP_BYTES, total / max(1, min(tasks, len(sized)))))
+    groups, cur, cur_bytes = [], [], 0
+    for item, z in sized:
+        cur.append(item)
+        cur_bytes += z
+        if cur_bytes >= target:
+            groups.append(cur)
+            cur, cur_bytes = [], 0
+    if cur:
+        groups.append(cur)
+    return groups
 
 
 def _file_type_overrides(schema, path: str) -> tuple:
