@@ -35,7 +35,7 @@ from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
 from hudilite.log.vector_avro import fast_records  # numpy Avro decoding of flat records (fastavro otherwise)
 from hudilite.reader import delete_vec
-from hudilite.schema import float_to_double, is_float_to_double
+from hudilite.schema import has_float_to_double, promote_floats
 
 EVENT_TIME = "EVENT_TIME_ORDERING"
 COMMIT_TIME = "COMMIT_TIME_ORDERING"
@@ -117,8 +117,8 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def _cast(col: pa.ChunkedArray, t: pa.DataType, name: str) -> pa.ChunkedArray:
-    if is_float_to_double(col.type, t):
-        return float_to_double(col)
+    if has_float_to_double(col.type, t):  # also nested: Apache Hudi's decimal promotion, not Arrow's binary one
+        return promote_floats(col, t)
     try:
         return col.cast(t)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
