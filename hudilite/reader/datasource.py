@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - pyspark < 4.1
     DataSource = DataSourceReader = InputPartition = object
     EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = ()
 
-from hudilite.reader.merge import SliceDesc, merge_slice
+from hudilite.reader.merge import SliceDesc, merge_slices
 from hudilite.reader.planner import plan_read, table_schema
 from hudilite.schema import arrow_to_spark, cast_table_to_schema, spark_to_arrow
 from hudilite.storage.local import normalize_path
@@ -160,9 +160,9 @@ class _Reader(DataSourceReader):
         if ctx.commit_times is not None:
             needed.add("_hoodie_commit_time")
         sub = pa.schema([f for f in ctx.schema if f.name in needed])
-        for m in partition.merged:
-            t = cast_table_to_schema(merge_slice(SliceDesc.from_json(m), ctx.spec), ctx.schema)
-            yield from self._project(t, ctx).to_batches()
+        if partition.merged:  # one vectorized merge for the group's slices (many tiny slices: one fold)
+            t = merge_slices([SliceDesc.from_json(m) for m in partition.merged], ctx.spec)
+            yield from self._project(cast_table_to_schema(t, ctx.schema), ctx).to_batches()
         for f in partition.files:
             pf = pq.ParquetFile(f)
             t = pf.read(columns=[n for n in pf.schema_arrow.names if n in needed])

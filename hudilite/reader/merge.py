@@ -35,7 +35,7 @@ from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
 from hudilite.log.vector_avro import fast_records  # numpy Avro decoding of flat records (fastavro otherwise)
 from hudilite.reader import delete_vec
-from hudilite.schema import float_to_double, is_float_to_double
+from hudilite.schema import has_float_to_double, promote_floats
 
 EVENT_TIME = "EVENT_TIME_ORDERING"
 COMMIT_TIME = "COMMIT_TIME_ORDERING"
@@ -117,8 +117,8 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def _cast(col: pa.ChunkedArray, t: pa.DataType, name: str) -> pa.ChunkedArray:
-    if is_float_to_double(col.type, t):
-        return float_to_double(col)
+    if has_float_to_double(col.type, t):  # also nested: Apache Hudi's decimal promotion, not Arrow's binary one
+        return promote_floats(col, t)
     try:
         return col.cast(t)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
@@ -423,6 +423,59 @@ def merge_slice(desc: SliceDesc, spec: MergeSpec) -> pa.Table:
     if not spec.keyed:  # no record keys: append-only
         return in_row_range(pa.concat_tables([base, data]) if data.num_rows else base, spec)
     return in_row_range(merge_records(base, data, events, spec), spec)
+
+
+def merge_slices(descs, spec: MergeSpec) -> pa.Table:
+    """The merged rows of several file slices (those of `merge_slice` of each, concatenated in some order) in
+    one vectorized merge: each slice's record keys tagged with its position in `descs` (fixed width, so keys of
+    different slices never meet), their log records and base rows concatenated, then one fold and one match for
+    all. Per-slice order of log records is kept, so the fold of each key is that of its own slice."""
+    descs = list(descs)
+    if len(descs) == 1 or not spec.keyed:
+        parts = [merge_slice(d, spec) for d in descs]
+        return pa.concat_tables(parts) if parts else conform(pa.table({}), spec.schema).slice(0, 0)
+    width = len(str(len(descs)))
+    bases, base_keys, datas = [], [], []
+    ev_keys, ev_kinds, ev_ords, ev_idx = [], [], [], []
+    n_data = 0
+    for i, d in enumerate(descs):
+        tag = pa.scalar(f"{i:0{width}d}:")
+        if d.base_path:
+            pf = pq.ParquetFile(d.base_path)
+            b = conform(pf.read(use_threads=pf.metadata.num_rows > 65536), spec.schema)  # small: no thread pool
+            if b.num_rows:
+                bases.append(b)
+                base_keys.append(pc.binary_join_element_wise(tag, b.column(KEY).cast(pa.string()), ""))
+        blocks = valid_blocks(d.log_paths, spec) if d.log_paths else []
+        if not blocks:
+            continue
+        data, events = _log_records(blocks, spec)
+        if data.num_rows:
+            datas.append(data)
+        if events is None:
+            n_data += data.num_rows
+            continue
+        keys, kinds, ords, idx = events
+        ev_keys.append(pc.binary_join_element_wise(tag, keys, ""))
+        ev_kinds.append(kinds)
+        ev_ords.append(ords)
+        ev_idx.append(np.where(idx >= 0, idx + n_data, -1))
+        n_data += data.num_rows
+    empty = conform(pa.table({}), spec.schema).slice(0, 0)
+    base = pa.concat_tables(bases) if bases else empty
+    data = pa.concat_tables(datas) if datas else empty
+    if not ev_keys:
+        out = base
+    else:
+        events = (pa.concat_arrays(ev_keys), np.concatenate(ev_kinds),
+                  pa.concat_arrays(ev_ords) if spec.event_time else None, np.concatenate(ev_idx))
+        cols = {KEY: pa.chunked_array(base_keys, pa.string())}
+        if spec.event_time:
+            cols[spec.ordering_field] = base.column(spec.ordering_field)
+        superseded, out_log = resolve(pa.table(cols), data, events, spec)
+        out_base = base.filter(pa.array(~superseded)) if base.num_rows else base
+        out = pa.concat_tables([out_base, out_log]) if out_log.num_rows else out_base
+    return in_row_range(out, spec)
 
 
 @dataclass(frozen=True)

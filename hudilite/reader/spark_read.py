@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 
 from hudilite.reader.planner import ReadPlan, plan_read
@@ -21,7 +23,7 @@ def plan_to_dataframe(spark, plan: ReadPlan):
     merged = plan.merged_slices
     if not files and not merged:
         return spark.createDataFrame([], schema)
-    check = _files_may_retype(plan.table.config, schema)
+    check = _type_overrides_fn(plan, schema)
 
     def scan(paths, row_ids=False):
         d = _scan(spark, schema, paths, check_file_types=check, row_ids=row_ids)
@@ -33,6 +35,7 @@ def plan_to_dataframe(spark, plan: ReadPlan):
                 d = d.filter((ct >= min(times)) & (ct <= max(times)))
         return d
 
+    merged, small = _split_small(spark, plan, merged)
     riders, ids = [], None
     if merged:
         ids = file_ids(spark, merged)
@@ -46,7 +49,40 @@ def plan_to_dataframe(spark, plan: ReadPlan):
         else:
             mdf = _merged(spark, plan, schema, merged)
         df = mdf if df is None else df.unionByName(mdf)
+    if small:
+        sdf = _merged(spark, plan, schema, small)
+        df = sdf if df is None else df.unionByName(sdf)
     return apply_filters(df, plan.filters)
+
+
+# Merge-on-read slices whose base and log files total at most this many bytes (Spark conf SMALL_SLICE_CONF) are
+# merged whole in a few Python tasks, many slices per task, instead of joining a native scan of their base files
+# with the superseded rows: for small files the row-index scan, the block join and the checkpointed log side
+# cost more than reading the whole slice (issue 27 item 11: 450 slices of a few rows each).
+SMALL_SLICE_CONF = "spark.hudilite.read.smallSliceBytes"
+SMALL_SLICE_BYTES = 1 << 20
+
+
+def small_slice_bytes(spark) -> int:
+    value = spark.conf.get(SMALL_SLICE_CONF, None) if spark is not None else None
+    return SMALL_SLICE_BYTES if value is None else int(value)
+
+
+def _split_small(spark, plan: ReadPlan, merged) -> tuple[list, list]:
+    """(slices for the native merged scan, small slices merged whole in Python: `SMALL_SLICE_CONF`; never a
+    slice that would use overlay cache files)."""
+    from hudilite.reader import overlay_cache
+
+    limit = small_slice_bytes(spark)
+    if limit <= 0 or not merged:
+        return merged, []
+    least = overlay_cache.min_log_bytes(spark) if overlay_cache.enabled(spark, plan) else None
+    big, small = [], []
+    for s in merged:
+        logs = sum(lf.size for lf in s.log_files)
+        size = logs + (s.base_file.size if s.base_file is not None else 0)
+        (small if size <= limit and (least is None or logs < least) else big).append(s)
+    return big, small
 
 
 # Plain base files (slices without logs) of a merge-on-read read join the merged slices' base scan when their
@@ -98,35 +134,70 @@ def apply_filters(df, filters):
     return df
 
 
-def _merged(spark, plan: ReadPlan, schema, slices):
-    """Merge-on-read slices, merged whole by `hudilite.reader.merge` in Python workers: one input partition
-    (task) per slice, yielding Arrow batches in the table schema."""
-    from pyspark.sql.types import StringType, StructField, StructType
+# Slices merged whole in one Python task are grouped up to about this many bytes of files per group.
+MERGE_GROUP_BYTES = 64 << 20
 
-    from hudilite.reader.merge import SliceDesc, merge_slice, to_spark_arrow
+
+def _merged(spark, plan: ReadPlan, schema, slices):
+    """Merge-on-read slices, merged whole by `hudilite.reader.merge` in Python workers, yielding Arrow batches in
+    the table schema: groups of slices (`_groups`: about as many as twice Spark's default parallelism, up to
+    MERGE_GROUP_BYTES of files each), each group one vectorized merge (`merge.merge_slices`) in one task.
+    A Python task costs tens of ms however little it merges, so tiny slices must not get one each."""
+    from hudilite.reader.merge import SliceDesc, merge_slices, to_spark_arrow
 
     spec = plan.merge_spec()
     out_schema = to_spark_arrow(plan.schema)
-    descs = [(SliceDesc.of(s).to_json(),) for s in slices]
-    rdd = spark.sparkContext.parallelize(descs, len(descs))
-    sdf = spark.createDataFrame(rdd, StructType([StructField("slice", StringType(), False)]))
+    groups = _groups([(SliceDesc.of(s), sum(lf.size for lf in s.log_files)
+                       + (s.base_file.size if s.base_file is not None else 0)) for s in slices],
+                     2 * spark.sparkContext.defaultParallelism)
+    n = len(groups)
 
     def merge_task(batches):
         for b in batches:
-            for d in b.column(0).to_pylist():
-                t = merge_slice(SliceDesc.from_json(d), spec)
+            for g in b.column(0).to_pylist():
+                t = merge_slices(groups[g], spec)
                 t = t.cast(out_schema) if t.schema != out_schema else t
                 yield from t.to_batches(max_chunksize=65536)
 
-    return sdf.mapInArrow(merge_task, schema)
+    return spark.range(0, n, 1, n).mapInArrow(merge_task, schema)
+
+
+def _groups(sized, tasks: int) -> list[list]:
+    """`sized` ((item, bytes) pairs) in groups of consecutive items, each closed once it reaches total / `tasks`
+    bytes (or MERGE_GROUP_BYTES): at most `tasks` groups (below MERGE_GROUP_BYTES), `tasks` for equal items."""
+    total = sum(z for _, z in sized)
+    target = max(1, min(MERGE_GROUP_BYTES, total / max(1, min(tasks, len(sized)))))
+    groups, cur, cur_bytes = [], [], 0
+    for item, z in sized:
+        cur.append(item)
+        cur_bytes += z
+        if cur_bytes >= target:
+            groups.append(cur)
+            cur, cur_bytes = [], 0
+    if cur:
+        groups.append(cur)
+    return groups
 
 
 def _file_type_overrides(schema, path: str) -> tuple:
-    """Top-level atomic columns whose type in this parquet file differs from the table schema, as
-    ((name, spark type of the file), ...). Java writes e.g. a timestamp-keygen source column as int64 while the
-    commit schema declares it string; Spark's parquet scan cannot convert that itself, so such columns are
-    read with the file's type and cast afterwards (hudi-rs casts the same way)."""
+    """Columns whose type in this parquet file (its footer, read here) differs from the table schema, as
+    ((name, spark type of the file), ...): see `_overrides_from`."""
     import pyarrow.parquet as pq
+
+    try:
+        file_schema = pq.read_schema(path)
+    except Exception:  # noqa: BLE001 - let Spark report unreadable files
+        return ()
+    return _overrides_from(schema, file_schema)
+
+
+def _overrides_from(schema, file_schema: pa.Schema, floats_only: bool = False) -> tuple:
+    """Columns whose type in a file of `file_schema` (Arrow) differs from the table schema (Spark), as
+    ((name, spark type of the file), ...): top-level atomic columns of another type, and columns (also nested
+    ones) holding a float where the table has a double. Java writes e.g. a timestamp-keygen source column as
+    int64 while the commit schema declares it string; Spark's parquet scan cannot convert that itself, so such
+    columns are read with the file's type and cast afterwards (hudi-rs casts the same way); floats are promoted
+    through their decimal form (`_cast_column`). `floats_only`: only the float promotions."""
     from pyspark.sql.types import ArrayType, MapType, StructType
 
     from hudilite.schema import SchemaError
@@ -134,43 +205,139 @@ def _file_type_overrides(schema, path: str) -> tuple:
     nested = (ArrayType, MapType, StructType)
     target = {f.name: f.dataType for f in schema.fields}
     out = []
-    try:
-        file_schema = pq.read_schema(path)
-    except Exception:  # noqa: BLE001 - let Spark report unreadable files
-        return ()
     for f in file_schema:
         want = target.get(f.name)
-        if want is None or isinstance(want, nested):
+        if want is None:
             continue
         try:
             got = arrow_to_spark(pa.schema([f])).fields[0].dataType
         except SchemaError:
             continue
-        if not isinstance(got, nested) and got != want:
+        if _has_float_widening(got, want):
+            out.append((f.name, got))
+        elif not floats_only and not isinstance(want, nested) and not isinstance(got, nested) and got != want:
             out.append((f.name, got))
     return tuple(out)
 
 
-def _cast_column(name: str, stored, want):
-    """A column read with its file's type `stored`, as the table's type `want`; a float promoted to double goes
-    through its decimal form (`hudilite.schema.float_to_double`: Apache Hudi's rule), not Spark's binary widening."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import DoubleType, FloatType
+def _has_float_widening(got, want) -> bool:
+    """Whether Spark type `got` -> `want` promotes a float to double anywhere (top level, struct fields, array
+    elements, map values)."""
+    from pyspark.sql.types import ArrayType, DoubleType, FloatType, MapType, StructType
 
-    col = F.col(f"`{name}`")
-    if isinstance(stored, FloatType) and isinstance(want, DoubleType):
-        col = col.cast("string")
-    return col.cast(want).alias(name)
+    if isinstance(got, FloatType) and isinstance(want, DoubleType):
+        return True
+    if isinstance(got, StructType) and isinstance(want, StructType):
+        have = {f.name: f.dataType for f in got.fields}
+        return any(f.name in have and _has_float_widening(have[f.name], f.dataType) for f in want.fields)
+    if isinstance(got, ArrayType) and isinstance(want, ArrayType):
+        return _has_float_widening(got.elementType, want.elementType)
+    if isinstance(got, MapType) and isinstance(want, MapType):
+        return _has_float_widening(got.valueType, want.valueType)
+    return False
+
+
+def _promote_sql(e: str, got, want, depth: int = 0) -> str:
+    """SQL of expression `e` (of Spark type `got`) as type `want`, floats promoted to double through their decimal
+    form (cast via string: Apache Hudi's rule, `hudilite.schema.float_to_double`) wherever they sit: struct fields
+    by name (fields missing from `got` null), array elements (`transform`), map values (`transform_values`)."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if not _has_float_widening(got, want):
+        return f"CAST({e} AS {want.simpleString()})" if got != want else e
+    if isinstance(want, StructType):
+        have = {f.name: f.dataType for f in got.fields}
+        parts = []
+        for f in want.fields:
+            sub = f"{e}.`{f.name}`"
+            v = _promote_sql(sub, have[f.name], f.dataType, depth) if f.name in have \
+                else f"CAST(NULL AS {f.dataType.simpleString()})"
+            parts.append(f"'{f.name}', {v}")
+        return f"IF({e} IS NULL, NULL, named_struct({', '.join(parts)}))"
+    x = f"x{depth}"
+    if isinstance(want, ArrayType):
+        return f"transform({e}, {x} -> {_promote_sql(x, got.elementType, want.elementType, depth + 1)})"
+    if isinstance(want, MapType):
+        k = f"k{depth}"
+        return f"transform_values({e}, ({k}, {x}) -> {_promote_sql(x, got.valueType, want.valueType, depth + 1)})"
+    return f"CAST(CAST({e} AS STRING) AS DOUBLE)"  # float -> double
+
+
+def _cast_column(name: str, stored, want):
+    """A column read with its file's type `stored`, as the table's type `want`; floats promoted to double (also
+    nested ones) go through their decimal form (`_promote_sql`: Apache Hudi's rule), not Spark's binary
+    widening."""
+    from pyspark.sql import functions as F
+
+    if _has_float_widening(stored, want):
+        return F.expr(_promote_sql(f"`{name}`", stored, want)).alias(name)
+    return F.col(f"`{name}`").cast(want).alias(name)
 
 
 def _files_may_retype(config, schema) -> bool:
     """Whether a base file's column types may differ from the read schema's: Java's timestamp-based (and custom)
-    key generators leave such files, and a double column may be a float one in files written before it was
-    widened (read through `_cast_column`). Other tables skip the per-file footer check."""
-    from pyspark.sql.types import DoubleType
+    key generators leave such files, and a double column (also nested) may be a float one in files written
+    before it was widened (read through `_cast_column`). Other tables skip the per-file check."""
+    return _keygen_retypes(config) or any(_has_double(f.dataType) for f in schema.fields)
 
+
+def _keygen_retypes(config) -> bool:
     kg = config.keygen.upper()
-    return "TIMESTAMP" in kg or "CUSTOM" in kg or any(isinstance(f.dataType, DoubleType) for f in schema.fields)
+    return "TIMESTAMP" in kg or "CUSTOM" in kg
+
+
+def _has_double(t) -> bool:
+    from pyspark.sql.types import ArrayType, DoubleType, MapType, StructType
+
+    if isinstance(t, DoubleType):
+        return True
+    if isinstance(t, StructType):
+        return any(_has_double(f.dataType) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return _has_double(t.elementType)
+    if isinstance(t, MapType):
+        return _has_double(t.valueType)
+    return False
+
+
+def _type_overrides_fn(plan: ReadPlan, schema):
+    """None when no base file of the read can hold other column types than `schema`'s; else `overrides(path)`,
+    the ((name, file's Spark type), ...) of one base file (`_overrides_from`).
+    Key generators that retype columns (`_keygen_retypes`): every file's footer is read. Otherwise only a float
+    widened to double can differ, and that is decided from the table's schema history, without reading a file:
+    a base file has the column types of the schema its commit recorded (the instant in its name: the writer's
+    schema, which the file was written with). Only files whose commit is not on the active timeline or records
+    no schema (archived instants, some foreign writers) have their footer read."""
+    if not _files_may_retype(plan.table.config, schema):
+        return None
+    if _keygen_retypes(plan.table.config):
+        return lambda path: _file_type_overrides(schema, path)
+    from hudilite.file_group import parse_base_file_name
+    from hudilite.schema import avro_to_arrow
+
+    timeline = plan.table.timeline
+    by_time = {i.timestamp: i for i in timeline.completed()}
+    at_instant: dict[str, tuple | None] = {}
+
+    def from_history(instant: str) -> tuple | None:
+        if instant not in at_instant:
+            inst, got = by_time.get(instant), None
+            if inst is not None:
+                try:
+                    avro = (timeline.read_metadata(inst).get("extraMetadata") or {}).get("schema")
+                    if avro:
+                        got = _overrides_from(schema, avro_to_arrow(avro), floats_only=True)
+                except Exception:  # noqa: BLE001 - unreadable metadata or schema: the file's footer decides
+                    got = None
+            at_instant[instant] = got
+        return at_instant[instant]
+
+    def overrides(path: str) -> tuple:
+        parsed = parse_base_file_name(os.path.basename(path))
+        got = from_history(parsed[2]) if parsed else None
+        return got if got is not None else _file_type_overrides(schema, path)
+
+    return overrides
 
 
 _DISCOVERY_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
@@ -192,9 +359,10 @@ def read_parquet_files(spark, schema, files):
             spark.conf.set(_DISCOVERY_THRESHOLD, old)
 
 
-def _scan(spark, schema, files, *, check_file_types: bool = True, row_ids: bool = False):
+def _scan(spark, schema, files, *, check_file_types=True, row_ids: bool = False):
     """Spark's native parquet scan of `files` in the table schema (columns missing from a file read as null);
-    `row_ids` adds each row's file name, file size and row position (FILE, SIZE, ROW)."""
+    `row_ids` adds each row's file name, file size and row position (FILE, SIZE, ROW). `check_file_types`: False,
+    True (every file's footer: `_file_type_overrides`) or a function of a path giving its overrides."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, StructType
 
@@ -203,9 +371,10 @@ def _scan(spark, schema, files, *, check_file_types: bool = True, row_ids: bool 
     if not check_file_types:
         part = read_parquet_files(spark, schema, files)
         return part.selectExpr("*", *ids) if ids else part
+    overrides_of = check_file_types if callable(check_file_types) else (lambda p: _file_type_overrides(schema, p))
     by_overrides: dict[tuple, list[str]] = {}
     for f in files:
-        by_overrides.setdefault(_file_type_overrides(schema, f), []).append(f)
+        by_overrides.setdefault(overrides_of(f), []).append(f)
     df = None
     for overrides, group in by_overrides.items():
         if not overrides:

@@ -44,12 +44,15 @@ def key_comparison(request, monkeypatch):
 @pytest.fixture(autouse=True, params=["overlay_files", "no_overlay_files"])
 def overlay_files(request, spark):
     """Every test with the overlays kept as files beside the table (snapshot reads: `overlay_cache`) and without
-    (the overlay handed from the Python workers to the JVM); with files, for every slice however small its logs."""
+    (the overlay handed from the Python workers to the JVM); with files, for every slice however small its logs.
+    Small slices are not merged whole in Python here (`spark_read.SMALL_SLICE_CONF` 0): these tables are tiny."""
     spark.conf.set(overlay_cache.CONF, "true" if request.param == "overlay_files" else "false")
     spark.conf.set(overlay_cache.MIN_LOG_BYTES_CONF, "0")
+    spark.conf.set(spark_read.SMALL_SLICE_CONF, "0")
     yield request.param
     spark.conf.unset(overlay_cache.CONF)
     spark.conf.unset(overlay_cache.MIN_LOG_BYTES_CONF)
+    spark.conf.unset(spark_read.SMALL_SLICE_CONF)
 
 
 def _write(spark, path, rows, *, event_time=True, operation="upsert", options=None):

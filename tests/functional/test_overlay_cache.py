@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import hudilite
-from hudilite.reader import overlay_cache
+from hudilite.reader import overlay_cache, spark_read
 from hudilite.services.clean import run_clean
 from hudilite.services.compaction import run_compaction, schedule_compaction
 
@@ -23,10 +23,13 @@ SCHEMA = "id long, ts long, name string, region string"
 
 @pytest.fixture(autouse=True)
 def entries_for_small_logs(spark):
-    """These tables' logs are tiny: entries for every slice all the same (except where a test says otherwise)."""
+    """These tables' logs are tiny: entries for every slice all the same (except where a test says otherwise), and
+    no slice merged whole in Python for being small (`spark_read.SMALL_SLICE_CONF`)."""
     spark.conf.set(overlay_cache.MIN_LOG_BYTES_CONF, "0")
+    spark.conf.set(spark_read.SMALL_SLICE_CONF, "0")
     yield
     spark.conf.unset(overlay_cache.MIN_LOG_BYTES_CONF)
+    spark.conf.unset(spark_read.SMALL_SLICE_CONF)
 
 
 def _write(spark, path, rows, operation="upsert", prepare=False):
