@@ -12,6 +12,21 @@ NULL_KEY = "__null__"
 EMPTY_KEY = "__empty__"
 
 
+def partition_path_problem(path: str | None, depth: int) -> str | None:
+    """Why a partition path made from partition values is refused, or None: it must have one directory level per
+    partition field (no value may contain '/') and no level may be '.' or '..' (a value '..' without hive-style
+    partitioning would write outside the table)."""
+    if not depth or path is None:
+        return None
+    segments = path.split("/")
+    if len(segments) != depth:
+        return f"partition value produces the path {path!r}: partition values may not contain '/'"
+    if any(seg in (".", "..") for seg in segments):
+        return (f"partition value produces the path {path!r}: a partition value may not be '.' or '..' "
+                "(the files would land outside their partition directory)")
+    return None
+
+
 @dataclass(frozen=True)
 class KeySpec:
     record_key_fields: tuple[str, ...]

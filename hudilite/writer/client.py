@@ -149,7 +149,7 @@ class WriteClient:
             int_key=integer_key_column(wo.record_key, data_schema),
             change_images=action == COMMIT and wo.operation != "bulk_insert"
             and wo.get_bool(change_images.OPTION, change_images.DEFAULT),
-            fsync=fsync_option(wo.options),
+            fsync=fsync_option(wo.options), partition_depth=len(wo.partition_by),
         )
         schema_json = avro_to_json(arrow_to_avro(data_schema, table.config.name))
         if action == DELTA_COMMIT:

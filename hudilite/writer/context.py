@@ -48,6 +48,8 @@ class WriteContext:
     # merge-on-read: the MergeSpec of the committed table the write builds on; log appends merge a slice's base
     # file and logs with it to find each key's current record (log_handle._merged_state)
     state_spec: object | None = None
+    # the number of partition fields: a partition path of another depth or with a '.'/'..' level is refused
+    partition_depth: int = 0
 
     def markers(self):
         from hudilite.markers import markers_for

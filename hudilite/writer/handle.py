@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from hudilite import change_images
 from hudilite.errors import damaged_file
 from hudilite.file_group import base_file_name
+from hudilite.keygen import partition_path_problem
 from hudilite.markers import CREATE, MERGE
 from hudilite.schema import META_FIELDS, cast_table_to_schema
 from hudilite.storage.local import fsync_path
@@ -364,9 +365,9 @@ class StreamingBaseFileWriter:
         self.counter = 0
 
     def _open(self, partition: str) -> dict:
-        if any(seg in (".", "..") for seg in (partition or "").split("/")):  # bulk inserts are not profiled
-            raise ValueError(f"HUDILITE_INVALID_INPUT: partition value produces the path {partition!r}: a partition "
-                             "value may not be '.' or '..' (the files would land outside their partition directory)")
+        problem = partition_path_problem(partition, self.ctx.partition_depth)  # bulk inserts are not profiled
+        if problem:
+            raise ValueError(f"HUDILITE_INVALID_INPUT: {problem}")
         fid = self._new_fid()
         name = base_file_name(fid, f"{self.pid}-{self.stage}-{self.attempt}", self.ctx.instant)
         self.markers.create(partition, name, CREATE)

@@ -17,7 +17,7 @@ import pyarrow as pa
 from hudilite.errors import InvalidWriteError
 from hudilite.index import RangeIndex
 from hudilite.index.global_index import index_choice
-from hudilite.keygen import integer_key_column
+from hudilite.keygen import integer_key_column, partition_path_problem
 from hudilite.reader.planner import ReadPlan, table_schema
 from hudilite.table import HoodieTable
 from hudilite.writer.context import WriteContext
@@ -30,16 +30,9 @@ Target = tuple[str, "str | None", "str | None"]
 
 
 def check_partition_path(p: str | None, depth: int) -> None:
-    """A partition path from partition values: one directory level per partition field, none of them '.' or
-    '..' (a value '..' without hive-style partitioning would write outside the table)."""
-    if not depth or p is None:
-        return
-    segments = p.split("/")
-    if len(segments) != depth:
-        raise InvalidWriteError(f"partition value produces the path {p!r}: partition values may not contain '/'")
-    if any(seg in (".", "..") for seg in segments):
-        raise InvalidWriteError(f"partition value produces the path {p!r}: a partition value may not be '.' or '..' "
-                                "(the files would land outside their partition directory)")
+    problem = partition_path_problem(p, depth)
+    if problem:
+        raise InvalidWriteError(problem)
 
 
 # The owner rule (key -> file group) for exact key lookups: merge-on-read keeps a key whose merged state (base +

@@ -435,6 +435,13 @@ def slash_partition(p):
     write(p, rows([1, 2], part=["a/b", "p0"]))
 
 
+@case("paths", "partition value with '/' (bulk_insert)", InvalidWriteError,
+      "partition value produces the path 'part=a/b': partition values may not contain '/'", table="none",
+      regression="accepted: the rows landed in a nested directory that is no partition of the table")
+def slash_partition_bulk(p):
+    write(p, rows([1, 2], part=["a/b", "p0"]), operation="bulk_insert")
+
+
 @case("paths", "empty path", InvalidWriteError, "path", table="none", regression='accepted: the table was created in the working directory')
 def empty_path(p):
     write("")
