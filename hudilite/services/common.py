@@ -274,6 +274,10 @@ def rollback_partial_attempt(table: HoodieTable, instant: str) -> list[str]:
     from hudilite.markers import delete_markers
     from hudilite.services.rollback import files_of_instant
 
+    cur = table.reload().get(instant)
+    if cur is not None and cur.is_completed:  # it failed after its commit: its files are the table's now
+        log.warning("%s completed before its executor failed: its files stay", instant)
+        return []
     deleted = []
     for p in files_of_instant(table, instant):
         if table.fs.delete(p):

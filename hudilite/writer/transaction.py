@@ -318,6 +318,9 @@ class Transaction:
         # it (inside the put) is fenced: the file is published from the lease directory, which the next holder
         # revokes before it acts (see fenced).
         held_until = self.lock.verify()
+        # The hint first: a lower bound for later completion times must never lag behind a completed instant (a
+        # process dying right after the put), and a hint ahead of a commit that then fails is harmless.
+        fs.write_bytes(_aux_last_completion(self.table), completion.encode())
         if not self.fenced(inst, lambda stage: fs.put_if_absent(tl.instant_path(done), body, stage_dir=stage)):
             raise CommitConflictError(
                 f"instant {inst.timestamp} was already completed by another writer (put-if-absent failed)")
@@ -326,8 +329,11 @@ class Transaction:
             log.error("instant %s was completed after the table lock's lease ran out (the process stalled for "
                       "longer than the lease inside the commit); check the table with `hudilite timeline`",
                       inst.timestamp)
-        fs.write_bytes(_aux_last_completion(self.table), completion.encode())
-        fs.delete(heartbeat_path(self.table.base_path, inst.timestamp))  # a writer's Heartbeat.stop() does too
+        # Committed: nothing after the put may fail the call (the caller would undo files a completed instant names).
+        try:
+            fs.delete(heartbeat_path(self.table.base_path, inst.timestamp))  # a writer's Heartbeat.stop() does too
+        except OSError:
+            log.warning("could not delete the heartbeat of completed instant %s", inst.timestamp, exc_info=True)
         self._bases.pop(inst.timestamp, None)
         self.table.reload()
         return completion

@@ -552,3 +552,61 @@ def test_late_ordered_delete_with_ordering_value_zero_changes_nothing(tmp_path, 
     assert local_rows(path) == want
     assert hudi_rs_rows(path) == want
     assert local_rows(path, as_of=str(first)) == {0: (0, -41, str(first))}
+
+
+@pytest.mark.parametrize("service", ["clustering", "compaction"])
+def test_a_service_failing_after_its_commit_keeps_its_files(tmp_path, monkeypatch, service):
+    """Shrunk from the model (MOR): a clustering that raised after its replacecommit was completed (the
+    completion-time hint write failed) removed its new base file as a failed attempt's leftover, so the completed
+    replacecommit named a deleted file and its keys vanished (ours and hudi-rs). Now the hint is written before
+    the commit, nothing after the put fails the call, and a failed attempt never removes a completed instant's
+    files."""
+    from hudilite.services.clustering import cluster
+    from hudilite.services.compaction import run_compaction, schedule_compaction
+    from hudilite.writer.transaction import Transaction
+
+    path = str(tmp_path / "t")
+    for rows in ([(15, 0, -7, False), (0, 0, 33, False)], [(12, 4, 22, False), (15, 1, 5, False)]):
+        hudilite.write(arrow(rows), path, record_key="id", precombine_field="v", partition_by=("p",),
+                       table_type="MERGE_ON_READ", options=OPTS)
+    want = local_rows(path)
+    assert want.keys() == {0, 12, 15}
+    if service == "compaction":
+        assert schedule_compaction(path, OPTS, force=True)
+    real = Transaction.complete
+
+    def complete_then_fail(self, *a, **kw):
+        real(self, *a, **kw)
+        raise OSError("failure after the commit")
+
+    monkeypatch.setattr(Transaction, "complete", complete_then_fail)
+    with pytest.raises(Exception, match="failure after the commit"):
+        cluster(path, OPTS) if service == "clustering" else run_compaction(path, OPTS)
+    monkeypatch.undo()
+    tl = HoodieTable.open(path).reload()
+    assert tl.completed()[-1].action == ("replacecommit" if service == "clustering" else "commit")
+    assert {k: v[:2] for k, v in local_rows(path).items()} == {k: v[:2] for k, v in want.items()}
+    assert {k: v[:2] for k, v in hudi_rs_rows(path).items()} == {k: v[:2] for k, v in want.items()}
+
+
+def test_completion_hint_is_written_before_the_commit(tmp_path, monkeypatch):
+    """A process dying right after the completed instant's put must not leave the completion-time hint behind it:
+    the hint is a lower bound for later completion times (clock skew between writers)."""
+    from hudilite.storage.local import LocalStorage
+
+    path = str(tmp_path / "t")
+    hudilite.write(arrow([(1, 0, 1, False)]), path, record_key="id", precombine_field="v", partition_by=("p",),
+                   options=OPTS)
+    order = []
+    real_put, real_write = LocalStorage.put_if_absent, LocalStorage.write_bytes
+    monkeypatch.setattr(LocalStorage, "put_if_absent",
+                        lambda self, p, *a, **kw: (order.append(("put", os.path.basename(p))),
+                                                   real_put(self, p, *a, **kw))[1])
+    monkeypatch.setattr(LocalStorage, "write_bytes",
+                        lambda self, p, *a, **kw: (order.append(("write", os.path.basename(p))),
+                                                   real_write(self, p, *a, **kw))[1])
+    t = hudilite.write(arrow([(2, 0, 1, False)]), path, record_key="id", precombine_field="v", partition_by=("p",),
+                       options=OPTS)
+    hint = order.index(("write", "last_completion_time"))
+    commit = order.index(("put", f"{t}.commit"))
+    assert hint < commit, order
