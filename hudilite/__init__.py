@@ -30,16 +30,20 @@ def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), oper
                   extra_metadata=extra_metadata, commit=commit)
 
 
-def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False, ready_only=False):
+def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False, ready_only=False,
+         completion_bounds=False):
     """Read the table at `path`: latest snapshot, time travel `as_of`, or incremental `(begin, end]` (completion
     order). Merge-on-read tables merge base and log files; `read_optimized=True` reads their base files only.
-    `ready_only=True` reads only the partitions a commit marked ready (write-audit-publish)."""
+    `ready_only=True` reads only the partitions a commit marked ready (write-audit-publish).
+    `completion_bounds=True`: `begin`/`end` are completion times — the positions `hudilite.reader.changes.checkpoint`
+    returns — rather than instant times (on a version-6 table a bare time is read as an instant position, which
+    skips a write requested before the checkpoint that completed after it)."""
     from hudilite.reader.spark_read import read as _read
 
     check_workers(spark)
     register(spark)
     return _read(spark, path, as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized,
-                 ready_only=ready_only)
+                 ready_only=ready_only, completion_bounds=completion_bounds)
 
 
 def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_image=False, filters=None,

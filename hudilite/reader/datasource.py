@@ -1,8 +1,8 @@
 """`spark.read.format("hudilite")`: a Python data source over the same read plans.
 
 Options: `path` (or `.load(path)`, or a catalog table's `LOCATION`; plain paths, `file:/x` and `file:///x`),
-`as_of`, `begin`, `end` (incremental), and `hoodie.datasource.query.type=read_optimized` (or
-`read_optimized=true`: merge-on-read base files only). SQL: `CREATE TABLE t USING hudilite OPTIONS (path ...)`
+`as_of`, `begin`, `end` (incremental; `completion_bounds=true`: they are completion times, as checkpoints), and
+`hoodie.datasource.query.type=read_optimized` (or `read_optimized=true`: merge-on-read base files only). SQL: `CREATE TABLE t USING hudilite OPTIONS (path ...)`
 or `... LOCATION '...'`; with a column list the table reads exactly those columns (the dbt adapter's
 merge-on-read catalog entries hide the `_hoodie_*` meta columns that way).
 
@@ -90,7 +90,8 @@ class HudiliteDataSource(DataSource):
         qt = str(self.options.get("hoodie.datasource.query.type", "snapshot")).lower()
         ro = qt == "read_optimized" or str(self.options.get("read_optimized", "false")).lower() == "true"
         return plan_read(path, as_of=self.options.get("as_of"), begin=self.options.get("begin"),
-                         end=self.options.get("end"), read_optimized=ro, filters=filters)
+                         end=self.options.get("end"), read_optimized=ro, filters=filters,
+                         completion_bounds=str(self.options.get("completion_bounds", "false")).lower() == "true")
 
     def schema(self):
         """The table's read schema from the timeline (the latest commit's schema: what `plan_read` reads with).

@@ -205,9 +205,11 @@ def prune_partitions(table: HoodieTable, schema: pa.Schema, partitions: list[str
     return out
 
 
-def plan_read(path_or_table, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False) -> ReadPlan:
+def plan_read(path_or_table, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False,
+              completion_bounds=False) -> ReadPlan:
     """Plan a snapshot (latest or `as_of`) or incremental `(begin, end]` read. `read_optimized`: merge-on-read
-    tables are read from their base files only (log files ignored)."""
+    tables are read from their base files only (log files ignored). `completion_bounds`: `begin`/`end` are
+    completion times (positions from `hudilite.reader.changes.checkpoint`), not instant times."""
     table = path_or_table if isinstance(path_or_table, HoodieTable) else HoodieTable.open(path_or_table)
     filters = list(filters or [])
     for f in filters:
@@ -218,7 +220,7 @@ def plan_read(path_or_table, *, as_of=None, begin=None, end=None, filters=None, 
     tl = table.timeline
     schema = table_schema(table)
     if begin is not None or end is not None:
-        return _finish(_plan_incremental(table, schema, begin, end, filters), read_optimized)
+        return _finish(_plan_incremental(table, schema, begin, end, filters, completion_bounds), read_optimized)
     completed = tl.completed()
     if as_of is not None:
         as_of = normalize_instant_arg(as_of)
@@ -303,13 +305,14 @@ def _finish(plan: ReadPlan, read_optimized: bool) -> ReadPlan:
     return plan
 
 
-def _plan_incremental(table: HoodieTable, schema: pa.Schema, begin, end, filters) -> ReadPlan:
+def _plan_incremental(table: HoodieTable, schema: pa.Schema, begin, end, filters,
+                      completion_bounds: bool = False) -> ReadPlan:
     """The file groups the instants of the range wrote, as the range left them. The range is in completion
     order (`hudilite.reader.changes.resolve_range`): an instant requested before `begin` that completed after
     it is in the range. Raises RangeUnavailableError when the range's files were cleaned away."""
     from hudilite.reader.changes import _replaced_upto, check_incremental, resolve_range, slices_at, touched
 
-    rng = resolve_range(table, begin, end)
+    rng = resolve_range(table, begin, end, completion_bounds=completion_bounds)
     t = touched(rng)
     groups = t.groups - t.replaced
     visible = rng.visible(rng.end)

@@ -391,11 +391,13 @@ def _scan(spark, schema, files, *, check_file_types=True, row_ids: bool = False)
     return df
 
 
-def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False, ready_only=False):
+def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False, ready_only=False,
+         completion_bounds=False):
     """Snapshot (latest or `as_of`) or incremental `(begin, end]` read as a Spark DataFrame; `read_optimized`
     reads merge-on-read tables from their base files only; `ready_only` reads only partitions a commit marked
     ready (hudilite.writer.pending.ready_partitions)."""
-    plan = plan_read(path, as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized)
+    plan = plan_read(path, as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized,
+                     completion_bounds=completion_bounds)
     if ready_only:
         from hudilite.writer.pending import ready_partitions
 

@@ -610,3 +610,28 @@ def test_completion_hint_is_written_before_the_commit(tmp_path, monkeypatch):
     hint = order.index(("write", "last_completion_time"))
     commit = order.index(("put", f"{t}.commit"))
     assert hint < commit, order
+
+
+def test_incremental_read_from_a_checkpoint_with_completion_bounds(tmp_path):
+    """Found by the model: a checkpoint is a completion time, and on a version-6 table a bare time passed as
+    `begin` is read as an instant position (the newest instant requested at or before it, by its completion),
+    which skips a write requested before the checkpoint that completed after it. `completion_bounds=True`
+    (read, plan_read, the data source's `completion_bounds` option) reads positions as completion times."""
+    from hudilite.reader.changes import checkpoint
+
+    path = str(tmp_path / "t")
+
+    def pending(k):
+        return hudilite.write(arrow([(k, 1, k, False)]), path, record_key="id", precombine_field="v",
+                              partition_by=("p",), options=opts, commit=False)
+
+    opts = {**OPTS, "hoodie.parquet.small.file.limit": "0"}  # each insert a new file group: no conflicts
+    hudilite.write(arrow([(0, 1, 0, False)]), path, record_key="id", precombine_field="v", partition_by=("p",),
+                   options=opts)
+    x, b, d = pending(2), pending(4), pending(6)  # requested in this order
+    b.complete()
+    pos, _ = checkpoint(path)
+    x.complete()  # requested before the checkpoint, completed after it
+    d.complete()
+    got = local_rows(path, begin=pos, completion_bounds=True)
+    assert {k: v[:2] for k, v in got.items()} == {2: (1, 2), 6: (1, 6)}
