@@ -55,7 +55,7 @@ def _remove_empty_partition_dirs(table: HoodieTable, dirs: set[str], instant: st
                 entries = []
             if entries:
                 break  # other files, or an existing (committed) partition
-            os.rmdir(cur)
+            table.fs.rmdir(cur)
             cur = os.path.dirname(cur)
 
 
@@ -88,10 +88,7 @@ def rollback_instant(table: HoodieTable, instant: Instant) -> list[str]:
         dirs.add(os.path.dirname(path))
     _remove_empty_partition_dirs(table, dirs, instant.timestamp)
     delete_markers(table.base_path, instant.timestamp)
-    try:
-        os.unlink(heartbeat_path(table.base_path, instant.timestamp))
-    except FileNotFoundError:
-        pass
+    table.fs.delete(heartbeat_path(table.base_path, instant.timestamp))
     _delete_instant_temp_files(table, instant.timestamp)
     change_images.remove(table.base_path, instant.timestamp)
     tl = table.timeline
