@@ -156,6 +156,7 @@ class FileLock(LockProvider):
                     raise LockTimeoutError(
                         f"could not acquire table lock {self.path} within {self.timeout_ms} ms{who}")
                 time.sleep(self.retry_ms / 1000 * (0.5 + (uuid.uuid4().int % 100) / 100))
+            self._sweep_graves()
             self._lease_dir = None
             if self.fence_root is not None:
                 try:
@@ -170,6 +171,16 @@ class FileLock(LockProvider):
         self._stop.clear()
         self._renewer = threading.Thread(target=self._renew, name="hudilite-lock-lease", daemon=True)
         self._renewer.start()
+
+    def _sweep_graves(self) -> None:
+        """Remove the renamed-away lock files (`<lock>.release.*`, `<lock>.broken.*`) of releasers and breakers
+        that died before unlinking them (they were left forever). Runs holding the lock, so no grave can be put
+        back any more (its link() to the lock path fails while the path is ours); a live releaser or breaker
+        whose grave vanishes treats it as gone (FileNotFoundError), which it is."""
+        d, name = os.path.split(self.path)
+        for n in _FS.listdir(d or "."):
+            if n.startswith(f"{name}.release.") or n.startswith(f"{name}.broken."):
+                _FS.delete(os.path.join(d, n))
 
     # ---- the lease fence -------------------------------------------------------------------
     def _open_lease(self) -> str:
