@@ -134,6 +134,17 @@ class LocalStorage:
         d, name = os.path.split(path)
         return os.path.join(d, f".{name}.{uuid.uuid4().hex}.tmp")
 
+    def delete_stale_temps(self, path: str) -> int:
+        """Delete the temp files `write_bytes(path, ...)` leaves when its process dies before the rename
+        (`tmp_name`). Only for a path whose writers hold a lock the caller holds: then no temp file of it is live.
+        Returns how many were deleted."""
+        d, name = os.path.split(path)
+        n = 0
+        for entry in list(self.scandir_files(d)):
+            if entry.name.startswith(f".{name}.") and entry.name.endswith(".tmp"):
+                n += self.delete(entry.path)
+        return n
+
     def _staged_tmp(self, path: str, stage_dir: str | None) -> str:
         if stage_dir is None:
             return self.tmp_name(path)

@@ -326,6 +326,7 @@ class Transaction:
             log.error("instant %s was completed after the table lock's lease ran out (the process stalled for "
                       "longer than the lease inside the commit); check the table with `hudilite timeline`",
                       inst.timestamp)
+        fs.delete_stale_temps(_aux_last_completion(self.table))  # of writers killed in this write (under the lock)
         fs.write_bytes(_aux_last_completion(self.table), completion.encode())
         fs.delete(heartbeat_path(self.table.base_path, inst.timestamp))  # a writer's Heartbeat.stop() does too
         self._bases.pop(inst.timestamp, None)
