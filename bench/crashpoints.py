@@ -51,7 +51,7 @@ BASE_OPTIONS = {"hoodie.write.lock.filesystem.expire.ms": "1500", "hoodie.client
 HEARTBEAT_TOLERANCE_S = 0.35
 
 
-PARTS = 5  # partitions of the tables: a write touches one file group (and its files and markers) per partition
+PARTS = 7  # partitions of the tables: a write touches one file group (and its files and markers) per partition
 
 
 def _rows(n0: int, n: int, version: int, parts: int = PARTS, tag: str = "r") -> pa.Table:
@@ -112,6 +112,14 @@ def _op_compaction(path):
     from hudilite.services.compaction import compact
 
     compact(path, {**BASE_OPTIONS}, force=True)
+
+
+def _setup_compacted_mor(path):
+    from hudilite.services.compaction import compact
+
+    _setup_commits(3, "MERGE_ON_READ")(path)
+    compact(path, {**BASE_OPTIONS}, force=True)
+    _write(path, _rows(2, 10, 40))
 
 
 def _op_clean(path):
@@ -200,9 +208,14 @@ SCENARIOS = {s.name: s for s in [
              _op_upsert("MERGE_ON_READ")),
     Scenario("mor_deltacommit_existing_log", "MERGE_ON_READ", _setup_commits(3, "MERGE_ON_READ"),
              _op_upsert("MERGE_ON_READ"), recover="rollback"),
+    Scenario("mor_insert_overwrite", "MERGE_ON_READ", _setup_commits(2, "MERGE_ON_READ"), _op_insert_overwrite),
+    Scenario("cow_upsert_marker_service", "COPY_ON_WRITE", _setup_commits(2, "COPY_ON_WRITE"),
+             lambda p: _write(p, pa.concat_tables([_rows(3, 12, 50), _rows(100, 6, 50)]),
+                              options={"hoodie.write.markers.type": "TIMELINE_SERVER_BASED"})),
     Scenario("compaction", "MERGE_ON_READ", _setup_commits(3, "MERGE_ON_READ"), _op_compaction,
              recover="compaction"),
     Scenario("clean", "COPY_ON_WRITE", _setup_commits(4, "COPY_ON_WRITE"), _op_clean, recover="clean"),
+    Scenario("clean_mor", "MERGE_ON_READ", _setup_compacted_mor, _op_clean, recover="clean"),
     Scenario("clustering", "COPY_ON_WRITE", _setup_commits(3, "COPY_ON_WRITE"), _op_clustering,
              recover="clustering"),
     Scenario("archival", "COPY_ON_WRITE", _setup_archival, _op_archival),
@@ -445,8 +458,8 @@ def check_point(sc: Scenario, template: str, oracle: Oracle, crash: str, workdir
 _STATE: dict = {}
 
 
-def _prepare(name: str, root: str) -> tuple[str, Oracle, list[str]]:
-    """Template, oracle and the crash points of one scenario."""
+def _prepare(name: str, root: str) -> tuple[str, Oracle, list[str], list[dict]]:
+    """Template, oracle, the crash points and the numbered storage operations of one scenario."""
     sc = SCENARIOS[name]
     template = os.path.join(root, name, "template")
     os.makedirs(os.path.dirname(template), exist_ok=True)
@@ -462,7 +475,17 @@ def _prepare(name: str, root: str) -> tuple[str, Oracle, list[str]]:
         points.append(str(k))
         if o["tearable"]:
             points.append(f"{k}:torn")
-    return template, Oracle(before, after), points
+    return template, Oracle(before, after), points, ops
+
+
+def run_point(name: str, root: str, match, *, torn: bool = False) -> tuple[str, str | None]:
+    """Check one crash point of scenario `name`: before (or with `torn` half-way through) its first storage
+    operation for which `match(op, path)` is true (regression tests name a point by what it does, not by its
+    number). Returns (the crash point, None or what failed)."""
+    template, oracle, _points, ops = _prepare(name, root)
+    k = next(i for i, o in enumerate(ops, 1) if match(o["op"], o["path"]))
+    crash = f"{k}:torn" if torn else str(k)
+    return crash, check_point(SCENARIOS[name], template, oracle, crash, os.path.join(root, name, "point"))
 
 
 def _run_one(args) -> tuple[str, str, str | None, float]:
@@ -486,7 +509,7 @@ def run(names: list[str], sample: int | None = None, seed: int = 0, workers: int
         for n in names:
             log(f"{n}: {len(prepared[n][2])} crash points")
         tasks = []
-        for n, (template, oracle, points) in prepared.items():
+        for n, (template, oracle, points, _ops) in prepared.items():
             tasks += [(n, template, oracle, c) for c in points]
         if sample is not None and sample < len(tasks):
             rng = random.Random(seed)

@@ -45,3 +45,37 @@ def test_injector_numbers_every_mutating_operation_and_costs_nothing_uninstalled
         faults.install(None)
     assert [o for o, _p, _t in inj.ops] == ["write", "put_if_absent", "append", "rename", "delete"]
     assert faults.install_from_env({}) is None and type(fs).fault is None
+
+
+# ---- regressions: bugs the crash points found (each names its crash point by what the operation does there) ----
+@pytest.mark.slow
+def test_archival_killed_after_deleting_instant_files_leaves_no_change_images(tmp_path):
+    """archive() deleted the archived instants' files before their change images: killed in between, the
+    images stayed forever (nothing removes images of an instant no longer on the active timeline)."""
+    deletes = []
+
+    def third_instant(op, p):
+        """Before deleting the third archived instant's first file: the second (an upsert, which wrote change
+        images; the first is the table's insert, which wrote none) is off the active timeline then."""
+        if op != "delete" or os.path.basename(os.path.dirname(p)) != ".hoodie":
+            return False
+        deletes.append(p)
+        return len(deletes) == 7  # requested, inflight, completed of each instant
+
+    crash, err = crashpoints.run_point("archival", str(tmp_path), third_instant)
+    assert err is None, f"crash at {crash}: {err}"
+
+
+@pytest.mark.slow
+def test_torn_last_completion_time_temp_file_is_removed(tmp_path):
+    """A writer killed while writing `.hoodie/.aux/last_completion_time` (temp file written, not renamed) left
+    the temp file forever; the next completion removes it."""
+    crash, err = crashpoints.run_point(
+        "compaction", str(tmp_path), lambda op, p: op == "write" and p.endswith("last_completion_time"), torn=True)
+    assert err is None, f"crash at {crash}: {err}"
+
+
+@pytest.mark.slow
+def test_lock_release_killed_after_its_rename_leaves_no_grave(tmp_path):
+    crash, err = crashpoints.run_point("cow_upsert", str(tmp_path), lambda op, p: op == "delete" and ".release." in p)
+    assert err is None, f"crash at {crash}: {err}"
