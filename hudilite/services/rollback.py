@@ -49,12 +49,19 @@ def _remove_empty_partition_dirs(table: HoodieTable, dirs: set[str], instant: st
             except FileNotFoundError:
                 cur = os.path.dirname(cur)
                 continue
+            # the temp file of a partition metadata write killed half-way (`put_if_absent`): a directory left with
+            # nothing else is removed with it (a concurrent writer creating the same partition has its data files
+            # there, written before the metadata, so the directory is not empty then)
+            temps = [e for e in entries if e.startswith(f".{PARTITION_METAFILE}.") and e.endswith(".tmp")]
+            entries = [e for e in entries if e not in temps]
             if entries == [PARTITION_METAFILE] and _partition_created_by(os.path.join(cur, PARTITION_METAFILE),
                                                                          instant):
                 table.fs.delete(os.path.join(cur, PARTITION_METAFILE))
                 entries = []
             if entries:
                 break  # other files, or an existing (committed) partition
+            for t in temps:
+                table.fs.delete(os.path.join(cur, t))
             table.fs.rmdir(cur)
             cur = os.path.dirname(cur)
 

@@ -79,3 +79,22 @@ def test_torn_last_completion_time_temp_file_is_removed(tmp_path):
 def test_lock_release_killed_after_its_rename_leaves_no_grave(tmp_path):
     crash, err = crashpoints.run_point("cow_upsert", str(tmp_path), lambda op, p: op == "delete" and ".release." in p)
     assert err is None, f"crash at {crash}: {err}"
+
+
+@pytest.mark.slow
+def test_torn_partition_metadata_of_a_new_partition_is_removed_by_rollback(tmp_path):
+    """A write killed while writing a new partition's `.hoodie_partition_metadata` (temp file written, not
+    linked) left the temp file, and so the partition directory, after its rollback."""
+    crash, err = crashpoints.run_point(
+        "cow_insert_new_table", str(tmp_path),
+        lambda op, p: op == "put_if_absent" and p.endswith(".hoodie_partition_metadata"), torn=True)
+    assert err is None, f"crash at {crash}: {err}"
+
+
+@pytest.mark.slow
+def test_torn_service_claim_temp_file_is_removed_by_the_next_claim(tmp_path):
+    """An executor killed while writing its claim record on a clustering plan (temp file written, not renamed)
+    left the temp file in `.hoodie/.aux/service_claims` forever; the next claim of the plan removes it."""
+    crash, err = crashpoints.run_point(
+        "clustering", str(tmp_path), lambda op, p: op == "write" and "service_claims" in p, torn=True)
+    assert err is None, f"crash at {crash}: {err}"
