@@ -526,8 +526,11 @@ def run(names: list[str], sample: int | None = None, seed: int = 0, workers: int
         work = [(n, tpl, orc, c, os.path.join(root, n, f"w{i}")) for i, (n, tpl, orc, c) in enumerate(tasks)]
         # spawn: the parent has hudi-rs's runtime threads running (a fork would copy their locks, held)
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            for name, crash, err, secs in pool.map(_run_one, work):
+            for i, (name, crash, err, secs) in enumerate(pool.map(_run_one, work), 1):
                 counts[name] = counts.get(name, 0) + 1
+                if i % 50 == 0:
+                    log(f"{i}/{len(work)} crash points checked, {len(failures)} failed, "
+                        f"{time.monotonic() - t0:.0f} s")
                 if err:
                     failures.append((name, crash, err))
                     log(f"FAIL {name} crash at {crash}: {err}")
