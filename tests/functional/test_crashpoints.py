@@ -98,3 +98,13 @@ def test_torn_service_claim_temp_file_is_removed_by_the_next_claim(tmp_path):
     crash, err = crashpoints.run_point(
         "clustering", str(tmp_path), lambda op, p: op == "write" and "service_claims" in p, torn=True)
     assert err is None, f"crash at {crash}: {err}"
+
+
+@pytest.mark.slow
+def test_torn_table_properties_of_a_new_table_are_removed_by_the_next_creator(tmp_path):
+    """The first write killed while writing `hoodie.properties` (temp file written, not linked) left the temp
+    file in `.hoodie` forever; the write that creates the table next removes it."""
+    crash, err = crashpoints.run_point(
+        "cow_insert_new_table", str(tmp_path), lambda op, p: op == "put_if_absent" and p.endswith("hoodie.properties"),
+        torn=True)
+    assert err is None, f"crash at {crash}: {err}"
