@@ -218,6 +218,8 @@ SCENARIOS = {s.name: s for s in [
     Scenario("clean_mor", "MERGE_ON_READ", _setup_compacted_mor, _op_clean, recover="clean"),
     Scenario("clustering", "COPY_ON_WRITE", _setup_commits(3, "COPY_ON_WRITE"), _op_clustering,
              recover="clustering"),
+    Scenario("clustering_mor", "MERGE_ON_READ", _setup_commits(3, "MERGE_ON_READ"), _op_clustering,
+             recover="clustering"),
     Scenario("archival", "COPY_ON_WRITE", _setup_archival, _op_archival),
     Scenario("rollback_cow", "COPY_ON_WRITE", _setup_failed_write("COPY_ON_WRITE"), _op_rollback),
     Scenario("rollback_mor", "MERGE_ON_READ", _setup_failed_write("MERGE_ON_READ"), _op_rollback),
