@@ -523,6 +523,9 @@ def run(names: list[str], sample: int | None = None, seed: int = 0, workers: int
             rest = [t for t in tasks if t not in chosen]
             chosen += rng.sample(rest, max(0, min(len(rest), sample - len(chosen))))
             tasks = chosen
+        else:  # round robin over the scenarios: an interrupted run has covered every one of them
+            per = [[t for t in tasks if t[0] == n] for n in names]
+            tasks = [t for i in range(max(map(len, per), default=0)) for p in per if i < len(p) for t in [p[i]]]
         counts: dict[str, int] = {}
         failures = []
         work = [(n, tpl, orc, c, os.path.join(root, n, f"w{i}")) for i, (n, tpl, orc, c) in enumerate(tasks)]
