@@ -151,8 +151,12 @@ def rollback_failed_writes(table: HoodieTable, *, lazy: bool = False, heartbeat_
 
 def clean_completed_leftovers(table: HoodieTable) -> list[str]:
     """Delete marker directories, heartbeats and timeline temp files of completed instants (a writer killed
-    between its commit and its cleanup). Returns the instant times cleaned."""
+    between its commit and its cleanup), and timeline temp files of instants that are not on the timeline at all
+    (a writer or scheduler killed while writing the instant's first file: its requested file or plan). Runs
+    under the table lock, under which every first instant file is written, so none of those is live. Returns the
+    instant times cleaned."""
     completed = {i.timestamp for i in table.timeline.instants if i.is_completed}
+    known = {i.timestamp for i in table.timeline.instants}
     hb_dir = os.path.dirname(heartbeat_path(table.base_path, "x"))
     cleaned = set()
     for t in table.fs.listdir(table.temp_path):
@@ -164,7 +168,7 @@ def clean_completed_leftovers(table: HoodieTable) -> list[str]:
             cleaned.add(t)
     for entry in list(table.fs.scandir_files(table.timeline.meta_dir)):
         m = re.match(r"^\.(\d{17}|\d{14})[._].*\.tmp$", entry.name)
-        if m and m.group(1) in completed and table.fs.delete(entry.path):
+        if m and (m.group(1) in completed or m.group(1) not in known) and table.fs.delete(entry.path):
             cleaned.add(m.group(1))
     if cleaned:
         log.info("removed leftovers of completed instants %s", sorted(cleaned))

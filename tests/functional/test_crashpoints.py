@@ -108,3 +108,13 @@ def test_torn_table_properties_of_a_new_table_are_removed_by_the_next_creator(tm
         "cow_insert_new_table", str(tmp_path), lambda op, p: op == "put_if_absent" and p.endswith("hoodie.properties"),
         torn=True)
     assert err is None, f"crash at {crash}: {err}"
+
+
+@pytest.mark.slow
+def test_torn_service_plan_temp_file_is_removed_by_the_next_write(tmp_path):
+    """A clean scheduler killed while writing its plan (`<instant>.clean.requested`: temp file written, not
+    linked) left the temp file in `.hoodie` forever: the instant never reached the timeline, and only temp files
+    of completed or rolled-back instants were removed. Same for compaction and clustering plans."""
+    crash, err = crashpoints.run_point(
+        "clean", str(tmp_path), lambda op, p: op == "put_if_absent" and p.endswith(".clean.requested"), torn=True)
+    assert err is None, f"crash at {crash}: {err}"
