@@ -54,11 +54,11 @@ def write(base_path: str, instant: str, fid: str, token: str, parts: list[tuple[
     tables = [t.append_column(CHANGE_OP, pa.repeat(pa.scalar(op, pa.string()), t.num_rows)) for op, t in parts]
     out = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     d = instant_dir(base_path, instant)
-    storage_for(base_path).makedirs(d)
+    fs = storage_for(base_path)
+    fs.makedirs(d)
     name = f"{fid}_{token}.parquet"
-    pq.write_table(out, os.path.join(d, name), compression=compression)
-    if fsync:  # named by the commit's metadata (its directory is synced before the commit)
-        fsync_path(os.path.join(d, name))
+    # fsync: named by the commit's metadata (its directory is synced before the commit)
+    fs.write_parquet(os.path.join(d, name), [out], fsync=fsync, compression=compression)
     return name
 
 

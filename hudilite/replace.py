@@ -25,11 +25,20 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
 import uuid
 
 from hudilite.errors import CorruptTableError
-from hudilite.storage.local import fsync_path
+from hudilite.storage.local import fsync_path, storage_for
+
+_FS = storage_for("/")
+
+
+def _rmtree(path: str) -> None:
+    """Remove a directory tree, best effort (what is left is an orphan the next swap removes)."""
+    try:
+        _FS.delete_tree(path)
+    except OSError:
+        pass
 
 _REBUILD = ".hudilite-rebuild-"
 _REPLACED = ".hudilite-replaced-"
@@ -68,15 +77,15 @@ def staging_dir(path: str):
     On an exception the staging directory is removed (the table at `path` is untouched)."""
     parent, name = _names(path)
     staging = os.path.join(parent, f".{name}{_REBUILD}{uuid.uuid4().hex[:12]}")
-    os.makedirs(parent, exist_ok=True)
+    _FS.makedirs(parent)
     with _flock(parent):  # orphans are removed under this lock: none sees the new dir before it is held
-        os.mkdir(staging)
+        _FS.mkdir(staging)
         fd = os.open(staging, os.O_RDONLY)
         fcntl.flock(fd, fcntl.LOCK_EX)
     try:
         yield staging
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        _rmtree(staging)
         raise
     finally:
         os.close(fd)
@@ -91,12 +100,7 @@ def swap(path: str, staging: str) -> None:
         _finish(path)  # an earlier crashed swap of this path first
         _remove_orphans(path, keep=staging)
         intent = {"staging": os.path.basename(staging), "old": f".{name}{_REPLACED}{uuid.uuid4().hex[:12]}"}
-        tmp = _intent_path(path) + f".tmp-{uuid.uuid4().hex[:8]}"
-        with open(tmp, "w") as f:
-            json.dump(intent, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.rename(tmp, _intent_path(path))
+        _FS.write_bytes(_intent_path(path), json.dumps(intent).encode())  # temp file + fsync + rename
         fsync_path(parent)
         _finish(path)
 
@@ -126,11 +130,11 @@ def _finish(path: str) -> bool:
     path = os.path.join(parent, name)
     if os.path.isdir(staging):
         if os.path.lexists(path):  # step 3 not done: the old table is still at the path
-            os.rename(path, old)
-        os.rename(staging, path)
+            _FS.rename_noreplace_dir(path, old)
+        _FS.rename_noreplace_dir(staging, path)
         fsync_path(parent)
-    shutil.rmtree(old, ignore_errors=True)
-    os.remove(ipath)
+    _rmtree(old)
+    _FS.delete(ipath)
     fsync_path(parent)
     return True
 
@@ -145,6 +149,8 @@ def _remove_orphans(path: str, keep: str) -> None:
         if entry.startswith(f".{name}{_REBUILD}"):
             with _flock(full, blocking=False) as free:
                 if free:
-                    shutil.rmtree(full, ignore_errors=True)
+                    _rmtree(full)
         elif entry.startswith(f".{name}{_REPLACED}") or entry.startswith(f".{name}{_INTENT}.tmp-"):
-            shutil.rmtree(full, ignore_errors=True) if os.path.isdir(full) else os.remove(full)
+            _rmtree(full) if os.path.isdir(full) else _FS.delete(full)
+        elif entry.startswith(f"..{name}{_INTENT}.") and entry.endswith(".tmp"):  # the intent's temp file
+            _FS.delete(full)

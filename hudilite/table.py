@@ -62,8 +62,17 @@ class HoodieTable:
         for d in (meta, os.path.join(meta, "archived"), os.path.join(meta, ".temp"), os.path.join(meta, ".aux")):
             fs.makedirs(d)
         props = os.path.join(meta, PROPS_FILE)
-        if not fs.put_if_absent(props, config.serialize().encode("utf-8")):
+        try:
+            created = fs.put_if_absent(props, config.serialize().encode("utf-8"))
+        except FileNotFoundError:  # our temp file went: removed by the creator that won (below)
+            if not os.path.isfile(props):
+                raise
+            created = False
+        if not created:
             return cls.open(base)  # another writer created it first
+        # temp files of creators killed before they linked theirs (left forever otherwise); a creator racing
+        # this one has lost already and only loses by another error
+        fs.delete_stale_temps(props)
         return cls(base, config)
 
     # ---- paths ---------------------------------------------------------------------------

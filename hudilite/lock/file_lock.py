@@ -49,6 +49,9 @@ import uuid
 
 from hudilite.errors import LockTimeoutError
 from hudilite.lock.base import LockLostError, LockProvider, register_lock_provider
+from hudilite.storage.local import storage_for
+
+_FS = storage_for("/")  # the lock file and lease directories live on the local/shared file system
 
 _EXPIRES_DIGITS = 15  # space-padded, so every renewal writes the same number of bytes
 
@@ -107,21 +110,11 @@ class FileLock(LockProvider):
 
     # ---- acquiring -------------------------------------------------------------------------
     def _try_create(self) -> bool:
+        exp = _now_ms() + self.lease_ms
         try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+            fd = _FS.create_exclusive(self.path, self._content(exp), fsync=True)
         except FileExistsError:
             return False
-        try:
-            exp = _now_ms() + self.lease_ms
-            os.write(fd, self._content(exp))
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
-            raise
         st = os.fstat(fd)
         self._fd, self._ino, self._expires_ms = fd, (st.st_dev, st.st_ino), exp
         return True
@@ -132,7 +125,7 @@ class FileLock(LockProvider):
             return
         grave = f"{self.path}.broken.{uuid.uuid4().hex}"
         try:
-            os.rename(self.path, grave)
+            _FS.rename(self.path, grave)
         except FileNotFoundError:
             return
         try:
@@ -142,18 +135,18 @@ class FileLock(LockProvider):
         except FileNotFoundError:
             return
         if (st.st_dev, st.st_ino) == state["ino"] and captured == state["raw"]:
-            os.unlink(grave)  # the stale lock we judged: gone
+            _FS.delete(grave)  # the stale lock we judged: gone
         else:  # we captured a lock taken or renewed meanwhile: put it back
             try:
-                os.link(grave, self.path)
+                _FS.link(grave, self.path)
             except FileExistsError:
                 pass
-            os.unlink(grave)
+            _FS.delete(grave)
 
     def acquire(self) -> None:
         self._local.acquire()
         try:
-            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            _FS.makedirs(os.path.dirname(self.path) or ".")
             deadline = time.monotonic() + self.timeout_ms / 1000
             while not self._try_create():
                 self._break_if_expired()
@@ -163,6 +156,7 @@ class FileLock(LockProvider):
                     raise LockTimeoutError(
                         f"could not acquire table lock {self.path} within {self.timeout_ms} ms{who}")
                 time.sleep(self.retry_ms / 1000 * (0.5 + (uuid.uuid4().int % 100) / 100))
+            self._sweep_graves()
             self._lease_dir = None
             if self.fence_root is not None:
                 try:
@@ -178,10 +172,20 @@ class FileLock(LockProvider):
         self._renewer = threading.Thread(target=self._renew, name="hudilite-lock-lease", daemon=True)
         self._renewer.start()
 
+    def _sweep_graves(self) -> None:
+        """Remove the renamed-away lock files (`<lock>.release.*`, `<lock>.broken.*`) of releasers and breakers
+        that died before unlinking them (they were left forever). Runs holding the lock, so no grave can be put
+        back any more (its link() to the lock path fails while the path is ours); a live releaser or breaker
+        whose grave vanishes treats it as gone (FileNotFoundError), which it is."""
+        d, name = os.path.split(self.path)
+        for n in _FS.listdir(d or "."):
+            if n.startswith(f"{name}.release.") or n.startswith(f"{name}.broken."):
+                _FS.delete(os.path.join(d, n))
+
     # ---- the lease fence -------------------------------------------------------------------
     def _open_lease(self) -> str:
         """Revoke every other holder's lease directory, then create ours (we hold the lock file)."""
-        os.makedirs(self.fence_root, exist_ok=True)
+        _FS.makedirs(self.fence_root)
         try:
             names = os.listdir(self.fence_root)
         except FileNotFoundError:  # removed (empty) by a former holder's release just now
@@ -194,17 +198,17 @@ class FileLock(LockProvider):
         d = os.path.join(self.fence_root, f"lease.{uuid.uuid4().hex}")
         for _ in range(10):
             try:
-                os.mkdir(d)
+                _FS.mkdir(d)
                 return d
             except FileNotFoundError:  # a former holder's release removed the (then empty) root just now
-                os.makedirs(self.fence_root, exist_ok=True)
-        os.mkdir(d)
+                _FS.makedirs(self.fence_root)
+        _FS.mkdir(d)
         return d
 
     def _revoke(self, lease_dir: str) -> bool:
         grave = os.path.join(self.fence_root, f".revoked.{uuid.uuid4().hex}")
         try:
-            os.rename(lease_dir, grave)  # from here on no path through the lease directory resolves
+            _FS.rename(lease_dir, grave)  # from here on no path through the lease directory resolves
         except FileNotFoundError:
             return False  # released (or revoked) meanwhile
         self._clear(grave)
@@ -221,14 +225,10 @@ class FileLock(LockProvider):
             except FileNotFoundError:
                 return
             for n in names:
-                try:
-                    # a link() that resolved this file before the rename either finished before this unlink, or
-                    # fails
-                    os.unlink(os.path.join(d, n))
-                except FileNotFoundError:
-                    pass
+                # a link() that resolved this file before the rename either finished before this unlink, or fails
+                _FS.delete(os.path.join(d, n))
             try:
-                os.rmdir(d)
+                _FS.rmdir(d)
                 return
             except FileNotFoundError:
                 return
@@ -269,7 +269,7 @@ class FileLock(LockProvider):
                 raise self._lost_error("its lease expired and another process broke it")
             exp = _now_ms() + self.lease_ms
             try:
-                os.pwrite(self._fd, self._content(exp), 0)
+                _FS.renew_in_place(self._fd, self._content(exp))
             except OSError as e:
                 raise self._lost_error(f"renewing the lease failed ({e})") from None
             if _now_ms() >= self._expires_ms - self.margin_ms:
@@ -298,7 +298,7 @@ class FileLock(LockProvider):
                 # before the lock file goes: nothing is published through it any more
                 if self._revoke(lease_dir):  # (not revoked by a new holder: we still hold the lock)
                     try:
-                        os.rmdir(self.fence_root)  # leave no working directory behind (only if empty)
+                        _FS.rmdir(self.fence_root)  # leave no working directory behind (only if empty)
                     except OSError:
                         pass
         finally:
@@ -314,16 +314,16 @@ class FileLock(LockProvider):
                 # rename first, then check the inode we captured, so a lock taken over in between survives
                 grave = f"{self.path}.release.{uuid.uuid4().hex}"
                 try:
-                    os.rename(self.path, grave)
+                    _FS.rename(self.path, grave)
                     st = os.stat(grave)
                     if (st.st_dev, st.st_ino) == self._ino:
-                        os.unlink(grave)
+                        _FS.delete(grave)
                     else:
                         try:
-                            os.link(grave, self.path)
+                            _FS.link(grave, self.path)
                         except FileExistsError:
                             pass
-                        os.unlink(grave)
+                        _FS.delete(grave)
                 except FileNotFoundError:
                     pass
         finally:

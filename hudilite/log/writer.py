@@ -7,7 +7,7 @@ from typing import Iterable, NamedTuple
 
 from hudilite.log.blocks import LogBlock, encode_block
 from hudilite.log.format import DEFAULT_LOG_FILE_MAX_SIZE, format_log_file_name, list_log_files
-from hudilite.storage.local import fsync_path
+from hudilite.storage.local import storage_for
 
 
 class BlockLocation(NamedTuple):
@@ -21,19 +21,11 @@ class BlockLocation(NamedTuple):
 def _append_encoded(path: str, encoded: list[bytes], fsync: bool) -> list[BlockLocation]:
     if not encoded:
         return []
-    created = not os.path.exists(path)
+    offset = storage_for(path).append_bytes(path, encoded, fsync=fsync)
     locations = []
-    with open(path, "ab") as f:
-        offset = os.fstat(f.fileno()).st_size
-        for data in encoded:
-            f.write(data)
-            locations.append(BlockLocation(path, offset, len(data)))
-            offset += len(data)
-        f.flush()
-        if fsync:
-            os.fsync(f.fileno())
-    if created and fsync:
-        fsync_path(os.path.dirname(os.path.abspath(path)))
+    for data in encoded:
+        locations.append(BlockLocation(path, offset, len(data)))
+        offset += len(data)
     return locations
 
 
@@ -93,7 +85,7 @@ class LogWriter:
 
     def append(self, blocks: Iterable[LogBlock]) -> list[BlockLocation]:
         """Append blocks, rolling to a new version when the current file is over the limit."""
-        os.makedirs(self.directory, exist_ok=True)
+        storage_for(self.directory).makedirs(self.directory)
         locations: list[BlockLocation] = []
         pending: list[bytes] = []
         size = os.path.getsize(self.path) if os.path.exists(self.path) else 0

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from hudilite.storage.local import storage_for
+
 CREATE = "CREATE"
 MERGE = "MERGE"
 APPEND = "APPEND"
@@ -28,19 +30,18 @@ class DirectMarkers:
         self.root = marker_dir(base_path, instant)
 
     def init(self) -> None:
-        os.makedirs(self.root, exist_ok=True)
+        fs = storage_for(self.root)
+        fs.makedirs(self.root)
         p = os.path.join(self.root, MARKER_TYPE_FILE)
         if not os.path.exists(p):
-            with open(p, "w") as f:
-                f.write("DIRECT")
+            fs.write_plain(p, b"DIRECT")
 
     def create(self, partition: str, file_name: str, kind: str) -> str:
         d = os.path.join(self.root, partition) if partition else self.root
-        os.makedirs(d, exist_ok=True)
+        fs = storage_for(d)
+        fs.makedirs(d)
         path = os.path.join(d, f"{file_name}{_SUFFIX}{kind}")
-        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
-        os.fsync(fd)
-        os.close(fd)
+        fs.touch(path)
         return path
 
 

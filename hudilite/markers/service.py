@@ -43,7 +43,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from hudilite.errors import HudiliteError
 from hudilite.markers.direct import MARKER_TYPE_FILE, _SUFFIX, delete_markers, list_markers, marker_dir
-from hudilite.storage.local import fsync_path
+from hudilite.storage.local import fsync_path, storage_for
 
 TIMELINE_SERVER_BASED = "TIMELINE_SERVER_BASED"
 DIRECT = "DIRECT"
@@ -366,7 +366,7 @@ class MarkerService:
             top = root
             while not os.path.isdir(os.path.dirname(top)):
                 top = os.path.dirname(top)
-            os.makedirs(root, exist_ok=True)
+            storage_for(root).makedirs(root)
             d, n = root, 0
             while True:  # make every new directory entry durable, from the instant's directory up
                 d = os.path.dirname(d)
@@ -395,14 +395,7 @@ class MarkerService:
             # only then (a real Hudi reader trusts this file to know which markers to read).
             if cur == TIMELINE_SERVER_BASED or any(e != MARKER_TYPE_FILE for e in os.listdir(root)):
                 return
-        tmp = f"{p}.{uuid.uuid4().hex}.tmp"
-        fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, TIMELINE_SERVER_BASED.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, p)
+        storage_for(p).write_bytes(p, TIMELINE_SERVER_BASED.encode())
         fsync_path(root)
         self.stats.add(files_created=1, fsyncs=2)
 
@@ -412,7 +405,7 @@ class MarkerService:
         size = os.path.getsize(path)
         if size == 0:
             return
-        with open(path, "rb+") as f:
+        with open(path, "rb") as f:
             f.seek(max(0, size - 65536))
             tail = f.read()
             if tail.endswith(b"\n"):
@@ -423,9 +416,9 @@ class MarkerService:
                 f.seek(0)
                 data = f.read()
                 keep = data.rfind(b"\n") + 1
-            f.truncate(keep)
-            f.flush()
-            os.fsync(f.fileno())
+        fs = storage_for(path)
+        fs.truncate(path, keep)
+        fs.fsync_file(path)
         self.stats.add(torn_tails_repaired=1, fsyncs=1)
 
     def _delete(self, instant: str) -> None:
@@ -545,16 +538,12 @@ class MarkerService:
                 root = marker_dir(self.base_path, st.instant)
                 path = os.path.join(root, f"MARKERS{w}")
                 existed = os.path.exists(path)
-                fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+                fd = storage_for(path).open_append_fd(path)
                 st.fds[w] = fd
                 if not existed:
                     fsync_path(root)  # the new file's directory entry is durable too
                     self.stats.add(files_created=1, fsyncs=1)
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
+            storage_for(self.base_path).append_fd(fd, data, path=f"{marker_dir(self.base_path, st.instant)}/MARKERS{w}")
             self.stats.add(writes=1, fsyncs=1, bytes_written=len(data))
 
 

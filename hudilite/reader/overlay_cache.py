@@ -142,7 +142,7 @@ def write_entry(prefix: str, rows: pa.Table | bytes, block_keys: np.ndarray, mas
             continue
         tmp = fs.tmp_name(prefix + suffix)
         try:
-            pq.write_table(content, tmp, compression="snappy")
+            fs.write_parquet(tmp, [content], fsync=False, compression="snappy")
             fs.rename(tmp, prefix + suffix)
         except BaseException:
             fs.delete(tmp)

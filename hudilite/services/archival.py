@@ -199,10 +199,13 @@ def archive(table_or_path, options: dict | None = None, *, force: bool = False) 
                 files.append(path)
         txn.lock.verify()
         append_archive_records(archive_dir(table.meta_path, folder), records)
+        # change reads never start before the active timeline. The images go first: once an instant's files are
+        # deleted nothing would remove them any more (a process killed in between left them forever), while
+        # images missing for an instant still active only make a change read compute the diff instead
+        for inst in todo:
+            change_images.remove(table.base_path, inst.timestamp)
         for path in files:  # oldest instant first; requested -> inflight -> completed within one
             table.fs.delete(path)
-        for inst in todo:  # change reads never start before the active timeline
-            change_images.remove(table.base_path, inst.timestamp)
         table.reload()
     log.info("archived %d instant(s) of %s (%s .. %s); stopped at: %s", len(todo), table.base_path,
              todo[0].timestamp, todo[-1].timestamp, reason)

@@ -187,6 +187,8 @@ def acquire(table: HoodieTable, instant: str, action: str, options: dict | None,
             if not live:
                 attempt = int((rec or {}).get("attempt") or 0) + 1
                 table.fs.makedirs(os.path.dirname(claim_path(table.base_path, instant)))
+                # claim records are written under the lock only: a temp file of one is a killed executor's
+                table.fs.delete_stale_temps(claim_path(table.base_path, instant))
                 table.fs.write_bytes(claim_path(table.base_path, instant), json.dumps(
                     {"owner": owner, "attempt": attempt, "tolerance_ms": tolerance, "since_ms": int(time.time() * 1000)}
                 ).encode())

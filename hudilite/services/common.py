@@ -11,7 +11,7 @@ import time
 import pyarrow as pa
 
 from hudilite.errors import InvalidWriteError
-from hudilite.storage.local import fsync_option
+from hudilite.storage.local import fsync_option, storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline import INFLIGHT, REQUESTED, Instant, Timeline
 from hudilite.timeline.plans import read_requested
@@ -222,14 +222,15 @@ def write_base_file(ctx, partition: str, fid: str, token: str, rows: pa.Table, c
     i = out.schema.get_field_index("_hoodie_file_name")
     out = out.set_column(i, ctx.file_schema.field(i), const_string(name, out.num_rows))
     d = os.path.join(ctx.base_path, partition) if partition else ctx.base_path
-    os.makedirs(d, exist_ok=True)
+    fs = storage_for(d)
+    fs.makedirs(d)
     if claim is not None:
         claim.check()
     ctx.markers().create(partition, name, CREATE)
     path = os.path.join(d, name)
     size = _write_parquet(path, out, ctx)
     if claim is not None and not claim.held():
-        os.unlink(path)
+        fs.delete(path)
         claim.check()
     rel = f"{partition}/{name}" if partition else name
     return rel, path, size

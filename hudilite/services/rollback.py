@@ -49,13 +49,20 @@ def _remove_empty_partition_dirs(table: HoodieTable, dirs: set[str], instant: st
             except FileNotFoundError:
                 cur = os.path.dirname(cur)
                 continue
+            # the temp file of a partition metadata write killed half-way (`put_if_absent`): a directory left with
+            # nothing else is removed with it (a concurrent writer creating the same partition has its data files
+            # there, written before the metadata, so the directory is not empty then)
+            temps = [e for e in entries if e.startswith(f".{PARTITION_METAFILE}.") and e.endswith(".tmp")]
+            entries = [e for e in entries if e not in temps]
             if entries == [PARTITION_METAFILE] and _partition_created_by(os.path.join(cur, PARTITION_METAFILE),
                                                                          instant):
                 table.fs.delete(os.path.join(cur, PARTITION_METAFILE))
                 entries = []
             if entries:
                 break  # other files, or an existing (committed) partition
-            os.rmdir(cur)
+            for t in temps:
+                table.fs.delete(os.path.join(cur, t))
+            table.fs.rmdir(cur)
             cur = os.path.dirname(cur)
 
 
@@ -88,10 +95,7 @@ def rollback_instant(table: HoodieTable, instant: Instant) -> list[str]:
         dirs.add(os.path.dirname(path))
     _remove_empty_partition_dirs(table, dirs, instant.timestamp)
     delete_markers(table.base_path, instant.timestamp)
-    try:
-        os.unlink(heartbeat_path(table.base_path, instant.timestamp))
-    except FileNotFoundError:
-        pass
+    table.fs.delete(heartbeat_path(table.base_path, instant.timestamp))
     _delete_instant_temp_files(table, instant.timestamp)
     change_images.remove(table.base_path, instant.timestamp)
     tl = table.timeline
@@ -147,8 +151,12 @@ def rollback_failed_writes(table: HoodieTable, *, lazy: bool = False, heartbeat_
 
 def clean_completed_leftovers(table: HoodieTable) -> list[str]:
     """Delete marker directories, heartbeats and timeline temp files of completed instants (a writer killed
-    between its commit and its cleanup). Returns the instant times cleaned."""
+    between its commit and its cleanup), and timeline temp files of instants that are not on the timeline at all
+    (a writer or scheduler killed while writing the instant's first file: its requested file or plan). Runs
+    under the table lock, under which every first instant file is written, so none of those is live. Returns the
+    instant times cleaned."""
     completed = {i.timestamp for i in table.timeline.instants if i.is_completed}
+    known = {i.timestamp for i in table.timeline.instants}
     hb_dir = os.path.dirname(heartbeat_path(table.base_path, "x"))
     cleaned = set()
     for t in table.fs.listdir(table.temp_path):
@@ -160,7 +168,7 @@ def clean_completed_leftovers(table: HoodieTable) -> list[str]:
             cleaned.add(t)
     for entry in list(table.fs.scandir_files(table.timeline.meta_dir)):
         m = re.match(r"^\.(\d{17}|\d{14})[._].*\.tmp$", entry.name)
-        if m and m.group(1) in completed and table.fs.delete(entry.path):
+        if m and (m.group(1) in completed or m.group(1) not in known) and table.fs.delete(entry.path):
             cleaned.add(m.group(1))
     if cleaned:
         log.info("removed leftovers of completed instants %s", sorted(cleaned))

@@ -10,6 +10,9 @@ import os
 import uuid
 from typing import Iterator
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 
 def normalize_path(path: str) -> str:
     """Absolute local path for a table location: a plain path, `file:/x` (Spark's and Hadoop's form of a
@@ -85,7 +88,13 @@ def directories_of(base_path: str, rel_paths) -> list[str]:
 
 class LocalStorage:
     """POSIX file operations. `put_if_absent` is atomic: content is written to a temp file and hard-linked
-    into place, which fails if the target exists (no reader ever sees a half-written file)."""
+    into place, which fails if the target exists (no reader ever sees a half-written file).
+
+    Every mutating operation first calls `self.fault` when it is set (hudilite/storage/faults.py: crash
+    injection); unset (the class default) that is one attribute check. `fault(op, path, torn)`: `torn`, when
+    given, performs a partial version of the operation (a process killed in the middle of it)."""
+
+    fault = None
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
@@ -125,6 +134,17 @@ class LocalStorage:
         d, name = os.path.split(path)
         return os.path.join(d, f".{name}.{uuid.uuid4().hex}.tmp")
 
+    def delete_stale_temps(self, path: str) -> int:
+        """Delete the temp files `write_bytes(path, ...)` leaves when its process dies before the rename
+        (`tmp_name`). Only for a path whose writers hold a lock the caller holds: then no temp file of it is live.
+        Returns how many were deleted."""
+        d, name = os.path.split(path)
+        n = 0
+        for entry in list(self.scandir_files(d)):
+            if entry.name.startswith(f".{name}.") and entry.name.endswith(".tmp"):
+                n += self.delete(entry.path)
+        return n
+
     def _staged_tmp(self, path: str, stage_dir: str | None) -> str:
         if stage_dir is None:
             return self.tmp_name(path)
@@ -133,11 +153,9 @@ class LocalStorage:
     def write_bytes(self, path: str, data: bytes, *, fsync: bool = True, stage_dir: str | None = None) -> None:
         """Atomically replace `path` with `data` (temp file + rename). `stage_dir`: as for `put_if_absent`."""
         tmp = self._staged_tmp(path, stage_dir)
-        with open(tmp, "wb") as f:
-            f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
+        if self.fault is not None:
+            self.fault("write", path, lambda: _write_file(tmp, data, False))
+        _write_file(tmp, data, fsync)
         os.replace(tmp, path)
 
     def put_if_absent(self, path: str, data: bytes, *, stage_dir: str | None = None) -> bool:
@@ -148,10 +166,9 @@ class LocalStorage:
         fails with FileNotFoundError (the name no longer resolves, or the kernel refuses to link an inode
         whose last name was unlinked) and `path` is not created."""
         tmp = self._staged_tmp(path, stage_dir)
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        if self.fault is not None:
+            self.fault("put_if_absent", path, lambda: _write_file(tmp, data, False))
+        _write_file(tmp, data, True)
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -169,6 +186,8 @@ class LocalStorage:
             fsync_path(d)
 
     def create_empty_if_absent(self, path: str) -> bool:
+        if self.fault is not None:
+            self.fault("create", path, None)
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
@@ -177,6 +196,8 @@ class LocalStorage:
         return True
 
     def delete(self, path: str) -> bool:
+        if self.fault is not None:
+            self.fault("delete", path, None)
         try:
             os.unlink(path)
             return True
@@ -186,6 +207,8 @@ class LocalStorage:
     def delete_tree(self, path: str) -> None:
         if not os.path.exists(path):
             return
+        if self.fault is not None:
+            self.fault("delete_tree", path, lambda: self._delete_some(path))
         for root, dirs, files in os.walk(path, topdown=False):
             for f in files:
                 os.unlink(os.path.join(root, f))
@@ -193,13 +216,179 @@ class LocalStorage:
                 os.rmdir(os.path.join(root, d))
         os.rmdir(path)
 
+    def _delete_some(self, path: str) -> None:
+        """The first file of the tree deleted (a recursive delete killed part way)."""
+        for f in self.walk_files(path):
+            os.unlink(f)
+            return
+
     def rename(self, src: str, dst: str) -> None:
+        """`os.replace`: atomically moves `src` to `dst`, replacing a file there."""
+        if self.fault is not None:
+            self.fault("rename", dst, None)
         os.replace(src, dst)
+
+    def rename_noreplace_dir(self, src: str, dst: str) -> None:
+        """`os.rename` (a directory onto an absent or empty directory; raises like it)."""
+        if self.fault is not None:
+            self.fault("rename", dst, None)
+        os.rename(src, dst)
+
+    def link(self, src: str, dst: str) -> None:
+        """Hard link `dst` to `src`; FileExistsError when `dst` exists."""
+        if self.fault is not None:
+            self.fault("link", dst, None)
+        os.link(src, dst)
+
+    def mkdir(self, path: str) -> None:
+        """Create one directory; FileExistsError when it exists (an exclusive claim)."""
+        if self.fault is not None:
+            self.fault("mkdir", path, None)
+        os.mkdir(path)
+
+    def rmdir(self, path: str) -> None:
+        """Remove an empty directory (raises like `os.rmdir`)."""
+        if self.fault is not None:
+            self.fault("rmdir", path, None)
+        os.rmdir(path)
+
+    def create_exclusive(self, path: str, data: bytes = b"", *, fsync: bool = False) -> int:
+        """Create `path` holding `data`, failing with FileExistsError when it exists (O_EXCL). Returns the
+        open descriptor (the caller closes it: a lock file may keep it for its lease). A failure after the
+        creation removes the file again."""
+        if self.fault is not None:
+            self.fault("create", path, None)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+        try:
+            if data:
+                _write_all(fd, data)
+            if fsync:
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            self.delete(path)
+            raise
+        return fd
+
+    def touch(self, path: str, *, fsync: bool = True) -> None:
+        """Create `path` empty if absent (an existing file is left as it is), durably."""
+        if self.fault is not None:
+            self.fault("create", path, None)
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def write_plain(self, path: str, data: bytes) -> None:
+        """Write `path` in place (created or truncated), not atomically and not synced: files whose readers
+        tolerate a torn or empty content (heartbeats, marker type files of direct markers)."""
+        if self.fault is not None:
+            self.fault("write", path, lambda: _write_file(path, data[:len(data) // 2], False))
+        _write_file(path, data, False)
+
+    def append_bytes(self, path: str, chunks: list[bytes], *, fsync: bool = True) -> int:
+        """Append `chunks` to `path` (created if missing) and flush (fsync with `fsync`; a new file's directory
+        entry too). Returns the offset the first chunk landed at."""
+        created = not os.path.exists(path)
+        if self.fault is not None:
+            self.fault("append", path, lambda: _append_file(path, [b"".join(chunks)[:max(1, sum(map(len, chunks)) // 2)]], False))
+        offset = _append_file(path, chunks, fsync)
+        if created and fsync:
+            fsync_path(os.path.dirname(os.path.abspath(path)))
+        return offset
+
+    def open_append_fd(self, path: str) -> int:
+        """An O_APPEND descriptor on `path` (created if missing) for `append_fd` (a log kept open)."""
+        if self.fault is not None:
+            self.fault("create", path, None)
+        return os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+
+    def append_fd(self, fd: int, data: bytes, *, fsync: bool = True, path: str = "") -> None:
+        """Append all of `data` to the descriptor from `open_append_fd`, then fsync it."""
+        if self.fault is not None:
+            self.fault("append", path, lambda: _write_all(fd, bytes(data[:max(1, len(data) // 2)])))
+        _write_all(fd, data)
+        if fsync:
+            os.fsync(fd)
+
+    def touch_mtime(self, path: str) -> None:
+        """Set `path`'s mtime to now (a heartbeat). Not numbered by `fault`: beats run on a timer."""
+        os.utime(path)
+
+    def renew_in_place(self, fd: int, data: bytes) -> None:
+        """Overwrite the start of an open file (a lock lease renewal: same length, so never torn). Not numbered
+        by `fault`: renewals run on a timer, so their count is not a property of the operation."""
+        os.pwrite(fd, data, 0)
+
+    def truncate(self, path: str, size: int) -> None:
+        if self.fault is not None:
+            self.fault("truncate", path, None)
+        os.truncate(path, size)
+
+    def write_parquet(self, path: str, parts: list[pa.Table], *, row_group_size: int | None = None,
+                      fsync: bool = True, **options) -> int:
+        """Write a parquet data file from Arrow tables (one row group series per part, all of the first part's
+        schema), fsynced with `fsync`. Returns its size."""
+        if self.fault is not None:
+            self.fault("write_data", path, lambda: self._torn_parquet(path, parts, options))
+        if len(parts) == 1:
+            pq.write_table(parts[0], path, row_group_size=row_group_size, **options)
+        else:
+            with pq.ParquetWriter(path, parts[0].schema, **options) as w:
+                for t in parts:
+                    w.write_table(t, row_group_size=row_group_size)
+        if fsync:
+            fsync_path(path)
+        return os.path.getsize(path)
+
+    def _torn_parquet(self, path: str, parts: list[pa.Table], options: dict) -> None:
+        sink = pa.BufferOutputStream()
+        pq.write_table(parts[0], sink, **options)
+        data = sink.getvalue().to_pybytes()
+        _write_file(path, data[:len(data) // 2], False)
+
+    def create_data_file(self, path: str) -> pa.NativeFile:
+        """A new data file opened for writing (a streaming parquet writer's sink); the caller closes it and
+        syncs it with `fsync_file`."""
+        if self.fault is not None:
+            self.fault("write_data", path, lambda: _write_file(path, b"PAR1", False))
+        return pa.OSFile(path, "wb")
+
+    def fsync_file(self, path: str) -> None:
+        fsync_path(path)
 
     def walk_files(self, path: str) -> Iterator[str]:
         for root, _dirs, files in os.walk(path):
             for f in files:
                 yield os.path.join(root, f)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _write_file(path: str, data: bytes, fsync: bool) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _append_file(path: str, chunks: list[bytes], fsync: bool) -> int:
+    with open(path, "ab") as f:
+        offset = os.fstat(f.fileno()).st_size
+        for data in chunks:
+            f.write(data)
+        f.flush()
+        if fsync:
+            os.fsync(f.fileno())
+    return offset
 
 
 _LOCAL = LocalStorage()

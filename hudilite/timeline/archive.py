@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from hudilite.storage.local import storage_for
 from hudilite.timeline.instant import COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
 from hudilite.timeline.timeline import COMPLETION_KEY
 
@@ -191,7 +192,7 @@ def append_archive_records(directory: str, records: list[dict], *, max_file_byte
     from hudilite.log.writer import append_blocks
     from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, parsed
 
-    os.makedirs(directory, exist_ok=True)
+    storage_for(directory).makedirs(directory)
     files = list_archive_files(directory)
     if files and os.path.getsize(files[-1][1]) < max_file_bytes:
         path = files[-1][1]

@@ -18,6 +18,7 @@ import threading
 import time
 
 from hudilite.errors import InvalidWriteError
+from hudilite.storage.local import storage_for
 
 INTERVAL_KEY = "hoodie.client.heartbeat.interval_in_ms"
 MISSES_KEY = "hoodie.client.heartbeat.tolerable.misses"
@@ -50,13 +51,13 @@ def write_heartbeat(base_path: str, instant: str, interval_ms: int, tolerable_mi
     """Create the heartbeat of `instant` (its first beat) recording the writer's settings. `tag` names the
     writer for its own recovery (the streaming sink's query id)."""
     p = heartbeat_path(base_path, instant)
-    os.makedirs(os.path.dirname(p), exist_ok=True)
+    fs = storage_for(p)
+    fs.makedirs(os.path.dirname(p))
     rec = {"interval_ms": int(interval_ms), "tolerable_misses": int(tolerable_misses),
            "owner": f"{socket.gethostname()}:{os.getpid()}", "started_ms": int(time.time() * 1000)}
     if tag:
         rec["tag"] = tag
-    with open(p, "w") as f:
-        f.write(json.dumps(rec))
+    fs.write_plain(p, json.dumps(rec).encode())
 
 
 def read_heartbeat(base_path: str, instant: str) -> dict | None:
@@ -112,7 +113,7 @@ class Heartbeat:
         self._thread.start()
 
     def _beat(self) -> None:
-        os.utime(self.path)  # FileNotFoundError: the instant was completed or rolled back
+        storage_for(self.path).touch_mtime(self.path)  # FileNotFoundError: the instant was completed or rolled back
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -126,7 +127,4 @@ class Heartbeat:
         if self._thread is not None:
             self._thread.join()
         if delete:
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
+            storage_for(self.path).delete(self.path)

@@ -581,14 +581,14 @@ def _remove_unused_new_table(table: HoodieTable, base: str, dir_existed: bool) -
         with Transaction(table, {}).lock:
             if table.reload().instants:
                 return
-            os.unlink(os.path.join(meta, PROPS_FILE))  # from here on the path holds no table
+            table.fs.delete(os.path.join(meta, PROPS_FILE))  # from here on the path holds no table
             for entry in os.scandir(base):  # partition directories the write left (rollback empties them)
                 if entry.is_dir() and entry.path != meta and not any(os.scandir(entry.path)):
-                    os.rmdir(entry.path)
+                    table.fs.rmdir(entry.path)
         if not HoodieTable.exists(base):  # the lock file is gone with the lock; nobody created a table since
             table.fs.delete_tree(meta)
             if not dir_existed and not os.listdir(base):
-                os.rmdir(base)
+                table.fs.rmdir(base)
     except OSError:  # noqa: PERF203 - best effort: the failed write's error is what the caller needs
         log.warning("could not remove the new table at %s after its first write failed", base, exc_info=True)
 

@@ -23,7 +23,7 @@ from hudilite.file_group import base_file_name
 from hudilite.keygen import partition_path_problem
 from hudilite.markers import CREATE, MERGE
 from hudilite.schema import META_FIELDS, cast_table_to_schema
-from hudilite.storage.local import fsync_path
+from hudilite.storage.local import storage_for
 from hudilite.writer.context import DELETE_COL, KEY_COL, MOVED_COL, PART_COL, SEQ_COL, WriteContext
 
 STAT_SCHEMA = pa.schema([pa.field("stat", pa.string())])
@@ -186,14 +186,11 @@ def _write_parquet(path: str, table: pa.Table, ctx: WriteContext, *, new_rows_fr
         table.column("_hoodie_record_key"))})
     opts = dict(compression=ctx.compression, write_statistics=True, use_dictionary=dictionary_columns(table))
     if not new_rows_from or new_rows_from >= table.num_rows:
-        pq.write_table(table, path, row_group_size=ctx.row_group_rows, **opts)
+        parts = [table]
     else:
-        with pq.ParquetWriter(path, table.schema, **opts) as w:
-            w.write_table(table.slice(0, new_rows_from), row_group_size=ctx.row_group_rows)
-            w.write_table(table.slice(new_rows_from), row_group_size=ctx.row_group_rows)
-    if ctx.fsync:
-        fsync_path(path)
-    return os.path.getsize(path)
+        parts = [table.slice(0, new_rows_from), table.slice(new_rows_from)]
+    return storage_for(path).write_parquet(path, parts, row_group_size=ctx.row_group_rows, fsync=ctx.fsync,
+                                           **opts)
 
 
 def _stat(ctx: WriteContext, partition: str, fid: str, name: str, size: int, *, prev: str, writes: int,
@@ -341,7 +338,7 @@ def _carry_missing_columns(ctx: WriteContext, changed: pa.Table, old: pa.Table, 
 
 def _data_path(ctx: WriteContext, partition: str, name: str) -> str:
     d = os.path.join(ctx.base_path, partition) if partition else ctx.base_path
-    os.makedirs(d, exist_ok=True)
+    storage_for(ctx.base_path).makedirs(d)
     return os.path.join(d, name)
 
 
@@ -372,7 +369,7 @@ class StreamingBaseFileWriter:
         name = base_file_name(fid, f"{self.pid}-{self.stage}-{self.attempt}", self.ctx.instant)
         self.markers.create(partition, name, CREATE)
         path = _data_path(self.ctx, partition, name)
-        sink = pa.OSFile(path, "wb")
+        sink = storage_for(path).create_data_file(path)
         st = {"fid": fid, "name": name, "path": path, "sink": sink, "writer": None, "rows": 0, "pending": [],
               "pending_rows": 0, "min": None, "max": None}
         self.open[partition] = st
@@ -423,7 +420,7 @@ class StreamingBaseFileWriter:
         st["writer"].close()
         st["sink"].close()
         if self.ctx.fsync:
-            fsync_path(st["path"])
+            storage_for(st["path"]).fsync_file(st["path"])
         size = os.path.getsize(st["path"])
         self.stats.append(_stat(self.ctx, partition, st["fid"], st["name"], size, prev="null", writes=st["rows"],
                                 inserts=st["rows"], updates=0, deletes=0))

@@ -34,6 +34,7 @@ from hudilite.markers import APPEND
 from hudilite.reader.merge import SliceDesc, conform, slice_overlay
 from hudilite.reader.planner import ReadPlan
 from hudilite.schema import arrow_to_avro, avro_to_arrow, avro_to_json, with_meta_fields_arrow, with_meta_fields_avro
+from hudilite.storage.local import storage_for
 from hudilite.writer.context import DELETE_COL, KEY_COL, PART_COL, WriteContext
 from hudilite.writer.handle import _with_meta, dedup_latest, dictionary_columns, incoming_wins, key_columns, \
     merge_file_group, orders_by_event_time, task_info
@@ -184,7 +185,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     if dels.num_rows:
         blocks.extend(_delete_blocks(ctx, dels))
 
-    os.makedirs(directory, exist_ok=True)
+    storage_for(directory).makedirs(directory)
     token = f"{pid}-{stage}-{attempt}"
     version = version_after(prior)
     while True:

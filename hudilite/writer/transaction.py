@@ -320,6 +320,7 @@ class Transaction:
         held_until = self.lock.verify()
         # The hint first: a lower bound for later completion times must never lag behind a completed instant (a
         # process dying right after the put), and a hint ahead of a commit that then fails is harmless.
+        fs.delete_stale_temps(_aux_last_completion(self.table))  # of writers killed in this write (under the lock)
         fs.write_bytes(_aux_last_completion(self.table), completion.encode())
         if not self.fenced(inst, lambda stage: fs.put_if_absent(tl.instant_path(done), body, stage_dir=stage)):
             raise CommitConflictError(

@@ -17,43 +17,35 @@ import hudilite
 from hudilite import replace
 from hudilite.config import table_id_created
 from hudilite.reader.changes import checkpoint, local_changes, same_table
+from hudilite.storage import faults
 from hudilite.table import HoodieTable
 from tests.hudi_rs import read_hudi_rs
 
 OLD = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": pa.array(["a", "b", "c"])})
 NEW = pa.table({"id": pa.array([7, 8], pa.int64()), "p": pa.array(["x", "y"]), "v": pa.array(["n", "m"])})
 
-# the file-system operations of `swap` that change something, in order: intent rename, table -> old,
-# staging -> table, remove the old table, remove the intent
-STEPS = ["rename", "rename", "rename", "rmtree", "remove"]
+# the storage operations of `swap` (hudilite/storage: numbered by the crash injector), in order: the intent
+# (temp file + rename), table -> old, staging -> table, remove the old table, remove the intent
+STEPS = ["write", "rename", "rename", "delete_tree", "delete"]
 
 CHILD = textwrap.dedent("""
-    import os, shutil, sys
+    import os, sys
     import pyarrow as pa
     import hudilite
     from hudilite import replace
+    from hudilite.storage import faults
 
     path, crash_at = sys.argv[1], int(sys.argv[2])
-    calls = [0]
-
-    def dying(name, fn):
-        def f(*a, **kw):
-            if calls[0] == crash_at:
-                os._exit(9)  # a crash: no finally blocks, no cleanup
-            calls[0] += 1
-            return fn(*a, **kw)
-        return f
-
     new = pa.table({"id": pa.array([7, 8], pa.int64()), "p": pa.array(["x", "y"]), "v": pa.array(["n", "m"])})
     with replace.staging_dir(path) as staging:
         hudilite.write(new, staging, record_key="id", partition_by="p", operation="insert")
         if crash_at < 0:
             os._exit(9)  # died while writing the new table
-        os.rename, shutil.rmtree, os.remove = (dying("rename", os.rename), dying("rmtree", shutil.rmtree),
-                                               dying("remove", os.remove))
+        inj = faults.install(faults.CrashInjector(crash_at + 1))  # dies before storage operation crash_at + 1
         replace.swap(path, staging)
+    assert [op for op, _p, _t in inj.ops] == %r, inj.ops
     print("swapped")
-""")
+""" % (STEPS,))
 
 
 def _old_table(tmp_path):
@@ -79,7 +71,7 @@ def test_crash_at_each_step_of_the_swap(tmp_path, crash_at):
     old_id = HoodieTable.open(path).config.table_id
     p = subprocess.run([sys.executable, "-c", CHILD, path, str(crash_at)], capture_output=True, text=True,
                        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    assert p.returncode == (0 if crash_at == len(STEPS) else 9), p.stderr
+    assert p.returncode == (0 if crash_at == len(STEPS) else 9 if crash_at < 0 else faults.EXIT_CODE), p.stderr
     if crash_at < 0:
         assert len(_leftovers(path)) == 1  # the dead writer's staging directory
     # the next open completes the swap (or finds the old table untouched)

@@ -232,7 +232,7 @@ def save(agg_path: str, states: Dict[int, pa.Table], signature: str, detail: str
     names = {}
     for n, t in states.items():
         names[str(n)] = f"{stem}_{n}.parquet"
-        pq.write_table(t, os.path.join(d, names[str(n)]), compression="snappy")
+        fs.write_parquet(os.path.join(d, names[str(n)]), [t], fsync=False, compression="snappy")
     kept = set(names.values()) | {os.path.basename(str(k)) for k in (current or {}).get("files", {}).values()}
     for f in fs.listdir(d):
         if f not in kept:

@@ -1,0 +1,569 @@
+"""Crash at every storage operation of an operation under test, then check the table.
+
+    python -m bench.crashpoints                       # every crash point of every scenario
+    python -m bench.crashpoints --ops cow_upsert,clean
+    python -m bench.crashpoints --sample 100 --seed 1 # a deterministic sample (the CI test's)
+
+Per scenario: a starting table is built once (the template). The operation runs once on a copy, uncrashed, in a
+child process with the crash injector counting (hudilite/storage/faults.py): N storage operations, and the
+table after it is the oracle's after-state (the template's is the before-state). Then for every k in 1..N a
+child runs the operation on a fresh copy of the template and dies (`os._exit`) before operation k - and, for an
+operation that can be half done (a data file, a log append, the temp file of an atomic write), a second child
+dies half-way through it (`k:torn`). The parent then checks the copy:
+
+1. the snapshot (read by hudilite's own in-process reader and by hudi-rs) is exactly the before- or the
+   after-state;
+2. recovery - `hudilite rollback` (some scenarios) and the scenario's service re-run, then the next write (an
+   Arrow upsert of new keys) - commits, and the snapshot is a state at least as new as the crashed one plus the
+   new rows, every key once;
+3. after the next clean no leftover remains: no pending instant, no marker directory, heartbeat, lock or temp
+   file, every data file named by a completed instant's write stats, every change-image directory of a
+   completed instant.
+
+Children run two at a time. Exit status 1 if any crash point failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYCACHE = os.path.join(tempfile.gettempdir(), "hudilite-crashpoints-pycache")
+COLS = ["id", "v", "dt", "name"]
+QUERY_ID = "crashpoints-stream"
+# short lock lease: a child killed while holding the table lock delays the recovery by at most this
+# and a short heartbeat: the next write rolls a killed writer's instant back once it missed one beat
+BASE_OPTIONS = {"hoodie.write.lock.filesystem.expire.ms": "1500", "hoodie.client.heartbeat.interval_in_ms": "300",
+                "hoodie.client.heartbeat.tolerable.misses": "1"}
+HEARTBEAT_TOLERANCE_S = 0.35
+
+
+PARTS = 7  # partitions of the tables: a write touches one file group (and its files and markers) per partition
+
+
+def _rows(n0: int, n: int, version: int, parts: int = PARTS, tag: str = "r") -> pa.Table:
+    ids = list(range(n0, n0 + n))
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "v": pa.array([version] * n, pa.int64()),
+        "dt": pa.array([f"2024-01-0{1 + i % parts}" for i in ids], pa.string()),
+        "name": pa.array([f"{tag}{i}-{version}" for i in ids], pa.string()),
+    })
+
+
+def _write(path: str, data: pa.Table, *, operation: str = "upsert", table_type: str | None = None,
+           options: dict | None = None):
+    """An Arrow write (the driver-local writer); `table_type` None: the existing table's."""
+    import hudilite
+    from hudilite.writer.options import UNSET
+
+    return hudilite.write(data, path, record_key="id", precombine_field="v", partition_by=("dt",),
+                          operation=operation, table_type=table_type or UNSET,
+                          options={**BASE_OPTIONS, **(options or {})})
+
+
+# ---- scenarios: setup (parent, once) and operation (child) ------------------------------------------------
+@dataclass
+class Scenario:
+    name: str
+    table_type: str
+    setup: callable
+    op: callable
+    recover: str = "write"  # write | rollback | compaction | clustering | clean | stream
+    options: dict = field(default_factory=dict)
+
+
+def _setup_commits(n_commits: int, table_type: str, options=None, size: int = 30):
+    def setup(path):
+        _write(path, _rows(0, size, 1), operation="insert", table_type=table_type, options=options)
+        for c in range(2, n_commits + 1):
+            _write(path, _rows((c * 7) % size, size // 3, c), table_type=table_type, options=options)
+    return setup
+
+
+def _op_upsert(table_type):
+    def op(path):
+        _write(path, pa.concat_tables([_rows(3, 12, 50), _rows(100, 6, 50)]), table_type=table_type)
+    return op
+
+
+def _op_delete(path):
+    _write(path, _rows(5, 9, 60), operation="delete")
+
+
+def _op_insert_overwrite(path):
+    _write(path, _rows(200, 4, 70, parts=1), operation="insert_overwrite")
+
+
+def _op_compaction(path):
+    from hudilite.services.compaction import compact
+
+    compact(path, {**BASE_OPTIONS}, force=True)
+
+
+def _setup_compacted_mor(path):
+    from hudilite.services.compaction import compact
+
+    _setup_commits(3, "MERGE_ON_READ")(path)
+    compact(path, {**BASE_OPTIONS}, force=True)
+    _write(path, _rows(2, 10, 40))
+
+
+def _op_clean(path):
+    from hudilite.services.clean import run_clean
+
+    run_clean(path, {**BASE_OPTIONS, "hoodie.cleaner.commits.retained": "1"})
+
+
+CLUSTER_OPTIONS = {"hoodie.clustering.plan.strategy.sort.columns": "id"}
+
+
+def _op_clustering(path):
+    from hudilite.services.clustering import cluster
+
+    cluster(path, {**BASE_OPTIONS, **CLUSTER_OPTIONS})
+
+
+ARCHIVE_OPTIONS = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",
+                   "hoodie.cleaner.commits.retained": "1"}
+
+
+def _setup_archival(path):
+    _setup_commits(6, "COPY_ON_WRITE")(path)
+    from hudilite.services.clean import run_clean
+
+    run_clean(path, {**BASE_OPTIONS, **ARCHIVE_OPTIONS})
+
+
+def _op_archival(path):
+    from hudilite.services.archival import archive
+
+    archive(path, {**BASE_OPTIONS, **ARCHIVE_OPTIONS})
+
+
+def _setup_failed_write(table_type):
+    """A table with a failed write: a child upserting (a MERGE_ON_READ table: log appends) killed right before
+    it completes the instant."""
+    def setup(path):
+        _setup_commits(2, table_type)(path)
+        ops = _count_ops("_failed_write_" + table_type, path, dry=True)
+        put = max(i for i, o in enumerate(ops, 1) if o["op"] == "put_if_absent")
+        _child("_failed_write_" + table_type, path, f"{put}")
+    return setup
+
+
+def _op_rollback(path):
+    from hudilite.cli import main
+
+    if main(["rollback", path, "--force"]) != 0:
+        raise SystemExit(3)
+
+
+def _op_stream_prepared(path):
+    """The streaming sink's two steps: prepare the commit (validated, metadata in the inflight file), then
+    complete it (what its committer thread does)."""
+    from hudilite.streaming import BATCH_ID_KEY, QUERY_ID_KEY
+    from hudilite.writer.client import WriteClient
+    from hudilite.writer.options import resolve
+    from hudilite.writer.transaction import WRITER_TAG_KEY, Transaction
+
+    prepared = []
+
+    class Preparing(Transaction):
+        def complete(self, inst, metadata, validate=None, **kw):
+            self.prepare(inst, metadata)
+            prepared.append((self, inst))
+            return None
+
+    wo = resolve(path, "id", "v", ("dt",), "upsert", "MERGE_ON_READ",
+                 {**BASE_OPTIONS, WRITER_TAG_KEY: f"stream:{QUERY_ID}"})
+    WriteClient(None, wo, transaction_factory=Preparing).run(_rows(3, 12, 80), {QUERY_ID_KEY: QUERY_ID, BATCH_ID_KEY: "7"})
+    for txn, inst in prepared:
+        txn.complete_prepared(inst)
+
+
+SCENARIOS = {s.name: s for s in [
+    Scenario("cow_insert_new_table", "COPY_ON_WRITE", lambda p: os.makedirs(p),
+             lambda p: _write(p, _rows(0, 20, 1), operation="insert")),
+    Scenario("cow_upsert", "COPY_ON_WRITE", _setup_commits(2, "COPY_ON_WRITE"), _op_upsert("COPY_ON_WRITE")),
+    Scenario("cow_delete", "COPY_ON_WRITE", _setup_commits(2, "COPY_ON_WRITE"), _op_delete),
+    Scenario("cow_insert_overwrite", "COPY_ON_WRITE", _setup_commits(2, "COPY_ON_WRITE"), _op_insert_overwrite),
+    Scenario("cow_bulk_insert", "COPY_ON_WRITE", _setup_commits(1, "COPY_ON_WRITE"),
+             lambda p: _write(p, _rows(300, 15, 1), operation="bulk_insert")),
+    Scenario("mor_delete", "MERGE_ON_READ", _setup_commits(2, "MERGE_ON_READ"), _op_delete),
+    Scenario("mor_deltacommit_new_log", "MERGE_ON_READ", _setup_commits(1, "MERGE_ON_READ"),
+             _op_upsert("MERGE_ON_READ")),
+    Scenario("mor_deltacommit_existing_log", "MERGE_ON_READ", _setup_commits(3, "MERGE_ON_READ"),
+             _op_upsert("MERGE_ON_READ"), recover="rollback"),
+    Scenario("mor_insert_overwrite", "MERGE_ON_READ", _setup_commits(2, "MERGE_ON_READ"), _op_insert_overwrite),
+    Scenario("cow_upsert_marker_service", "COPY_ON_WRITE", _setup_commits(2, "COPY_ON_WRITE"),
+             lambda p: _write(p, pa.concat_tables([_rows(3, 12, 50), _rows(100, 6, 50)]),
+                              options={"hoodie.write.markers.type": "TIMELINE_SERVER_BASED"})),
+    Scenario("compaction", "MERGE_ON_READ", _setup_commits(3, "MERGE_ON_READ"), _op_compaction,
+             recover="compaction"),
+    Scenario("clean", "COPY_ON_WRITE", _setup_commits(4, "COPY_ON_WRITE"), _op_clean, recover="clean"),
+    Scenario("clean_mor", "MERGE_ON_READ", _setup_compacted_mor, _op_clean, recover="clean"),
+    Scenario("clustering", "COPY_ON_WRITE", _setup_commits(3, "COPY_ON_WRITE"), _op_clustering,
+             recover="clustering"),
+    Scenario("clustering_mor", "MERGE_ON_READ", _setup_commits(3, "MERGE_ON_READ"), _op_clustering,
+             recover="clustering"),
+    Scenario("archival", "COPY_ON_WRITE", _setup_archival, _op_archival),
+    Scenario("rollback_cow", "COPY_ON_WRITE", _setup_failed_write("COPY_ON_WRITE"), _op_rollback),
+    Scenario("rollback_mor", "MERGE_ON_READ", _setup_failed_write("MERGE_ON_READ"), _op_rollback),
+    Scenario("stream_prepared_commit", "MERGE_ON_READ", _setup_commits(2, "MERGE_ON_READ"), _op_stream_prepared,
+             recover="stream"),
+]}
+CHILD_OPS = {s.name: s.op for s in SCENARIOS.values()}
+CHILD_OPS["_failed_write_COPY_ON_WRITE"] = _op_upsert("COPY_ON_WRITE")
+CHILD_OPS["_failed_write_MERGE_ON_READ"] = _op_upsert("MERGE_ON_READ")
+
+
+# ---- child processes --------------------------------------------------------------------------------------
+def child_main(op: str, path: str) -> None:
+    from hudilite.storage import faults
+
+    inj = faults.install_from_env()
+    CHILD_OPS[op](path)
+    if inj is not None:
+        inj.report()
+
+
+def _child(op: str, path: str, crash: str | None = None, log_path: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HUDILITE_CRASH_AT", "HUDILITE_CRASH_LOG", "PYTHONDONTWRITEBYTECODE")}
+    env["PYTHONPYCACHEPREFIX"] = PYCACHE  # thousands of children: compile the modules once, outside the tree
+    if crash is not None:
+        env["HUDILITE_CRASH_AT"] = crash
+    if log_path is not None:
+        env["HUDILITE_CRASH_LOG"] = log_path
+    return subprocess.run([sys.executable, "-m", "bench.crashpoints", "--child", op, path], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _count_ops(op: str, path: str, dry: bool = False) -> list[dict]:
+    """Run `op` uncrashed, counting (on a copy when `dry`). Returns the numbered operations."""
+    work = path
+    tmp = None
+    if dry:
+        tmp = tempfile.mkdtemp(prefix="crashcount-")
+        work = os.path.join(tmp, "t")
+        shutil.copytree(path, work)
+    fd, log_path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        p = _child(op, work, log_path=log_path)
+        if p.returncode != 0:
+            raise RuntimeError(f"uncrashed run of {op} failed:\n{p.stderr[-3000:]}")
+        with open(log_path) as f:
+            return json.load(f)
+    finally:
+        os.unlink(log_path)
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---- reading and checking ---------------------------------------------------------------------------------
+def read_own(path: str) -> list[tuple]:
+    """The snapshot by hudilite's in-process reader (base files and merged log blocks, no Spark)."""
+    from hudilite.reader.merge import SliceDesc, merge_slice
+    from hudilite.reader.planner import plan_read
+    from hudilite.table import HoodieTable
+
+    if not HoodieTable.exists(path):
+        return []
+    plan = plan_read(path)
+    spec = plan.merge_spec()
+    out = []
+    for sl in plan.slices:
+        t = merge_slice(SliceDesc.of(sl), spec)
+        out += zip(*[t.column(c).to_pylist() for c in COLS])
+    return sorted(out)
+
+
+def read_rs(path: str) -> list[tuple]:
+    from hudilite.table import HoodieTable
+    from tests.hudi_rs import read_hudi_rs
+
+    if not HoodieTable.exists(path):
+        return []
+    t = read_hudi_rs(path)
+    return sorted(zip(*[t.column(c).to_pylist() for c in COLS])) if t is not None else []
+
+
+def _snapshot(path: str) -> list[tuple]:
+    own, rs = read_own(path), read_rs(path)
+    if own != rs:
+        raise CheckFailed(f"hudilite and hudi-rs read different snapshots ({len(own)} vs {len(rs)} rows)")
+    return own
+
+
+class CheckFailed(AssertionError):
+    pass
+
+
+def _recover(sc: Scenario, path: str) -> None:
+    from hudilite.table import HoodieTable
+
+    if sc.recover == "rollback" and HoodieTable.exists(path):
+        from hudilite.cli import main
+
+        if main(["rollback", path, "--force"]) != 0:
+            raise CheckFailed("hudilite rollback failed")
+    if sc.recover == "compaction":
+        from hudilite.services.compaction import run_compaction
+
+        run_compaction(path, dict(BASE_OPTIONS), wait=True)
+    if sc.recover == "clustering":
+        from hudilite.services.clustering import run_clustering
+
+        run_clustering(path, {**BASE_OPTIONS, **CLUSTER_OPTIONS}, wait=True)
+    if sc.recover == "clean":
+        from hudilite.services.clean import run_clean
+
+        run_clean(path, {**BASE_OPTIONS, "hoodie.cleaner.commits.retained": "1"})
+    if sc.recover == "stream" and HoodieTable.exists(path):
+        from hudilite.streaming import recover
+
+        recover(path, QUERY_ID, dict(BASE_OPTIONS))
+    # the next write (a new table when the crashed one left none)
+    _write(path, _rows(1000, 5, 99, tag="next"), table_type=sc.table_type)
+
+
+NEXT_ROWS = sorted(zip(*[_rows(1000, 5, 99, tag="next").column(c).to_pylist() for c in COLS]))
+
+
+def leftovers(path: str) -> list[str]:
+    """Files of the table nothing refers to: see the module doc, point 3."""
+    from hudilite.change_images import DIR as IMAGES_DIR
+    from hudilite.table import HoodieTable
+
+    table = HoodieTable.open(path)
+    tl = table.reload()
+    bad = [f"pending instant {i.timestamp} {i.action} {i.state}" for i in tl.pending()]
+    referenced = set()
+    completed = set()
+    for inst in tl.instants:
+        if not inst.is_completed:
+            continue
+        completed.add(inst.timestamp)
+        try:
+            md = tl.read_metadata(inst)
+        except Exception:  # noqa: BLE001 - clean / rollback metadata (avro): names no data files
+            continue
+        for stats in (md.get("partitionToWriteStats") or {}).values():
+            for s in stats or []:
+                if s.get("path"):
+                    referenced.add(s["path"])
+    archived = set(tl.archived.completed_write_times)
+    meta = os.path.join(path, ".hoodie")
+    for root, dirs, files in os.walk(path):
+        rel_root = os.path.relpath(root, path)
+        for f in files:
+            rel = os.path.normpath(os.path.join(rel_root, f))
+            full = os.path.join(root, f)
+            if f.endswith(".tmp") or ".tmp-" in f or ".release." in f or ".broken." in f:
+                bad.append(f"temp file {rel}")
+            elif root == meta or rel.startswith(os.path.join(".hoodie", "archived")):
+                continue
+            elif rel.startswith(os.path.join(".hoodie", ".temp")):
+                bad.append(f"marker {rel}")
+            elif rel.startswith(os.path.join(".hoodie", ".heartbeat")):
+                bad.append(f"heartbeat {rel}")
+            elif rel.startswith(os.path.join(".hoodie", ".locks")):
+                bad.append(f"lock file {rel}")
+            elif rel.startswith(IMAGES_DIR):
+                inst = rel[len(IMAGES_DIR) + 1:].split(os.sep)[0]
+                if inst not in completed:
+                    bad.append(f"change images of {inst} (not a completed instant): {rel}")
+            elif rel.startswith(".hoodie"):
+                continue
+            elif f == ".hoodie_partition_metadata":
+                continue
+            elif rel not in referenced:
+                ts = f.rsplit("_", 1)[-1].split(".")[0] if f.endswith(".parquet") else None
+                if ts is None or ts not in archived:
+                    bad.append(f"data file {rel} not in a completed instant's write stats")
+        for d in dirs:
+            rel = os.path.normpath(os.path.join(rel_root, d))
+            if os.path.dirname(rel) in (os.path.join(".hoodie", ".temp"), os.path.join(".hoodie", ".heartbeat")):
+                bad.append(f"directory {rel}")
+            elif os.path.dirname(rel) == os.path.join(".hoodie", ".locks", "leases"):
+                bad.append(f"lease directory {rel}")
+    return bad
+
+
+@dataclass
+class Oracle:
+    before: list
+    after: list
+
+
+def check_point(sc: Scenario, template: str, oracle: Oracle, crash: str, workdir: str) -> str | None:
+    """Run one crash point; None if every check passed, else what failed."""
+    path = os.path.join(workdir, "t")
+    shutil.rmtree(workdir, ignore_errors=True)
+    os.makedirs(workdir)
+    shutil.copytree(template, path, symlinks=True)
+    try:
+        p = _child(sc.name, path, crash)
+        from hudilite.storage.faults import EXIT_CODE
+
+        if p.returncode != EXIT_CODE:
+            return f"child exited {p.returncode} instead of crashing: {p.stderr[-2000:]}"
+        state = _snapshot(path)
+        if state == oracle.after:
+            was = "after"
+        elif state == oracle.before:
+            was = "before"
+        else:
+            return f"snapshot after the crash is neither the before- nor the after-state ({len(state)} rows)"
+        hb = os.path.join(path, ".hoodie", ".heartbeat")
+        if os.path.isdir(hb) and os.listdir(hb):
+            time.sleep(HEARTBEAT_TOLERANCE_S)  # until the killed writer's heartbeat expired (lazy rollback)
+        _recover(sc, path)
+        state2 = _snapshot(path)
+        ok = [sorted(s + NEXT_ROWS) for s in ([oracle.after] if was == "after" else [oracle.before, oracle.after])]
+        if state2 not in ok:
+            keys = [r[0] for r in state2]
+            dup = len(keys) != len(set(keys))
+            return (f"after recovery (crashed state: {was}) the snapshot is not that state plus the new rows "
+                    f"({len(state2)} rows{', duplicate keys' if dup else ''})")
+        from hudilite.services.clean import run_clean
+
+        run_clean(path, dict(BASE_OPTIONS))
+        bad = leftovers(path)
+        if bad:
+            return "leftovers after recovery and clean: " + "; ".join(bad[:5])
+        return None
+    except Exception as e:  # noqa: BLE001 - reported per crash point
+        import traceback
+
+        return f"{type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}"
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+# ---- driving ----------------------------------------------------------------------------------------------
+_STATE: dict = {}
+
+
+def _prepare(name: str, root: str) -> tuple[str, Oracle, list[str], list[dict]]:
+    """Template, oracle, the crash points and the numbered storage operations of one scenario."""
+    sc = SCENARIOS[name]
+    template = os.path.join(root, name, "template")
+    os.makedirs(os.path.dirname(template), exist_ok=True)
+    sc.setup(template)
+    before = _snapshot(template) if os.path.exists(os.path.join(template, ".hoodie")) else []
+    count_dir = os.path.join(root, name, "count")
+    shutil.copytree(template, count_dir, symlinks=True)
+    ops = _count_ops(name, count_dir)
+    after = _snapshot(count_dir)
+    shutil.rmtree(count_dir)
+    points = []
+    for k, o in enumerate(ops, 1):
+        points.append(str(k))
+        if o["tearable"]:
+            points.append(f"{k}:torn")
+    return template, Oracle(before, after), points, ops
+
+
+def run_point(name: str, root: str, match, *, torn: bool = False) -> tuple[str, str | None]:
+    """Check one crash point of scenario `name`: before (or with `torn` half-way through) its first storage
+    operation for which `match(op, path)` is true (regression tests name a point by what it does, not by its
+    number). Returns (the crash point, None or what failed)."""
+    template, oracle, _points, ops = _prepare(name, root)
+    k = next(i for i, o in enumerate(ops, 1) if match(o["op"], o["path"]))
+    crash = f"{k}:torn" if torn else str(k)
+    return crash, check_point(SCENARIOS[name], template, oracle, crash, os.path.join(root, name, "point"))
+
+
+def _run_one(args) -> tuple[str, str, str | None, float]:
+    name, template, oracle, crash, workdir = args
+    t0 = time.monotonic()
+    err = check_point(SCENARIOS[name], template, oracle, crash, workdir)
+    return name, crash, err, time.monotonic() - t0
+
+
+def run(names: list[str], sample: int | None = None, seed: int = 0, workers: int = 2, root: str | None = None,
+        log=print) -> dict:
+    """Run the crash points of the scenarios `names` (all, or a deterministic sample of `sample` spread over
+    the scenarios). Returns {"points": {scenario: n}, "failures": [(scenario, crash, message)], "seconds"}."""
+    t0 = time.monotonic()
+    own_root = root is None
+    root = root or tempfile.mkdtemp(prefix="crashpoints-")
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            prepared = dict(zip(names, pool.map(_prepare, names, [root] * len(names))))
+        for n in names:
+            log(f"{n}: {len(prepared[n][2])} crash points")
+        tasks = []
+        for n, (template, oracle, points, _ops) in prepared.items():
+            tasks += [(n, template, oracle, c) for c in points]
+        if sample is not None and sample < len(tasks):
+            rng = random.Random(seed)
+            per = {n: [t for t in tasks if t[0] == n] for n in names}
+            quota = max(1, sample // len(names))
+            chosen = []
+            for n in names:
+                chosen += rng.sample(per[n], min(quota, len(per[n])))
+            rest = [t for t in tasks if t not in chosen]
+            chosen += rng.sample(rest, max(0, min(len(rest), sample - len(chosen))))
+            tasks = chosen
+        else:  # round robin over the scenarios: an interrupted run has covered every one of them
+            per = [[t for t in tasks if t[0] == n] for n in names]
+            tasks = [t for i in range(max(map(len, per), default=0)) for p in per if i < len(p) for t in [p[i]]]
+        counts: dict[str, int] = {}
+        failures = []
+        work = [(n, tpl, orc, c, os.path.join(root, n, f"w{i}")) for i, (n, tpl, orc, c) in enumerate(tasks)]
+        # spawn: the parent has hudi-rs's runtime threads running (a fork would copy their locks, held)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            for i, (name, crash, err, secs) in enumerate(pool.map(_run_one, work), 1):
+                counts[name] = counts.get(name, 0) + 1
+                if i % 50 == 0:
+                    log(f"{i}/{len(work)} crash points checked, {len(failures)} failed, "
+                        f"{time.monotonic() - t0:.0f} s")
+                if err:
+                    failures.append((name, crash, err))
+                    log(f"FAIL {name} crash at {crash}: {err}")
+        return {"points": counts, "failures": failures, "seconds": time.monotonic() - t0}
+    finally:
+        if own_root:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.crashpoints", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ops", help="comma-separated scenarios (default: all): " + ", ".join(SCENARIOS))
+    ap.add_argument("--sample", type=int, help="run a deterministic sample of this many crash points")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--child", nargs=2, metavar=("OP", "PATH"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        child_main(*args.child)
+        return 0
+    names = args.ops.split(",") if args.ops else list(SCENARIOS)
+    res = run(names, args.sample, args.seed, args.workers)
+    total = sum(res["points"].values())
+    for n in names:
+        print(f"  {n:32s} {res['points'].get(n, 0):5d}")
+    print(f"{total} crash points, {len(res['failures'])} failed, {res['seconds']:.0f} s")
+    return 1 if res["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
