@@ -44,6 +44,8 @@ from hudilite.table import HoodieTable
 PATH_KEY = "hudilite.path"  # field metadata naming the table (catalog tables; see HudiliteDataSource.path)
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 PARTITION_BYTES = 128 << 20
+OPEN_COST = 4 << 20  # what each file costs a group beyond its bytes (Spark's spark.sql.files.openCostInBytes)
+READ_THREADS = 8  # files of a group read concurrently (pyarrow releases the GIL)
 _OPS = ((EqualTo, "="), (GreaterThan, ">"), (GreaterThanOrEqual, ">="), (LessThan, "<"), (LessThanOrEqual, "<="),
         (In, "in"))
 
@@ -131,8 +133,9 @@ class _Reader(DataSourceReader):
                        plan.commit_times if plan.query == "incremental" else None,
                        plan.merge_spec() if merged else None)
         limit = int(self.source.options.get("hudilite.read.partition.bytes", PARTITION_BYTES))
-        units = [(_size(f), f, None) for f in plan.plain_files]
-        units += [(sum(_size(p) for p in s.files), None, SliceDesc.of(s).to_json()) for s in merged]
+        cost = int(self.source.options.get("hudilite.read.open.cost.bytes", OPEN_COST))
+        units = [(_size(f) + cost, f, None) for f in plan.plain_files]
+        units += [(sum(_size(p) for p in s.files) + cost, None, SliceDesc.of(s).to_json()) for s in merged]
         groups, cur, cur_bytes = [], ([], []), 0
         for size, f, m in units:
             if (cur[0] or cur[1]) and cur_bytes + size > limit:
@@ -163,13 +166,33 @@ class _Reader(DataSourceReader):
         if partition.merged:  # one vectorized merge for the group's slices (many tiny slices: one fold)
             t = merge_slices([SliceDesc.from_json(m) for m in partition.merged], ctx.spec)
             yield from self._project(cast_table_to_schema(t, ctx.schema), ctx).to_batches()
-        for f in partition.files:
-            pf = pq.ParquetFile(f)
-            t = pf.read(columns=[n for n in pf.schema_arrow.names if n in needed])
+        # The group's base files read concurrently, then converted once per run of files with the same
+        # schema: many tiny files make a few large batches, not one small 50-column batch per file.
+        tables = _read_files(partition.files, needed)
+        i = 0
+        while i < len(tables):
+            j = i + 1
+            while j < len(tables) and tables[j].schema.equals(tables[i].schema):
+                j += 1
+            t = pa.concat_tables(tables[i:j]) if j - i > 1 else tables[i]
+            i = j
             t = cast_table_to_schema(_retype_to_string(t, sub), sub)
             if ctx.commit_times is not None:
                 t = t.filter(pc.is_in(t.column("_hoodie_commit_time"), value_set=pa.array(ctx.commit_times)))
-            yield from self._project(t, ctx).to_batches()
+            yield from self._project(t, ctx).combine_chunks().to_batches()
+
+
+def _read_files(files: list[str], needed: set) -> list[pa.Table]:
+    def one(f):
+        pf = pq.ParquetFile(f)
+        return pf.read(columns=[n for n in pf.schema_arrow.names if n in needed], use_threads=False)
+
+    if len(files) <= 1:
+        return [one(f) for f in files]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(READ_THREADS, len(files))) as ex:
+        return list(ex.map(one, files))
 
 
 def _size(path: str) -> int:
