@@ -44,7 +44,6 @@ from hudilite.table import HoodieTable
 PATH_KEY = "hudilite.path"  # field metadata naming the table (catalog tables; see HudiliteDataSource.path)
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 PARTITION_BYTES = 128 << 20
-OPEN_COST = 4 << 20  # what each file costs a group beyond its bytes (Spark's spark.sql.files.openCostInBytes)
 READ_THREADS = 8  # files of a group read concurrently (pyarrow releases the GIL)
 _OPS = ((EqualTo, "="), (GreaterThan, ">"), (GreaterThanOrEqual, ">="), (LessThan, "<"), (LessThanOrEqual, "<="),
         (In, "in"))
@@ -133,9 +132,8 @@ class _Reader(DataSourceReader):
                        plan.commit_times if plan.query == "incremental" else None,
                        plan.merge_spec() if merged else None)
         limit = int(self.source.options.get("hudilite.read.partition.bytes", PARTITION_BYTES))
-        cost = int(self.source.options.get("hudilite.read.open.cost.bytes", OPEN_COST))
-        units = [(_size(f) + cost, f, None) for f in plan.plain_files]
-        units += [(sum(_size(p) for p in s.files) + cost, None, SliceDesc.of(s).to_json()) for s in merged]
+        units = [(_size(f), f, None) for f in plan.plain_files]
+        units += [(sum(_size(p) for p in s.files), None, SliceDesc.of(s).to_json()) for s in merged]
         groups, cur, cur_bytes = [], ([], []), 0
         for size, f, m in units:
             if (cur[0] or cur[1]) and cur_bytes + size > limit:
