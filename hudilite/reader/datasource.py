@@ -13,9 +13,11 @@ the rows (the pushdown only drops partitions that cannot match), so a partial or
 never wrong. PySpark 4.3 has no column-pruning hook for Python sources: only the columns of the schema
 Spark asks for (the table's, or a catalog entry's column list) are read from the files.
 Files and merged slices are packed into input partitions of ~`hudilite.read.partition.bytes` (default 128
-MB) so a table of many small partitions is not one Python task per file; each is read with pyarrow in a
-Python worker, slices with log files merged there. `hudilite.read()` stays the faster path for plain base
-files (Spark's native parquet scan).
+MB) so a table of many small partitions is not one Python task per file (a Python task costs far more than a
+tiny file); each is read with pyarrow in a Python worker, slices with log files merged there. A task's base
+files are read in a thread pool and concatenated per run of equal file schemas, cast and projected once and
+yielded as few large record batches, not one small batch per file. `hudilite.read()` (Spark's native parquet
+scan, which prunes columns) stays the path for large tables of plain base files.
 """
 
 from __future__ import annotations
