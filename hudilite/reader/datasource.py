@@ -15,8 +15,8 @@ Spark asks for (the table's, or a catalog entry's column list) are read from the
 Files and merged slices are packed into input partitions of ~`hudilite.read.partition.bytes` (default 128
 MB) so a table of many small partitions is not one Python task per file (a Python task costs far more than a
 tiny file); each is read with pyarrow in a Python worker, slices with log files merged there. A task's base
-files are read in a thread pool and concatenated per run of equal file schemas, cast and projected once and
-yielded as few large record batches, not one small batch per file. `hudilite.read()` (Spark's native parquet
+files are read in a thread pool, ~16 MB of files at a time, and concatenated per run of equal file schemas,
+cast and projected once and yielded as few large record batches, not one small batch per file. `hudilite.read()` (Spark's native parquet
 scan, which prunes columns) stays the path for large tables of plain base files.
 """
 
@@ -46,6 +46,7 @@ from hudilite.table import HoodieTable
 PATH_KEY = "hudilite.path"  # field metadata naming the table (catalog tables; see HudiliteDataSource.path)
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 PARTITION_BYTES = 128 << 20
+WINDOW_BYTES = 16 << 20  # base files read and concatenated together in a task (on-disk bytes)
 READ_THREADS = 8  # files of a group read concurrently (pyarrow releases the GIL)
 _OPS = ((EqualTo, "="), (GreaterThan, ">"), (GreaterThanOrEqual, ">="), (LessThan, "<"), (LessThanOrEqual, "<="),
         (In, "in"))
@@ -167,19 +168,35 @@ class _Reader(DataSourceReader):
             t = merge_slices([SliceDesc.from_json(m) for m in partition.merged], ctx.spec)
             yield from self._project(cast_table_to_schema(t, ctx.schema), ctx).to_batches()
         # The group's base files read concurrently, then converted once per run of files with the same
-        # schema: many tiny files make a few large batches, not one small 50-column batch per file.
-        tables = _read_files(partition.files, needed)
-        i = 0
-        while i < len(tables):
-            j = i + 1
-            while j < len(tables) and tables[j].schema.equals(tables[i].schema):
-                j += 1
-            t = pa.concat_tables(tables[i:j]) if j - i > 1 else tables[i]
-            i = j
-            t = cast_table_to_schema(_retype_to_string(t, sub), sub)
-            if ctx.commit_times is not None:
-                t = t.filter(pc.is_in(t.column("_hoodie_commit_time"), value_set=pa.array(ctx.commit_times)))
-            yield from self._project(t, ctx).combine_chunks().to_batches()
+        # schema: many tiny files make a few large batches, not one small 50-column batch per file. In windows
+        # of ~WINDOW_BYTES on disk, so a task of many files never holds all of them decoded at once.
+        for window in _windows(partition.files):
+            tables = _read_files(window, needed)
+            i = 0
+            while i < len(tables):
+                j = i + 1
+                while j < len(tables) and tables[j].schema.equals(tables[i].schema):
+                    j += 1
+                t = pa.concat_tables(tables[i:j]) if j - i > 1 else tables[i]
+                tables[i:j] = [None] * (j - i)
+                i = j
+                t = cast_table_to_schema(_retype_to_string(t, sub), sub)
+                if ctx.commit_times is not None:
+                    t = t.filter(pc.is_in(t.column("_hoodie_commit_time"), value_set=pa.array(ctx.commit_times)))
+                yield from self._project(t, ctx).combine_chunks().to_batches()
+
+
+def _windows(files: list[str]):
+    cur, size = [], 0
+    for f in files:
+        s = _size(f)
+        if cur and size + s > WINDOW_BYTES:
+            yield cur
+            cur, size = [], 0
+        cur.append(f)
+        size += s
+    if cur:
+        yield cur
 
 
 def _read_files(files: list[str], needed: set) -> list[pa.Table]:

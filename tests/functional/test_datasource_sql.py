@@ -225,9 +225,11 @@ def test_a_narrower_schema_reads_only_its_columns(reg, tmp_path, monkeypatch, ta
     assert plain and all("w" not in c and "_hoodie_record_key" not in c for c in plain), seen
 
 
-def test_a_task_reads_many_files_into_few_batches(tmp_path):
+def test_a_task_reads_many_files_into_few_batches(tmp_path, monkeypatch):
     """A task's many small base files come back as one batch per run of equal file schemas (not one per file),
     files written before a column was added read it as nulls: in-process, the way Spark's worker calls it."""
+    from hudilite.reader import datasource
+
     p = str(tmp_path / "t")
     hudilite.write(_rows(), p, record_key="id", partition_by=("dt",), operation="bulk_insert")
     more = _rows(v=1000)
@@ -248,3 +250,6 @@ def test_a_task_reads_many_files_into_few_batches(tmp_path):
                   + list(zip(more.column("id").to_pylist(), more.column("v").to_pylist(),
                              more.column("w").to_pylist())))
     assert got == want
+    monkeypatch.setattr(datasource, "WINDOW_BYTES", 1)  # one file per window: the same rows, a batch per file
+    t = pa.Table.from_batches(list(reader.read(groups[0])))
+    assert sorted(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), t.column("w").to_pylist())) == want
