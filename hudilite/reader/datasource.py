@@ -16,8 +16,9 @@ Files and merged slices are packed into input partitions of ~`hudilite.read.part
 MB) so a table of many small partitions is not one Python task per file (a Python task costs far more than a
 tiny file); each is read with pyarrow in a Python worker, slices with log files merged there. A task's base
 files are read in a thread pool, ~16 MB of files at a time, and concatenated per run of equal file schemas,
-cast and projected once and yielded as few large record batches, not one small batch per file. `hudilite.read()` (Spark's native parquet
-scan, which prunes columns) stays the path for large tables of plain base files.
+cast and projected once and yielded as few large record batches, not one small batch per file.
+`hudilite.read()` (Spark's native parquet scan, which prunes columns) stays the path for large tables of plain
+base files.
 """
 
 from __future__ import annotations
