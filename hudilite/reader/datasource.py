@@ -13,9 +13,12 @@ the rows (the pushdown only drops partitions that cannot match), so a partial or
 never wrong. PySpark 4.3 has no column-pruning hook for Python sources: only the columns of the schema
 Spark asks for (the table's, or a catalog entry's column list) are read from the files.
 Files and merged slices are packed into input partitions of ~`hudilite.read.partition.bytes` (default 128
-MB) so a table of many small partitions is not one Python task per file; each is read with pyarrow in a
-Python worker, slices with log files merged there. `hudilite.read()` stays the faster path for plain base
-files (Spark's native parquet scan).
+MB) so a table of many small partitions is not one Python task per file (a Python task costs far more than a
+tiny file); each is read with pyarrow in a Python worker, slices with log files merged there. A task's base
+files are read in a thread pool, ~16 MB of files at a time, and concatenated per run of equal file schemas,
+cast and projected once and yielded as few large record batches, not one small batch per file.
+`hudilite.read()` (Spark's native parquet scan, which prunes columns) stays the path for large tables of plain
+base files.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ from hudilite.table import HoodieTable
 PATH_KEY = "hudilite.path"  # field metadata naming the table (catalog tables; see HudiliteDataSource.path)
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 PARTITION_BYTES = 128 << 20
+WINDOW_BYTES = 16 << 20  # base files read and concatenated together in a task (on-disk bytes)
+READ_THREADS = 8  # files of a group read concurrently (pyarrow releases the GIL)
 _OPS = ((EqualTo, "="), (GreaterThan, ">"), (GreaterThanOrEqual, ">="), (LessThan, "<"), (LessThanOrEqual, "<="),
         (In, "in"))
 
@@ -164,13 +169,49 @@ class _Reader(DataSourceReader):
         if partition.merged:  # one vectorized merge for the group's slices (many tiny slices: one fold)
             t = merge_slices([SliceDesc.from_json(m) for m in partition.merged], ctx.spec)
             yield from self._project(cast_table_to_schema(t, ctx.schema), ctx).to_batches()
-        for f in partition.files:
-            pf = pq.ParquetFile(f)
-            t = pf.read(columns=[n for n in pf.schema_arrow.names if n in needed])
-            t = cast_table_to_schema(_retype_to_string(t, sub), sub)
-            if ctx.commit_times is not None:
-                t = t.filter(pc.is_in(t.column("_hoodie_commit_time"), value_set=pa.array(ctx.commit_times)))
-            yield from self._project(t, ctx).to_batches()
+        # The group's base files read concurrently, then converted once per run of files with the same
+        # schema: many tiny files make a few large batches, not one small 50-column batch per file. In windows
+        # of ~WINDOW_BYTES on disk, so a task of many files never holds all of them decoded at once.
+        for window in _windows(partition.files):
+            tables = _read_files(window, needed)
+            i = 0
+            while i < len(tables):
+                j = i + 1
+                while j < len(tables) and tables[j].schema.equals(tables[i].schema):
+                    j += 1
+                t = pa.concat_tables(tables[i:j]) if j - i > 1 else tables[i]
+                tables[i:j] = [None] * (j - i)
+                i = j
+                t = cast_table_to_schema(_retype_to_string(t, sub), sub)
+                if ctx.commit_times is not None:
+                    t = t.filter(pc.is_in(t.column("_hoodie_commit_time"), value_set=pa.array(ctx.commit_times)))
+                yield from self._project(t, ctx).combine_chunks().to_batches()
+
+
+def _windows(files: list[str]):
+    cur, size = [], 0
+    for f in files:
+        s = _size(f)
+        if cur and size + s > WINDOW_BYTES:
+            yield cur
+            cur, size = [], 0
+        cur.append(f)
+        size += s
+    if cur:
+        yield cur
+
+
+def _read_files(files: list[str], needed: set) -> list[pa.Table]:
+    def one(f):
+        pf = pq.ParquetFile(f)
+        return pf.read(columns=[n for n in pf.schema_arrow.names if n in needed], use_threads=False)
+
+    if len(files) <= 1:
+        return [one(f) for f in files]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(READ_THREADS, len(files))) as ex:
+        return list(ex.map(one, files))
 
 
 def _size(path: str) -> int:

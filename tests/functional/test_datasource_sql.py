@@ -223,3 +223,33 @@ def test_a_narrower_schema_reads_only_its_columns(reg, tmp_path, monkeypatch, ta
     assert sorted((r["id"], r["v"], r["dt"]) for r in rows) == full
     plain = [c for c in seen if c is not None]
     assert plain and all("w" not in c and "_hoodie_record_key" not in c for c in plain), seen
+
+
+def test_a_task_reads_many_files_into_few_batches(tmp_path, monkeypatch):
+    """A task's many small base files come back as one batch per run of equal file schemas (not one per file),
+    files written before a column was added read it as nulls: in-process, the way Spark's worker calls it."""
+    from hudilite.reader import datasource
+
+    p = str(tmp_path / "t")
+    hudilite.write(_rows(), p, record_key="id", partition_by=("dt",), operation="bulk_insert")
+    more = _rows(v=1000)
+    more = pa.table({"id": pa.array([i + 1000 for i in more.column("id").to_pylist()]), "v": more.column("v"),
+                     "dt": pa.array([f"q{d}" for d in more.column("dt").to_pylist()]),
+                     "w": pa.array([f"x{i}" for i in range(more.num_rows)])})
+    hudilite.write(more, p, record_key="id", partition_by=("dt",), operation="bulk_insert")
+    source = HudiliteDataSource({"path": p})
+    reader = source.reader(source.schema())
+    groups = reader.partitions()
+    assert len(groups) == 1 and len(groups[0].files) == 2 * PARTS
+    batches = list(reader.read(groups[0]))
+    assert len(batches) <= 4  # one per run of equal file schemas (2 here), not one per file (24)
+    t = pa.Table.from_batches(batches)
+    assert t.num_rows == 2 * more.num_rows
+    got = sorted(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), t.column("w").to_pylist()))
+    want = sorted([(i, v, None) for i, v in zip(_rows().column("id").to_pylist(), _rows().column("v").to_pylist())]
+                  + list(zip(more.column("id").to_pylist(), more.column("v").to_pylist(),
+                             more.column("w").to_pylist())))
+    assert got == want
+    monkeypatch.setattr(datasource, "WINDOW_BYTES", 1)  # one file per window: the same rows, a batch per file
+    t = pa.Table.from_batches(list(reader.read(groups[0])))
+    assert sorted(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), t.column("w").to_pylist())) == want
