@@ -84,6 +84,9 @@ class Scenario:
     op: callable
     recover: str = "write"  # write | rollback | compaction | clustering | clean | stream
     options: dict = field(default_factory=dict)
+    # the number of storage operations depends on timing (the marker service flushes its batches on a timer):
+    # a crash point beyond a run's own count is not reached, and that run is checked as an uncrashed one
+    timed_ops: bool = False
 
 
 def _setup_commits(n_commits: int, table_type: str, options=None, size: int = 30):
@@ -211,7 +214,8 @@ SCENARIOS = {s.name: s for s in [
     Scenario("mor_insert_overwrite", "MERGE_ON_READ", _setup_commits(2, "MERGE_ON_READ"), _op_insert_overwrite),
     Scenario("cow_upsert_marker_service", "COPY_ON_WRITE", _setup_commits(2, "COPY_ON_WRITE"),
              lambda p: _write(p, pa.concat_tables([_rows(3, 12, 50), _rows(100, 6, 50)]),
-                              options={"hoodie.write.markers.type": "TIMELINE_SERVER_BASED"})),
+                              options={"hoodie.write.markers.type": "TIMELINE_SERVER_BASED"}),
+             timed_ops=True),
     Scenario("compaction", "MERGE_ON_READ", _setup_commits(3, "MERGE_ON_READ"), _op_compaction,
              recover="compaction"),
     Scenario("clean", "COPY_ON_WRITE", _setup_commits(4, "COPY_ON_WRITE"), _op_clean, recover="clean"),
@@ -221,8 +225,8 @@ SCENARIOS = {s.name: s for s in [
     Scenario("clustering_mor", "MERGE_ON_READ", _setup_commits(3, "MERGE_ON_READ"), _op_clustering,
              recover="clustering"),
     Scenario("archival", "COPY_ON_WRITE", _setup_archival, _op_archival),
-    Scenario("rollback_cow", "COPY_ON_WRITE", _setup_failed_write("COPY_ON_WRITE"), _op_rollback),
-    Scenario("rollback_mor", "MERGE_ON_READ", _setup_failed_write("MERGE_ON_READ"), _op_rollback),
+    Scenario("rollback_cow", "COPY_ON_WRITE", _setup_failed_write("COPY_ON_WRITE"), _op_rollback, timed_ops=True),
+    Scenario("rollback_mor", "MERGE_ON_READ", _setup_failed_write("MERGE_ON_READ"), _op_rollback, timed_ops=True),
     Scenario("stream_prepared_commit", "MERGE_ON_READ", _setup_commits(2, "MERGE_ON_READ"), _op_stream_prepared,
              recover="stream"),
 ]}
@@ -421,9 +425,11 @@ def check_point(sc: Scenario, template: str, oracle: Oracle, crash: str, workdir
         p = _child(sc.name, path, crash)
         from hudilite.storage.faults import EXIT_CODE
 
-        if p.returncode != EXIT_CODE:
+        if p.returncode != EXIT_CODE and not (p.returncode == 0 and sc.timed_ops):
             return f"child exited {p.returncode} instead of crashing: {p.stderr[-2000:]}"
         state = _snapshot(path)
+        if p.returncode == 0 and state != oracle.after:
+            return "the run was not crashed (fewer storage operations this time) but is not the after-state"
         if state == oracle.after:
             was = "after"
         elif state == oracle.before:
