@@ -2,8 +2,8 @@
 
 Options: `path` (or `.load(path)`, or a catalog table's `LOCATION`; plain paths, `file:/x` and `file:///x`),
 `as_of`, `begin`, `end` (incremental; `completion_bounds=true`: they are completion times, as checkpoints), and
-`hoodie.datasource.query.type=read_optimized` (or `read_optimized=true`: merge-on-read base files only). SQL: `CREATE TABLE t USING hudilite OPTIONS (path ...)`
-or `... LOCATION '...'`; with a column list the table reads exactly those columns (the dbt adapter's
+`hoodie.datasource.query.type=read_optimized` (or `read_optimized=true`: merge-on-read base files only).
+SQL: `CREATE TABLE t USING hudilite OPTIONS (path ...)` or `... LOCATION '...'`; with a column list the table reads exactly those columns (the dbt adapter's
 merge-on-read catalog entries hide the `_hoodie_*` meta columns that way).
 
 Planning: comparisons of partition columns with literals (`=`, `<`, `<=`, `>`, `>=`, `IN`) are pushed into
@@ -24,7 +24,9 @@ base files.
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -173,15 +175,8 @@ class _Reader(DataSourceReader):
         # schema: many tiny files make a few large batches, not one small 50-column batch per file. In windows
         # of ~WINDOW_BYTES on disk, so a task of many files never holds all of them decoded at once.
         for window in _windows(partition.files):
-            tables = _read_files(window, needed)
-            i = 0
-            while i < len(tables):
-                j = i + 1
-                while j < len(tables) and tables[j].schema.equals(tables[i].schema):
-                    j += 1
-                t = pa.concat_tables(tables[i:j]) if j - i > 1 else tables[i]
-                tables[i:j] = [None] * (j - i)
-                i = j
+            for _schema, run in itertools.groupby(_read_files(window, needed), key=lambda t: t.schema):
+                t = pa.concat_tables(list(run))
                 t = cast_table_to_schema(_retype_to_string(t, sub), sub)
                 if ctx.commit_times is not None:
                     t = t.filter(pc.is_in(t.column("_hoodie_commit_time"), value_set=pa.array(ctx.commit_times)))
@@ -208,8 +203,6 @@ def _read_files(files: list[str], needed: set) -> list[pa.Table]:
 
     if len(files) <= 1:
         return [one(f) for f in files]
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(min(READ_THREADS, len(files))) as ex:
         return list(ex.map(one, files))
 
