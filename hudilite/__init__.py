@@ -1,19 +1,23 @@
 """hudilite: Apache-Hudi-format tables (copy-on-write and merge-on-read) written and read through PySpark.
 
+    t = hudilite.Table.open(path, spark=spark)      # the one public object (hudilite/api.py)
+    t.write(df, "upsert"); t.read(); t.changes(begin); t.services.compact()
     hudilite.write(df, path, record_key="id", precombine_field="version", partition_by=("dt",))
     hudilite.read(spark, path, as_of=None, begin=None, end=None)
 """
 
+__version__ = "0.1.0"  # before the imports: core modules read it while the package initialises
+
+from hudilite.api import OPERATIONS, RollbackRefusedError, Table, TableInfo, TableServices
 from hudilite.errors import (
     CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError, LockTimeoutError,
     RangeUnavailableError, TableNotFoundError, TableReplacedError,
     UnsupportedTableError, WorkerEnvironmentError,
 )
-from hudilite.session import check_workers
-
+from hudilite.options import check_options
+from hudilite.reader.datasource import register as _register
+from hudilite.session import check_workers, local_session
 from hudilite.writer.options import UNSET
-
-__version__ = "0.1.0"
 
 
 def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), operation="upsert",
@@ -22,12 +26,10 @@ def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), oper
     `.stats` holds inserted/updated/deleted counts). `precombine_field` / `table_type` left out: the existing
     table's (a new table: none / COPY_ON_WRITE); given, they must match an existing table's. `commit=False`
     writes the data but leaves the instant inflight and returns a `PendingWrite` (`.read(spark)` to audit,
-    then `.complete()` or `.abort()`)."""
-    from hudilite.writer.client import write as _write
-
-    return _write(df, path, record_key=record_key, precombine_field=precombine_field,
-                  partition_by=partition_by, operation=operation, table_type=table_type, options=options,
-                  extra_metadata=extra_metadata, commit=commit)
+    then `.complete()` or `.abort()`). `Table(...).write` with the table's layout given here."""
+    t = Table(path, record_key=record_key, precombine_field=precombine_field, partition_by=partition_by,
+              table_type=table_type)
+    return t.write(df, operation, options=options, extra_metadata=extra_metadata, commit=commit)
 
 
 def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False, ready_only=False,
@@ -35,15 +37,12 @@ def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_op
     """Read the table at `path`: latest snapshot, time travel `as_of`, or incremental `(begin, end]` (completion
     order). Merge-on-read tables merge base and log files; `read_optimized=True` reads their base files only.
     `ready_only=True` reads only the partitions a commit marked ready (write-audit-publish).
-    `completion_bounds=True`: `begin`/`end` are completion times — the positions `hudilite.reader.changes.checkpoint`
+    `completion_bounds=True`: `begin`/`end` are completion times — the positions `Table.position()`
     returns — rather than instant times (on a version-6 table a bare time is read as an instant position, which
-    skips a write requested before the checkpoint that completed after it)."""
-    from hudilite.reader.spark_read import read as _read
-
-    check_workers(spark)
-    register(spark)
-    return _read(spark, path, as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized,
-                 ready_only=ready_only, completion_bounds=completion_bounds)
+    skips a write requested before the checkpoint that completed after it). `Table.read`."""
+    return Table(path, spark=spark).read(as_of=as_of, begin=begin, end=end, filters=filters,
+                                         read_optimized=read_optimized, ready_only=ready_only,
+                                         completion_bounds=completion_bounds)
 
 
 def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_image=False, filters=None,
@@ -52,25 +51,20 @@ def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_i
     `_change_op` column ('I', 'U', 'D'; with `before_image` also 'B': updated records as of `begin`). Deleted
     records carry their last image. `begin=None` reads the whole snapshot as of `end` (all 'I'). Raises
     `RangeUnavailableError` when the range was cleaned/archived away (rebuild from the snapshot instead).
-    `table_id`: the identity of the table `begin` was taken on (`hudilite.reader.changes.checkpoint(path)`
-    gives both); a different table at `path` (rebuilt or recreated) raises `TableReplacedError`."""
-    from hudilite.reader.changes import changes as _changes
-
-    check_workers(spark)
-    register(spark)
-    return _changes(spark, path, begin=begin, end=end, include_deletes=include_deletes, before_image=before_image,
-                    filters=filters, completion_bounds=completion_bounds, table_id=table_id)
+    `table_id`: the identity of the table `begin` was taken on (`Table.position()` gives both); a different
+    table at `path` (rebuilt or recreated) raises `TableReplacedError`. `Table.changes`."""
+    return Table(path, spark=spark).changes(begin, end, include_deletes=include_deletes, before_image=before_image,
+                                            filters=filters, completion_bounds=completion_bounds, table_id=table_id)
 
 
 def register(spark) -> None:
     """Register the `hudilite` data source in this session (`spark.read.format("hudilite")`)."""
-    from hudilite.reader.datasource import register as _register
-
     _register(spark)
 
 
 __all__ = [
-    "write", "read", "changes", "register", "HudiliteError", "InvalidWriteError", "TableNotFoundError",
-    "CorruptTableError", "UnsupportedTableError", "CommitConflictError", "LockTimeoutError",
-    "RangeUnavailableError", "TableReplacedError", "WorkerEnvironmentError",
+    "Table", "TableInfo", "TableServices", "OPERATIONS", "write", "read", "changes", "register", "check_workers",
+    "local_session", "check_options", "UNSET", "HudiliteError", "InvalidWriteError", "TableNotFoundError", "CorruptTableError",
+    "UnsupportedTableError", "CommitConflictError", "LockTimeoutError", "RangeUnavailableError",
+    "TableReplacedError", "WorkerEnvironmentError", "RollbackRefusedError",
 ]

@@ -19,17 +19,14 @@ import argparse
 import json
 import sys
 
-from hudilite.errors import HudiliteError
-from hudilite.options import check_options
-from hudilite.table import HoodieTable
+from hudilite import HudiliteError, RollbackRefusedError, Table, check_options
 
 
 _OPERATION_ACTIONS = ("commit", "deltacommit", "replacecommit")  # their metadata records an operationType
 
 
 def _timeline(args) -> int:
-    t = HoodieTable.open(args.path)
-    tl = t.timeline
+    tl = Table.open(args.path).timeline
     rows = []
     if getattr(args, "archived", False):
         arch = tl.archived
@@ -54,73 +51,29 @@ def _timeline(args) -> int:
 
 
 def _rollback(args) -> int:
-    from hudilite.services.rollback import rollback_failed_writes, rollback_instant
-    from hudilite.writer.conflict import pending_guard
-
-    t = HoodieTable.open(args.path)
+    t = Table.open(args.path)
     if args.instant:
-        inst = t.timeline.get(args.instant)
-        if inst is None:
-            print(f"no instant {args.instant} on the timeline of {t.base_path}", file=sys.stderr)
+        try:
+            files = t.services.rollback_instant(args.instant, force=args.force)
+        except RollbackRefusedError as e:  # the reason alone (no "hudilite:" prefix), as ever
+            print(str(e), file=sys.stderr)
             return 2
-        if inst.is_completed:
-            print(f"instant {args.instant} is completed; only pending writes can be rolled back", file=sys.stderr)
-            return 2
-        from hudilite.writer.transaction import Transaction
-
-        with Transaction(t, {}).lock:  # no writer completes it meanwhile
-            tl = t.reload()
-            inst = tl.get(args.instant)
-            guard = pending_guard(tl, inst) if inst is not None and not inst.is_completed else None
-            if guard is not None:
-                print(f"instant {args.instant} is a {guard[0]}, not a failed write: its owner finishes it "
-                      "(hudilite compaction run / cluster --run-only / the streaming query's restart)", file=sys.stderr)
-                return 2
-            if inst is None or inst.is_completed:
-                print(f"instant {args.instant} completed or vanished meanwhile; nothing to roll back", file=sys.stderr)
-                return 2
-            live = _live_writer(t, args.instant)
-            if live and not args.force:
-                print(f"instant {args.instant} belongs to a writer that is alive ({live}); rolling it back would "
-                      "fail that write. Use --force if you know the writer is dead", file=sys.stderr)
-                return 2
-            files = rollback_instant(t, inst)
         print(f"rolled back {args.instant}: {len(files)} file(s) deleted")
     else:
-        done = rollback_failed_writes(t, lazy=not args.force)
+        done = t.services.rollback(force=args.force)
         print(f"rolled back {len(done)} pending instant(s): {', '.join(done) or '-'}")
-        tl = t.reload()
-        for inst in tl.pending():
-            live = _live_writer(t, inst.timestamp)
-            if live and pending_guard(tl, inst) is None:
-                print(f"left alone: {inst.timestamp} ({live}; --force rolls it back)")
+        for instant, live in t.services.live_writes().items():
+            print(f"left alone: {instant} ({live}; --force rolls it back)")
     return 0
 
 
-def _live_writer(t, instant: str) -> str | None:
-    """Why the writer of a pending `instant` counts as alive (its heartbeat within its tolerance), or None."""
-    from hudilite.timeline.heartbeat import DEFAULT_INTERVAL_MS, DEFAULT_MISSES, read_heartbeat
-
-    hb = read_heartbeat(t.base_path, instant)
-    if hb is None:
-        return None
-    tolerance = hb["tolerance_ms"] or DEFAULT_INTERVAL_MS * DEFAULT_MISSES
-    if hb["age_ms"] > tolerance:
-        return None
-    return (f"heartbeat {hb['age_ms'] / 1000:.1f} s old, tolerance {tolerance / 1000:.0f} s: rolled back "
-            f"automatically once it is {tolerance / 1000:.0f} s old")
-
-
 def _info(args) -> int:
-    t = HoodieTable.open(args.path)
-    parts = t.partitions()
-    slices = t.view().latest_slices(parts)
+    i = Table.open(args.path).info()
     out = {
-        "path": t.base_path, "name": t.config.name, "type": t.config.table_type, "version": t.config.version,
-        "record_key": t.config.record_key_fields, "precombine": t.config.precombine_field,
-        "partition_fields": t.config.partition_fields, "partitions": len(parts), "file_groups": len(slices),
-        "bytes": sum(s.base_file.size for s in slices if s.base_file),
-        "completed_instants": len(t.timeline.completed()), "pending_instants": len(t.timeline.pending()),
+        "path": i.path, "name": i.name, "type": i.table_type, "version": i.version,
+        "record_key": i.record_key, "precombine": i.precombine_field,
+        "partition_fields": i.partition_fields, "partitions": len(i.partitions), "file_groups": i.file_groups,
+        "bytes": i.bytes, "completed_instants": i.completed_instants, "pending_instants": i.pending_instants,
     }
     print(json.dumps(out, indent=2))
     return 0
@@ -138,50 +91,43 @@ def _options(args) -> dict:
 
 
 def _compaction(args) -> int:
-    from hudilite.services.compaction import run_compaction, schedule_compaction
-
     opts = _options(args)
-    t = HoodieTable.open(args.path)
+    t = Table.open(args.path)
     if args.action == "schedule":
-        inst = schedule_compaction(t, opts, force=args.force)
+        inst = t.services.schedule_compaction(opts, force=args.force)
         print(f"scheduled compaction {inst}" if inst else "nothing to compact (trigger not met or no file group "
               "with log files)")
         return 0
     # wait for a plan another executor holds: when the command returns, every plan it was asked for is complete
-    done = run_compaction(t, opts, instant=args.instant, progress=not args.no_progress, wait=True)
+    done = t.services.run_compaction(opts, instant=args.instant, progress=not args.no_progress, wait=True)
     print(f"completed {len(done)} compaction(s): {', '.join(done) or '-'}")
     return 0
 
 
 def _clean(args) -> int:
-    from hudilite.services.clean import run_clean
-
-    done = run_clean(HoodieTable.open(args.path), _options(args), progress=not args.no_progress)
+    t = Table.open(args.path)  # a missing table is reported before a bad option, as ever
+    done = t.services.clean(_options(args), progress=not args.no_progress)
     print(f"completed {len(done)} clean(s): {', '.join(done) or '-'}")
     return 0
 
 
 def _cluster(args) -> int:
-    from hudilite.services.clustering import SORT_KEY, run_clustering, schedule_clustering
-
     opts = _options(args)
-    if args.sort_columns:
-        opts[SORT_KEY] = args.sort_columns
-    t = HoodieTable.open(args.path)
+    t = Table.open(args.path)
     if not args.run_only:
-        inst = schedule_clustering(t, opts)
+        inst = t.services.schedule_clustering(opts, sort_columns=args.sort_columns)
         print(f"scheduled clustering {inst}" if inst else "no clustering scheduled (no partition with small file "
               "groups to combine)")
     if not args.schedule_only:
-        done = run_clustering(t, opts, progress=not args.no_progress, wait=True)
+        done = t.services.run_clustering(opts, progress=not args.no_progress, wait=True,
+                                         sort_columns=args.sort_columns)
         print(f"completed {len(done)} clustering(s): {', '.join(done) or '-'}")
     return 0
 
 
 def _archive(args) -> int:
-    from hudilite.services.archival import archive
-
-    done = archive(HoodieTable.open(args.path), _options(args), force=args.force)
+    t = Table.open(args.path)
+    done = t.services.archive(_options(args), force=args.force)
     print(f"archived {len(done)} instant(s)" + (f": {done[0]} .. {done[-1]}" if done else ""))
     return 0
 

@@ -1,0 +1,366 @@
+"""`hudilite.Table`: the one public object for a table — write, read, change feeds, consumer checkpoints,
+table services, timeline and layout — in the manner of hudi-rs `Table` and delta-rs / pyiceberg tables.
+
+    t = hudilite.Table.create("/data/events", record_key="id", precombine_field="ts", partition_by=("dt",))
+    t.write(arrow_table_or_spark_df)                 # upsert; operation="insert" / "delete" / ...
+    t = hudilite.Table.open("/data/events", spark=spark)
+    t.read(); t.as_of("20240101000000000"); t.changes(begin=pos)
+    t.services.compact(); t.info(); t.timeline.completed()
+
+Each method calls the one core implementation of its operation, so the facade adds no behaviour of its own;
+`hudilite.write/read/changes` are thin functions over it. A Table holds a path, not a snapshot: every call
+sees the table as it is on storage then (writers may commit in between).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hudilite.errors import HudiliteError, InvalidWriteError
+from hudilite.reader import changes as _changes
+from hudilite.reader.datasource import register as _register
+from hudilite.reader.planner import table_schema as _table_schema
+from hudilite.reader.spark_read import read as _spark_read
+from hudilite.services import archival as _archival
+from hudilite.services import clean as _clean
+from hudilite.services import clustering as _clustering
+from hudilite.services import compaction as _compaction
+from hudilite.services.rollback import rollback_failed_writes as _rollback_failed_writes
+from hudilite.services.rollback import rollback_instant as _rollback_instant
+from hudilite.session import check_workers
+from hudilite.streaming import BATCH_ID_KEY, QUERY_ID_KEY, last_batch_id as _last_batch_id
+from hudilite.table import HoodieTable
+from hudilite.timeline import Timeline
+from hudilite.timeline.heartbeat import DEFAULT_INTERVAL_MS, DEFAULT_MISSES, read_heartbeat
+from hudilite.writer.client import write as _write
+from hudilite.writer.conflict import pending_guard
+from hudilite.writer.options import UNSET
+from hudilite.writer.transaction import Transaction
+
+OPERATIONS = ("upsert", "insert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table")
+
+
+class RollbackRefusedError(HudiliteError):
+    """A rollback of one instant was refused: it is unknown, completed, a service plan or prepared commit
+    (its owner finishes it), or its writer looks alive. The table is unchanged."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TableInfo:
+    """A table's identity and layout: what `hudilite info` prints."""
+
+    path: str
+    name: str
+    table_type: str  # COPY_ON_WRITE / MERGE_ON_READ
+    version: int  # the table version (6, 8, 9)
+    table_id: str | None
+    record_key: list[str]
+    precombine_field: str | None
+    partition_fields: list[str]
+    partitions: list[str]
+    file_groups: int
+    bytes: int  # base file bytes of the latest snapshot
+    completed_instants: int
+    pending_instants: int
+    properties: dict[str, str]  # hoodie.properties as stored
+
+
+class Table:
+    """A Hudi table at a path. `Table.open` for an existing table, `Table.create` for one that its first write
+    creates (tables come into being with their first commit, as in Hudi). `spark` is needed for Spark reads
+    and change feeds only: Arrow data is written in this process without Spark."""
+
+    def __init__(self, path, *, spark=None, options: dict | None = None, record_key=None,
+                 precombine_field=UNSET, partition_by=(), table_type=UNSET):
+        # no I/O here: `open`/`create` check the path; the thin functions use this to keep their error order
+        self._path = path
+        self.spark = spark
+        self.options = dict(options or {})
+        self._layout = dict(record_key=record_key, precombine_field=precombine_field, partition_by=partition_by,
+                            table_type=table_type)
+        self.services = TableServices(self)
+
+    # ---- opening / creating --------------------------------------------------------------
+    @classmethod
+    def open(cls, path, spark=None, options: dict | None = None) -> "Table":
+        """The table at `path`; raises TableNotFoundError (none there) or CorruptTableError (damaged)."""
+        meta = HoodieTable.open(path)
+        return cls(meta.base_path, spark=spark, options=options)
+
+    @classmethod
+    def create(cls, path, *, record_key, precombine_field=UNSET, partition_by=(), table_type=UNSET, spark=None,
+               options: dict | None = None, exist_ok: bool = False) -> "Table":
+        """A table with this layout at `path`, created on storage by its first write. `exist_ok=True`: an
+        existing table is fine, and each write checks the layout given here against it (as `hudilite.write`)."""
+        if not exist_ok and HoodieTable.exists(path):
+            raise InvalidWriteError(f"a table exists at {path}: open it with Table.open (or pass exist_ok=True)")
+        return cls(path, spark=spark, options=options, record_key=record_key, precombine_field=precombine_field,
+                   partition_by=partition_by, table_type=table_type)
+
+    @staticmethod
+    def exists(path) -> bool:
+        """A table is at `path` (a damaged one too: `open` then raises CorruptTableError)."""
+        return HoodieTable.exists(path)
+
+    @property
+    def path(self) -> str:
+        return str(self._path)
+
+    def _meta(self) -> HoodieTable:
+        return HoodieTable.open(self._path)
+
+    def _opts(self, options: dict | None) -> dict | None:
+        if not self.options:
+            return options
+        return {**self.options, **(options or {})}
+
+    def _spark(self, spark):
+        s = spark if spark is not None else self.spark
+        if s is None:
+            raise HudiliteError(f"{self.path}: this read needs a Spark session (Table.open(path, spark=...)); "
+                                "to_arrow / changes_arrow read without Spark")
+        check_workers(s)
+        _register(s)
+        return s
+
+    # ---- writing -------------------------------------------------------------------------
+    def write(self, data, operation: str = "upsert", *, options: dict | None = None,
+              extra_metadata: dict | None = None, commit: bool = True, checkpoint: tuple[str, int] | None = None):
+        """Write `data` (a Spark DataFrame, or an Arrow table / record batches: written in this process) as one
+        commit with `operation` (see OPERATIONS). Returns the committed instant time (a str with `.stats`), or
+        with `commit=False` a PendingWrite to audit (`.read(spark)`) and `.complete()` / `.abort()`.
+        `checkpoint=(app_id, n)` records in the same commit that consumer `app_id` processed up to `n` (see
+        `checkpoint`), so output and progress commit together."""
+        lay = self._layout
+        record_key = lay["record_key"]
+        if record_key is None:  # an opened table writes with its own key; the write checks the rest
+            record_key = self._meta().config.record_key_fields
+        extra = extra_metadata
+        if checkpoint is not None:
+            app_id, n = checkpoint
+            extra = {**(extra or {}), QUERY_ID_KEY: str(app_id), BATCH_ID_KEY: str(int(n))}
+        return _write(data, self._path, record_key=record_key, precombine_field=lay["precombine_field"],
+                      partition_by=lay["partition_by"], operation=operation, table_type=lay["table_type"],
+                      options=self._opts(options), extra_metadata=extra, commit=commit)
+
+    def upsert(self, data, **kw):
+        return self.write(data, "upsert", **kw)
+
+    def insert(self, data, **kw):
+        return self.write(data, "insert", **kw)
+
+    def delete(self, data, **kw):
+        """Delete the records whose keys `data` holds (other columns are ignored)."""
+        return self.write(data, "delete", **kw)
+
+    # ---- reading -------------------------------------------------------------------------
+    def read(self, *, as_of=None, begin=None, end=None, filters=None, read_optimized: bool = False,
+             ready_only: bool = False, completion_bounds: bool = False, spark=None):
+        """A Spark DataFrame: the latest snapshot, time travel `as_of` (an instant time), or incremental
+        `(begin, end]` in completion order (`completion_bounds=True`: the bounds are completion times, the
+        positions `position()` returns). `read_optimized`: merge-on-read base files only. `ready_only`: only
+        partitions a commit marked ready (write-audit-publish)."""
+        s = self._spark(spark)
+        return _spark_read(s, self._path, as_of=as_of, begin=begin, end=end, filters=filters,
+                           read_optimized=read_optimized, ready_only=ready_only, completion_bounds=completion_bounds)
+
+    def as_of(self, instant, *, filters=None, spark=None):
+        """The snapshot as of `instant` (time travel)."""
+        return self.read(as_of=instant, filters=filters, spark=spark)
+
+    def to_arrow(self, columns=None, *, position: str | None = None, max_bytes: int | None = None):
+        """The snapshot (latest, or as of completion `position`) as an Arrow table read in this process, or
+        None when it has merge-on-read log files to merge or exceeds `max_bytes` (read it with Spark)."""
+        meta = self._meta()
+        cols = list(columns) if columns is not None else _table_schema(meta).names
+        return _changes.local_snapshot(meta, position, cols, max_bytes)
+
+    def schema(self):
+        """The table's Arrow schema (data columns and Hudi meta columns)."""
+        return _table_schema(self._meta())
+
+    # ---- change feeds and consumer checkpoints ---------------------------------------------
+    def changes(self, begin=None, end=None, *, include_deletes: bool = True, before_image: bool = False,
+                filters=None, completion_bounds: bool = False, table_id: str | None = None, spark=None):
+        """What changed in `(begin, end]` (completion order) as a Spark DataFrame with `_change_op` ('I', 'U',
+        'D', with `before_image` also 'B'). `table_id` (from `position()`): raises TableReplacedError when
+        another table now lives at the path; RangeUnavailableError when the range was cleaned/archived."""
+        s = self._spark(spark)
+        return _changes.changes(s, self._path, begin=begin, end=end, include_deletes=include_deletes,
+                                before_image=before_image, filters=filters, completion_bounds=completion_bounds,
+                                table_id=table_id)
+
+    def changes_arrow(self, begin, end=None, *, include_deletes: bool = True, before_image: bool = False,
+                      completion_bounds: bool = False, columns=None, table_id: str | None = None):
+        """`changes()` as an Arrow table read without Spark when change images serve the range; None
+        otherwise (use `changes()`)."""
+        return _changes.local_changes(self._path, begin, end, include_deletes=include_deletes,
+                                      before_image=before_image, completion_bounds=completion_bounds,
+                                      columns=columns, table_id=table_id)
+
+    def position(self) -> tuple[str | None, str | None]:
+        """(completion position of the newest commit, table id): what a consumer of this table records to
+        continue from later (`changes(begin=position, table_id=id, completion_bounds=True)`)."""
+        return _changes.checkpoint(self._path)
+
+    def checkpoint(self, app_id: str) -> int | None:
+        """The highest `n` consumer `app_id` recorded on this table (`write(..., checkpoint=(app_id, n))` or
+        the streaming sink, whose app id is its query id); None if it never wrote here. A consumer skips the
+        inputs up to it: the exactly-once test of a replayed batch."""
+        return _last_batch_id(self.path, app_id)
+
+    # ---- metadata ------------------------------------------------------------------------
+    @property
+    def timeline(self) -> Timeline:
+        """The active timeline as loaded now (`.instants`, `.completed()`, `.pending()`, `.archived`)."""
+        return self._meta().timeline
+
+    def info(self) -> TableInfo:
+        """Properties, type, version, keys, partitions and latest-snapshot layout."""
+        t = self._meta()
+        c = t.config
+        parts = t.partitions()
+        slices = t.view().latest_slices(parts)
+        tl = t.timeline
+        return TableInfo(
+            path=t.base_path, name=c.name, table_type=c.table_type, version=c.version, table_id=c.table_id,
+            record_key=c.record_key_fields, precombine_field=c.precombine_field,
+            partition_fields=c.partition_fields, partitions=parts, file_groups=len(slices),
+            bytes=sum(s.base_file.size for s in slices if s.base_file),
+            completed_instants=len(tl.completed()), pending_instants=len(tl.pending()), properties=dict(c.props))
+
+    def stats(self) -> dict:
+        """{'rows', 'bytes', 'files'} of the latest snapshot from metadata only ('rows' None on merge-on-read
+        slices with log files)."""
+        return self._meta().snapshot_stats()
+
+    def __repr__(self) -> str:
+        return f"hudilite.Table({self.path!r})"
+
+
+class TableServices:
+    """Table services of one table: schedule a plan, execute pending plans, or both. They run beside live
+    writers (plans are decided and completed under the table lock). `options`: hoodie.* service options,
+    over the table's."""
+
+    def __init__(self, table: Table):
+        self._table = table
+
+    def _opts(self, options):
+        return self._table._opts(options)
+
+    def _meta(self) -> HoodieTable:
+        return self._table._meta()
+
+    # compaction (merge-on-read)
+    def schedule_compaction(self, options: dict | None = None, *, force: bool = False) -> str | None:
+        """Schedule a compaction plan if its trigger fires (`force`: always); its instant, or None."""
+        return _compaction.schedule_compaction(self._meta(), self._opts(options), force=force)
+
+    def run_compaction(self, options: dict | None = None, *, instant: str | None = None, progress: bool = False,
+                       wait: bool = False) -> list[str]:
+        """Execute pending compaction plans oldest first (or only `instant`); `wait` for plans another
+        executor holds. Returns the completed instants."""
+        return _compaction.run_compaction(self._meta(), self._opts(options), instant=instant, progress=progress,
+                                          wait=wait)
+
+    def compact(self, options: dict | None = None, *, force: bool = False, progress: bool = False) -> list[str]:
+        """Schedule (if the trigger fires) and run every pending compaction."""
+        return _compaction.compact(self._meta(), self._opts(options), force=force, progress=progress)
+
+    # clustering
+    def _cluster_opts(self, options, sort_columns):
+        opts = self._opts(options)
+        if sort_columns:
+            cols = sort_columns if isinstance(sort_columns, str) else ",".join(sort_columns)
+            opts = {**(opts or {}), _clustering.SORT_KEY: cols}
+        return opts
+
+    def schedule_clustering(self, options: dict | None = None, *, sort_columns=None) -> str | None:
+        """Schedule a clustering plan (its file groups sorted by `sort_columns`); its instant, or None when no
+        partition has small file groups to combine."""
+        return _clustering.schedule_clustering(self._meta(), self._cluster_opts(options, sort_columns))
+
+    def run_clustering(self, options: dict | None = None, *, instant: str | None = None, progress: bool = False,
+                       wait: bool = False, sort_columns=None) -> list[str]:
+        """Execute pending clustering plans oldest first (or only `instant`); `wait` for plans another
+        executor holds. Returns the completed instants."""
+        return _clustering.run_clustering(self._meta(), self._cluster_opts(options, sort_columns), instant=instant,
+                                          progress=progress, wait=wait)
+
+    def cluster(self, options: dict | None = None, *, progress: bool = False, sort_columns=None) -> list[str]:
+        """Schedule a clustering plan (if some partition has small file groups) and run every pending one."""
+        return _clustering.cluster(self._meta(), self._cluster_opts(options, sort_columns), progress=progress)
+
+    # clean, archive
+    def schedule_clean(self, options: dict | None = None) -> str | None:
+        return _clean.schedule_clean(self._meta(), self._opts(options))
+
+    def clean(self, options: dict | None = None, *, progress: bool = False, schedule: bool = True) -> list[str]:
+        """Finish pending cleans, then (`schedule`) plan and run a new one. Returns the completed cleans."""
+        return _clean.run_clean(self._meta(), self._opts(options), progress=progress, schedule=schedule)
+
+    def archive(self, options: dict | None = None, *, force: bool = False) -> list[str]:
+        """Move old instants to .hoodie/archived (`force`: down to hoodie.keep.min.commits now)."""
+        return _archival.archive(self._meta(), self._opts(options), force=force)
+
+    # rollback
+    def rollback(self, *, force: bool = False) -> list[str]:
+        """Roll back failed writes: every pending write whose writer's heartbeat expired (`force`: also those
+        whose writer looks alive — only when no writer runs). Plans and prepared commits are left to their
+        owners. Returns the rolled-back instants."""
+        return _rollback_failed_writes(self._meta(), lazy=not force)
+
+    def rollback_instant(self, instant: str, *, force: bool = False) -> list[str]:
+        """Roll back the one pending write `instant`; returns the files deleted. Refused (RollbackRefusedError,
+        nothing changed) when it is unknown, completed, a plan or prepared commit, or its writer looks alive
+        and not `force`."""
+        t = self._meta()
+        inst = t.timeline.get(instant)
+        if inst is None:
+            raise RollbackRefusedError(f"no instant {instant} on the timeline of {t.base_path}")
+        if inst.is_completed:
+            raise RollbackRefusedError(f"instant {instant} is completed; only pending writes can be rolled back")
+        with Transaction(t, {}).lock:  # no writer completes it meanwhile
+            tl = t.reload()
+            inst = tl.get(instant)
+            guard = pending_guard(tl, inst) if inst is not None and not inst.is_completed else None
+            if guard is not None:
+                raise RollbackRefusedError(
+                    f"instant {instant} is a {guard[0]}, not a failed write: its owner finishes it "
+                    "(hudilite compaction run / cluster --run-only / the streaming query's restart)")
+            if inst is None or inst.is_completed:
+                raise RollbackRefusedError(f"instant {instant} completed or vanished meanwhile; nothing to roll back")
+            live = _live_writer(t.base_path, instant)
+            if live and not force:
+                raise RollbackRefusedError(
+                    f"instant {instant} belongs to a writer that is alive ({live}); rolling it back would fail "
+                    "that write. Use --force if you know the writer is dead")
+            return _rollback_instant(t, inst)
+
+    def live_writes(self) -> dict[str, str]:
+        """Pending writes whose writer looks alive (its heartbeat within its tolerance), instant -> why:
+        what `rollback()` leaves alone. Service plans and prepared streaming commits are not writes here."""
+        t = self._meta()
+        tl = t.timeline
+        out = {}
+        for inst in tl.pending():
+            live = _live_writer(t.base_path, inst.timestamp)
+            if live and pending_guard(tl, inst) is None:
+                out[inst.timestamp] = live
+        return out
+
+
+def _live_writer(base_path: str, instant: str) -> str | None:
+    """Why the writer of a pending `instant` counts as alive (its heartbeat within its tolerance), or None."""
+    hb = read_heartbeat(base_path, instant)
+    if hb is None:
+        return None
+    tolerance = hb["tolerance_ms"] or DEFAULT_INTERVAL_MS * DEFAULT_MISSES
+    if hb["age_ms"] > tolerance:
+        return None
+    return (f"heartbeat {hb['age_ms'] / 1000:.1f} s old, tolerance {tolerance / 1000:.0f} s: rolled back "
+            f"automatically once it is {tolerance / 1000:.0f} s old")
+
+
+__all__ = ["Table", "TableServices", "TableInfo", "RollbackRefusedError", "OPERATIONS"]
