@@ -45,10 +45,8 @@ def main() -> int:
 
     import hudilite
     from dbt.adapters.hudilite.aggregate import GROUP_KEY, full_frame, parse, refresh
-    from hudilite.reader.changes import latest_position
-    from hudilite.session import local_session
 
-    spark = local_session("local[2]", app_name="bench-aggregate")
+    spark = hudilite.local_session("local[2]", app_name="bench-aggregate")
     spark.sparkContext.setLogLevel("ERROR")
     root = tempfile.mkdtemp(prefix="hudilite-bench-agg-")
     detail = os.path.join(root, "detail")
@@ -78,7 +76,7 @@ def main() -> int:
             refresh(spark, q, detail, agg_inc)
             inc_t.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            df, _ = full_frame(spark, q, detail, latest_position(detail))
+            df, _ = full_frame(spark, q, detail, hudilite.Table.open(detail).position()[0])
             op = "insert_overwrite_table" if os.path.isdir(agg_full) else "insert"
             hudilite.write(df, agg_full, record_key=GROUP_KEY, operation=op,
                            options={"hoodie.write.input.persist": "true"})

@@ -175,13 +175,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
 
-    from hudilite.session import local_session
-
-    work = args.work_dir or tempfile.mkdtemp(prefix="hudilite-bench-concurrency-")
-    spark = local_session(args.master, app_name="bench-concurrency")
-    # warm up (JVM, Python workers) outside the timings
     import hudilite
 
+    work = args.work_dir or tempfile.mkdtemp(prefix="hudilite-bench-concurrency-")
+    spark = hudilite.local_session(args.master, app_name="bench-concurrency")
+    # warm up (JVM, Python workers) outside the timings
     hudilite.write(_rows(spark, 0, 0, 100, 0), os.path.join(work, "warmup"), options=OCC, **WRITE)
 
     res = {"args": vars(args)}

@@ -41,9 +41,8 @@ def main(argv=None) -> int:
     import pyarrow as pa
 
     import hudilite
-    from hudilite.session import local_session
 
-    spark = local_session("local[2]", app_name="bench-datasource")
+    spark = hudilite.local_session("local[2]", app_name="bench-datasource")
     hudilite.register(spark)
     work = tempfile.mkdtemp(prefix="hudilite-ds-bench-")
     p = f"{work}/t"

@@ -23,7 +23,6 @@ import numpy as np
 import pyarrow as pa
 
 import hudilite
-from hudilite.services.compaction import run_compaction, schedule_compaction
 
 
 def _batch(rng, ids: np.ndarray, version: int) -> pa.Table:
@@ -52,8 +51,9 @@ def _run(base: str, n: int, mor: bool, fsync: bool, seed: int) -> dict[str, floa
     out["3 upserts"] = time.perf_counter() - t0
     if mor:
         t0 = time.perf_counter()
-        schedule_compaction(base, opts, force=True)
-        run_compaction(base, opts)
+        services = hudilite.Table.open(base).services
+        services.schedule_compaction(opts, force=True)
+        services.run_compaction(opts)
         out["compaction"] = time.perf_counter() - t0
     out["total"] = sum(out.values())
     return out

@@ -104,9 +104,9 @@ def main(argv=None) -> int:
 
 def _count_rows(path: Path) -> int:
     """Rows of the latest snapshot (copy-on-write: the latest base files), read without Spark."""
-    from hudilite.reader.changes import latest_position, local_snapshot
+    import hudilite
 
-    return local_snapshot(str(path), latest_position(str(path)), ["id"]).num_rows
+    return hudilite.Table.open(str(path)).to_arrow(["id"]).num_rows
 
 
 if __name__ == "__main__":

@@ -36,10 +36,11 @@ class HudiliteMOR(brun.Hudilite):
     KW = dict(brun.Hudilite.KW, table_type="MERGE_ON_READ")
 
     def compaction(self):
-        from hudilite.services.compaction import run_compaction, schedule_compaction
+        import hudilite
 
-        c = schedule_compaction(str(self.path), {"hoodie.compact.inline.max.delta.commits": "1"})
-        done = run_compaction(str(self.path))
+        services = hudilite.Table.open(str(self.path)).services
+        c = services.schedule_compaction({"hoodie.compact.inline.max.delta.commits": "1"})
+        done = services.run_compaction()
         return {"instant": c, "completed": done}
 
     def checksums(self) -> dict:

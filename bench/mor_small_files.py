@@ -89,9 +89,8 @@ def rows(partitions: int, per: int, upsert: int, seed: int = 7):
 
 def run(args) -> dict:
     import hudilite
-    from hudilite.session import local_session
 
-    spark = local_session("local[2]", app_name="bench-mor-small-files")
+    spark = hudilite.local_session("local[2]", app_name="bench-mor-small-files")
     schema = "id long, ts long, dt string, qty long"
     load, upd = rows(args.partitions, args.rows_per_partition, args.upsert)
     expected = len({r[0] for r in load} | {r[0] for r in upd})
