@@ -28,7 +28,8 @@ from hudilite.services import compaction as _compaction
 from hudilite.services.rollback import rollback_failed_writes as _rollback_failed_writes
 from hudilite.services.rollback import rollback_instant as _rollback_instant
 from hudilite.session import check_workers
-from hudilite.streaming import BATCH_ID_KEY, QUERY_ID_KEY, last_batch_id as _last_batch_id
+from hudilite.streaming import BATCH_ID_KEY, QUERY_ID_KEY, StreamingSink, last_batch_id as _last_batch_id
+from hudilite.streaming import write_stream as _write_stream
 from hudilite.table import HoodieTable
 from hudilite.timeline import Timeline
 from hudilite.timeline.heartbeat import DEFAULT_INTERVAL_MS, DEFAULT_MISSES, read_heartbeat
@@ -131,17 +132,18 @@ class Table:
         with `commit=False` a PendingWrite to audit (`.read(spark)`) and `.complete()` / `.abort()`.
         `checkpoint=(app_id, n)` records in the same commit that consumer `app_id` processed up to `n` (see
         `checkpoint`), so output and progress commit together."""
-        lay = self._layout
-        record_key = lay["record_key"]
-        if record_key is None:  # an opened table writes with its own key; the write checks the rest
-            record_key = self._meta().config.record_key_fields
         extra = extra_metadata
         if checkpoint is not None:
             app_id, n = checkpoint
             extra = {**(extra or {}), QUERY_ID_KEY: str(app_id), BATCH_ID_KEY: str(int(n))}
-        return _write(data, self._path, record_key=record_key, precombine_field=lay["precombine_field"],
-                      partition_by=lay["partition_by"], operation=operation, table_type=lay["table_type"],
-                      options=self._opts(options), extra_metadata=extra, commit=commit)
+        return _write(data, self._path, **self._write_layout(), operation=operation, options=self._opts(options),
+                      extra_metadata=extra, commit=commit)
+
+    def _write_layout(self) -> dict:
+        lay = dict(self._layout)
+        if lay["record_key"] is None:  # an opened table writes with its own key; the write checks the rest
+            lay["record_key"] = self._meta().config.record_key_fields
+        return lay
 
     def upsert(self, data, **kw):
         return self.write(data, "upsert", **kw)
@@ -152,6 +154,24 @@ class Table:
     def delete(self, data, **kw):
         """Delete the records whose keys `data` holds (other columns are ignored)."""
         return self.write(data, "delete", **kw)
+
+    # ---- streaming -----------------------------------------------------------------------
+    def sink(self, *, operation: str = "upsert", options: dict | None = None, query_id: str | None = None,
+             async_instants: bool = True, checkpoint_location: str | None = None) -> StreamingSink:
+        """A Structured Streaming `foreachBatch` function writing each micro-batch as one commit, exactly once
+        (hudilite/streaming.py). Its app id for `checkpoint` is the query id."""
+        return StreamingSink(self._path, **self._write_layout(), operation=operation, options=self._opts(options),
+                             query_id=query_id, async_instants=async_instants,
+                             checkpoint_location=checkpoint_location)
+
+    def write_stream(self, df, *, checkpointLocation: str, trigger: dict | None = None,
+                     query_name: str | None = None, operation: str = "upsert", options: dict | None = None,
+                     **kwargs):
+        """Start a streaming query writing `df` here, one commit per micro-batch; returns the StreamingQuery
+        (`.hudilite_sink` is the sink). `trigger`: keyword arguments of `DataStreamWriter.trigger`."""
+        return _write_stream(df, self._path, checkpointLocation=checkpointLocation, trigger=trigger,
+                             query_name=query_name, **self._write_layout(), operation=operation,
+                             options=self._opts(options), **kwargs)
 
     # ---- reading -------------------------------------------------------------------------
     def read(self, *, as_of=None, begin=None, end=None, filters=None, read_optimized: bool = False,

@@ -38,8 +38,9 @@ import weakref
 from hudilite.errors import CommitConflictError, HudiliteError, InvalidWriteError
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMPLETED, WRITE_ACTIONS, Instant, Timeline
+from hudilite.writer.client import WriteClient
 from hudilite.writer.conflict import prepared_metadata
-from hudilite.writer.options import UNSET
+from hudilite.writer.options import UNSET, resolve
 from hudilite.writer.transaction import WRITER_TAG_KEY, Transaction
 
 log = logging.getLogger(__name__)
@@ -111,8 +112,6 @@ class StreamingSink:
     def __init__(self, path, *, record_key, precombine_field=UNSET, partition_by=(), operation="upsert",
                  table_type=UNSET, options=None, query_id: str | None = None,
                  async_instants: bool = True, checkpoint_location: str | None = None):
-        from hudilite.writer.options import resolve
-
         if operation not in ("upsert", "insert", "bulk_insert", "delete"):
             raise InvalidWriteError(f"streaming sink operation {operation!r}: expected upsert, insert, bulk_insert "
                                     "or delete (an overwrite per micro-batch is not a stream)")
@@ -168,9 +167,6 @@ class StreamingSink:
             self.committed.append((batch_id, str(result)))
 
     def _write(self, df, extra: dict):
-        from hudilite.writer.client import WriteClient
-        from hudilite.writer.options import resolve
-
         wo = resolve(self.path, self.kwargs["record_key"], self.kwargs["precombine_field"],
                      self.kwargs["partition_by"], self.kwargs["operation"], self.kwargs["table_type"],
                      {**self.options, WRITER_TAG_KEY: f"stream:{self.query_id}"})

@@ -241,3 +241,21 @@ def test_spark_read_as_of_changes_match_the_functions(spark, tmp_path):
     assert rows(Table.open(path).read(spark=spark)) == rows(t.read())
     with pytest.raises(HudiliteError, match="Spark session"):
         Table.open(path).read()
+
+
+def test_streaming_sink_of_a_table(spark, tmp_path):
+    """`Table.sink` is the streaming sink with the table's layout; its query id is the app id `checkpoint`
+    reads, and a replayed batch is skipped."""
+    path = str(tmp_path / "t")
+    Table.create(path, **LAYOUT).write(_rows([1]))
+    t = Table.open(path, spark=spark)
+    sink = t.sink(query_id="q", async_instants=False)
+    batch = spark.createDataFrame(_rows([1, 2], 2).to_pandas())
+    sink(batch, 0)
+    sink(spark.createDataFrame(_rows([3], 3).to_pandas()), 1)
+    sink(batch, 1)  # a replay: already committed
+    assert sink.skipped == [1] and [b for b, _ in sink.committed] == [0, 1]
+    assert t.checkpoint("q") == 1 == last_batch_id(path, "q")
+    assert [(r["id"], r["v"]) for r in _data(path)] == [(1, 2), (2, 2), (3, 3)]
+    with pytest.raises(InvalidWriteError, match="streaming sink operation"):
+        t.sink(operation="insert_overwrite")
