@@ -8,14 +8,13 @@
 
 __version__ = "0.1.0"  # before the imports: core modules read it while the package initialises
 
-from hudilite.api import OPERATIONS, RollbackRefusedError, Table, TableInfo, TableServices
+from hudilite.api import OPERATIONS, RollbackRefusedError, Table, TableInfo, TableServices, register
 from hudilite.errors import (
     CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError, LockTimeoutError,
     RangeUnavailableError, TableNotFoundError, TableReplacedError,
     UnsupportedTableError, WorkerEnvironmentError,
 )
 from hudilite.options import check_options
-from hudilite.reader.datasource import register as _register
 from hudilite.session import check_workers, local_session
 from hudilite.writer.options import UNSET
 
@@ -55,11 +54,6 @@ def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_i
     table at `path` (rebuilt or recreated) raises `TableReplacedError`. `Table.changes`."""
     return Table(path, spark=spark).changes(begin, end, include_deletes=include_deletes, before_image=before_image,
                                             filters=filters, completion_bounds=completion_bounds, table_id=table_id)
-
-
-def register(spark) -> None:
-    """Register the `hudilite` data source in this session (`spark.read.format("hudilite")`)."""
-    _register(spark)
 
 
 __all__ = [

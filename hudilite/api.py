@@ -18,7 +18,6 @@ import dataclasses
 
 from hudilite.errors import HudiliteError, InvalidWriteError
 from hudilite.reader import changes as _changes
-from hudilite.reader.datasource import register as _register
 from hudilite.reader.planner import table_schema as _table_schema
 from hudilite.reader.spark_read import read as _spark_read
 from hudilite.services import archival as _archival
@@ -121,7 +120,7 @@ class Table:
             raise HudiliteError(f"{self.path}: this read needs a Spark session (Table.open(path, spark=...)); "
                                 "to_arrow / changes_arrow read without Spark")
         check_workers(s)
-        _register(s)
+        register(s)
         return s
 
     # ---- writing -------------------------------------------------------------------------
@@ -258,6 +257,15 @@ class Table:
         return f"hudilite.Table({self.path!r})"
 
 
+def register(spark) -> None:
+    """Register the `hudilite` data source in this session (`spark.read.format("hudilite")`)."""
+    # deferred: the data source module loads pyspark, which Arrow-only users (the driver-local writer,
+    # to_arrow, the CLI) never need; it loads with the first Spark session used
+    from hudilite.reader.datasource import register as _register
+
+    _register(spark)
+
+
 class TableServices:
     """Table services of one table: schedule a plan, execute pending plans, or both. They run beside live
     writers (plans are decided and completed under the table lock). `options`: hoodie.* service options,
@@ -383,4 +391,4 @@ def _live_writer(base_path: str, instant: str) -> str | None:
             f"automatically once it is {tolerance / 1000:.0f} s old")
 
 
-__all__ = ["Table", "TableServices", "TableInfo", "RollbackRefusedError", "OPERATIONS"]
+__all__ = ["Table", "TableServices", "TableInfo", "RollbackRefusedError", "OPERATIONS", "register"]
