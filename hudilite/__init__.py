@@ -6,8 +6,6 @@
     hudilite.read(spark, path, as_of=None, begin=None, end=None)
 """
 
-__version__ = "0.1.0"  # before the imports: core modules read it while the package initialises
-
 from hudilite.api import OPERATIONS, RollbackRefusedError, Table, TableInfo, TableServices, register
 from hudilite.errors import (
     CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError, LockTimeoutError,
@@ -17,6 +15,8 @@ from hudilite.errors import (
 from hudilite.options import check_options
 from hudilite.session import check_workers, local_session
 from hudilite.writer.options import UNSET
+
+__version__ = "0.1.0"
 
 
 def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), operation="upsert",

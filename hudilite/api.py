@@ -34,11 +34,8 @@ from hudilite.timeline import Timeline
 from hudilite.timeline.heartbeat import DEFAULT_INTERVAL_MS, DEFAULT_MISSES, read_heartbeat
 from hudilite.writer.client import write as _write
 from hudilite.writer.conflict import pending_guard
-from hudilite.writer.options import UNSET
+from hudilite.writer.options import OPERATIONS, UNSET
 from hudilite.writer.transaction import Transaction
-
-OPERATIONS = ("upsert", "insert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table")
-
 
 class RollbackRefusedError(HudiliteError):
     """A rollback of one instant was refused: it is unknown, completed, a service plan or prepared commit
