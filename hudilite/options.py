@@ -210,7 +210,7 @@ MARKERS_SERVICE_URL = _o("hoodie.write.markers.service.url", "string", None, "an
 MARKERS_BATCH_INTERVAL_MS = _o("hoodie.markers.timeline_server_based.batch.interval_ms", "float", 20.0,
                                "marker service batch interval", shown="20")
 MARKERS_NUM_THREADS = _o("hoodie.markers.timeline_server_based.batch.num_threads", "int", 4,
-                         "marker service threads")
+                         "marker service threads", minimum=1)
 # ---- table services ----------------------------------------------------------------------------------------
 COMPACT_INLINE = _o("hoodie.compact.inline", "bool", False, "run compaction after writes", scope="service")
 COMPACT_SCHEDULE_INLINE = _o("hoodie.compact.schedule.inline", "bool", False, "schedule compaction after writes",
