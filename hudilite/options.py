@@ -106,7 +106,7 @@ class Option:
     def default_text(self) -> str:
         if self.shown is not None:
             return self.shown
-        if self.default is None:
+        if self.default is None or self.default == "":
             return "-"
         if isinstance(self.default, bool):
             return str(self.default).lower()
@@ -312,7 +312,7 @@ T_MERGER_STRATEGY = _o("hoodie.compaction.record.merger.strategy", "string", Non
                        "merge strategy id (version 6)", scope="table")
 T_PAYLOAD = _o("hoodie.compaction.payload.class", "string", "", "payload class: its ordering semantics",
                scope="table")
-T_CHECKSUM = _o("hoodie.table.checksum", "string", None, "crc32 of <database>.<table name>", scope="table")
+T_CHECKSUM = _o("hoodie.table.checksum", "string", None, "crc32 of `<database>.<table name>`", scope="table")
 T_DATABASE = _o("hoodie.database.name", "string", None, "database name (part of the checksum)", scope="table")
 T_TIMEZONE = _o("hoodie.table.timeline.timezone", "string", "UTC", "instant time zone (written)", scope="table")
 T_ARCHIVE_FOLDER = _o("hoodie.archivelog.folder", "string", "archived", "archived timeline folder under .hoodie",

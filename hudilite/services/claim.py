@@ -26,7 +26,7 @@ import socket
 import time
 import uuid
 
-from hudilite.errors import HudiliteError, InvalidWriteError
+from hudilite.errors import HudiliteError
 from hudilite.file_group import parse_base_file_name
 from hudilite.lock import lock_for
 from hudilite.markers import list_markers

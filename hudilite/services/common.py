@@ -10,7 +10,6 @@ import time
 
 import pyarrow as pa
 
-from hudilite.errors import InvalidWriteError
 from hudilite.options import BLOCK_ROWS, COMPRESSION, FSYNC, MAX_FILE_SIZE
 from hudilite.storage.local import storage_for
 from hudilite.table import HoodieTable
