@@ -262,8 +262,10 @@ READ_PARTITION_BYTES = _o("hudilite.read.partition.bytes", "int", 128 * MB,
                           "data source reads pack files and merged slices into input partitions of about this size",
                           scope="read", minimum=1)
 # ---- Apache Hudi keys whose work Spark's own scheduling does here --------------------------------------------
-for _k in ("upsert", "insert", "bulkinsert", "delete"):
-    _o(f"hoodie.{_k}.shuffle.parallelism", "int", None, _PARALLELISM, effect=False)
+UPSERT_PARALLELISM = _o("hoodie.upsert.shuffle.parallelism", "int", None, _PARALLELISM, effect=False)
+INSERT_PARALLELISM = _o("hoodie.insert.shuffle.parallelism", "int", None, _PARALLELISM, effect=False)
+BULKINSERT_PARALLELISM = _o("hoodie.bulkinsert.shuffle.parallelism", "int", None, _PARALLELISM, effect=False)
+DELETE_PARALLELISM = _o("hoodie.delete.shuffle.parallelism", "int", None, _PARALLELISM, effect=False)
 # ---- Spark conf (spark.conf.set / the dbt profile's spark_conf) ---------------------------------------------
 SMALL_SLICE_BYTES = _o("spark.hudilite.read.smallSliceBytes", "int", 1 << 20,
                        "merge-on-read slices of at most this many bytes are merged whole in Python tasks "
