@@ -26,9 +26,8 @@ _UNSET = object()
 
 
 def parse_bool(value, key: str = "", default: bool | None = None) -> bool:
-    """The project's one boolean parser: true/1/yes, false/0/no (any case); None or "" gives `default`.
-    Anything else is an InvalidWriteError naming `key` (or a ValueError when there is no default to
-    fall back on and no key to name)."""
+    """The project's one boolean parser: true/1/yes, false/0/no (any case); None or "" gives `default`
+    when there is one. Anything else is an InvalidWriteError naming `key`."""
     if isinstance(value, bool):
         return value
     s = "" if value is None else str(value).strip().lower()
