@@ -28,12 +28,12 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hudilite.options import CHANGE_IMAGES
 from hudilite.storage.local import fsync_path, storage_for
 
 DIR = os.path.join(".hoodie", ".aux", "hudilite_changes")
 META_KEY = "hudilite.change.images"
-OPTION = "hoodie.write.change.images"
-DEFAULT = True  # the option's default
+OPTION = CHANGE_IMAGES.key
 CHANGE_OP = "_change_op"  # the operation column of change reads (hudilite.reader.changes) and of the images
 INSERT, UPDATE, DELETE, BEFORE = "I", "U", "D", "B"
 STAT_IMAGES = "_hl_change_images"  # write-stat field (removed before the commit metadata is written)

@@ -6,6 +6,7 @@ import uuid
 import zlib
 from dataclasses import dataclass, field
 
+from hudilite import options as o
 from hudilite.errors import CorruptTableError, UnsupportedTableError
 from hudilite.timeline.instant_time import format_instant, now_ms
 
@@ -26,12 +27,10 @@ WRITE_TABLE_VERSION = 6
 READABLE_VERSIONS = {6: 1, 8: 2, 9: 2}  # table version -> required timeline layout version
 
 
-# The table's identity: `<creation time (17-digit UTC ms)>-<uuid4 hex>`, written once when the table is created.
-# Apache Hudi has no table id (`hoodie.table.checksum` is a crc of database and name, equal for a table rebuilt
-# under the same name), so this is a hudilite key; Java and hudi-rs ignore keys they do not know. It moves
-# with the directory and differs for a table rebuilt or recreated at the same path, so checkpoints that
-# record it can tell "the table I consumed" from "a new table at that path".
-TABLE_ID_KEY = "hudilite.table.id"
+# The table's identity (declared in hudilite.options): it moves with the directory and differs for a table
+# rebuilt or recreated at the same path, so checkpoints that record it can tell "the table I consumed" from
+# "a new table at that path".
+TABLE_ID_KEY = o.T_TABLE_ID.key
 
 
 def new_table_id() -> str:
@@ -52,15 +51,15 @@ def table_checksum(database: str, table: str) -> int:
 def _check_checksum(props: dict[str, str], path: str) -> None:
     """Java validates hoodie.table.checksum when it reads the file (a damaged name or checksum line fails);
     so do we. Without hoodie.database.name Java sums "" and hudilite "default" as the database."""
-    given = props.get("hoodie.table.checksum")
+    given = o.T_CHECKSUM.get(props)
     if given is None:
         return
-    name, db = props["hoodie.table.name"], props.get("hoodie.database.name")
+    name, db = props[o.T_NAME.key], o.T_DATABASE.get(props)
     sums = {table_checksum(d, name) for d in ([db] if db is not None else ["", "default"])}
     if not given.strip().isdigit() or int(given) not in sums:
         raise CorruptTableError(
-            f"{path}: hoodie.properties is damaged: hoodie.table.checksum={given!r} does not match "
-            f"hoodie.table.name={name!r} (expected {min(sums)})")
+            f"{path}: hoodie.properties is damaged: {o.T_CHECKSUM.key}={given!r} does not match "
+            f"{o.T_NAME.key}={name!r} (expected {min(sums)})")
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -103,43 +102,41 @@ class TableConfig:
     # ---- required basics -------------------------------------------------------------
     @property
     def name(self) -> str:
-        return self.props.get("hoodie.table.name", "")
+        return o.T_NAME.get(self.props)
 
     @property
     def table_type(self) -> str:
-        t = self.props.get("hoodie.table.type", COPY_ON_WRITE).upper()
+        t = o.T_TYPE.get(self.props).upper()
         return {"COW": COPY_ON_WRITE, "MOR": MERGE_ON_READ}.get(t, t)
 
     @property
     def version(self) -> int:
-        return int(self.props.get("hoodie.table.version", "0"))
+        return int(o.T_VERSION.get(self.props))
 
     @property
     def layout_version(self) -> int:
-        return int(self.props.get("hoodie.timeline.layout.version", "0"))
+        return int(o.T_LAYOUT_VERSION.get(self.props))
 
     @property
     def timeline_path(self) -> str:
-        return "" if self.layout_version < 2 else self.props.get("hoodie.timeline.path", "timeline")
+        return "" if self.layout_version < 2 else o.T_TIMELINE_PATH.get(self.props)
 
     @property
     def record_key_fields(self) -> list[str]:
-        return _split(self.props.get("hoodie.table.recordkey.fields", ""))
+        return o.T_RECORD_KEYS.get(self.props)
 
     @property
     def precombine_field(self) -> str | None:
-        v = self.props.get("hoodie.table.ordering.fields") or self.props.get("hoodie.table.precombine.field")
+        v = o.T_ORDERING.get(self.props) or o.T_PRECOMBINE.get(self.props)
         return v or None
 
     @property
     def partition_fields(self) -> list[str]:
-        return _split(self.props.get("hoodie.table.partition.fields", ""))
+        return o.T_PARTITIONS.get(self.props)
 
     @property
     def keygen(self) -> str:
-        return self.props.get("hoodie.table.keygenerator.class") or self.props.get(
-            "hoodie.table.keygenerator.type", ""
-        )
+        return o.T_KEYGEN_CLASS.get(self.props) or o.T_KEYGEN_TYPE.get(self.props)
 
     @property
     def is_partitioned(self) -> bool:
@@ -148,19 +145,19 @@ class TableConfig:
 
     @property
     def hive_style(self) -> bool:
-        return self.props.get("hoodie.datasource.write.hive_style_partitioning", "false").lower() == "true"
+        return o.T_HIVE_STYLE.get(self.props)
 
     @property
     def url_encode(self) -> bool:
-        return self.props.get("hoodie.datasource.write.partitionpath.urlencode", "false").lower() == "true"
+        return o.T_URL_ENCODE.get(self.props)
 
     @property
     def base_file_format(self) -> str:
-        return self.props.get("hoodie.table.base.file.format", "PARQUET").upper()
+        return o.T_BASE_FORMAT.get(self.props).upper()
 
     @property
     def populate_meta_fields(self) -> bool:
-        return self.props.get("hoodie.populate.meta.fields", "true").lower() == "true"
+        return o.T_META_FIELDS.get(self.props)
 
     @property
     def table_id(self) -> str | None:
@@ -170,19 +167,25 @@ class TableConfig:
 
     @property
     def create_schema(self) -> str | None:
-        s = self.props.get("hoodie.table.create.schema")
+        s = o.T_CREATE_SCHEMA.get(self.props)
         return unescape(s) if s else None
+
+    @property
+    def archive_folder(self) -> str:
+        return o.T_ARCHIVE_FOLDER.get(self.props) or o.T_ARCHIVE_FOLDER.default
+
+    @property
+    def payload_class(self) -> str:
+        return o.T_PAYLOAD.get(self.props)
 
     @property
     def merge_mode(self) -> str:
         """EVENT_TIME_ORDERING or COMMIT_TIME_ORDERING, inferred as Java/hudi-rs do."""
-        mode = self.props.get("hoodie.record.merge.mode")
+        mode = o.T_MERGE_MODE.get(self.props)
         if mode:
             return mode.upper()
-        strategy = self.props.get("hoodie.record.merge.strategy.id") or self.props.get(
-            "hoodie.compaction.record.merger.strategy"
-        )
-        payload = self.props.get("hoodie.compaction.payload.class", "")
+        strategy = o.T_MERGE_STRATEGY.get(self.props) or o.T_MERGER_STRATEGY.get(self.props)
+        payload = self.payload_class
         if self.version >= 8 and strategy:
             return "COMMIT_TIME_ORDERING" if strategy == COMMIT_TIME_STRATEGY else "EVENT_TIME_ORDERING"
         if payload.endswith("OverwriteWithLatestAvroPayload"):
@@ -193,21 +196,21 @@ class TableConfig:
 
     def validate_readable(self, path: str) -> None:
         if not self.name:
-            raise CorruptTableError(f"{path}: hoodie.properties has no hoodie.table.name")
+            raise CorruptTableError(f"{path}: hoodie.properties has no {o.T_NAME.key}")
         if self.table_type not in (COPY_ON_WRITE, MERGE_ON_READ):
-            raise CorruptTableError(f"{path}: unknown hoodie.table.type {self.table_type!r}")
+            raise CorruptTableError(f"{path}: unknown {o.T_TYPE.key} {self.table_type!r}")
         if self.version not in READABLE_VERSIONS:
             raise UnsupportedTableError(
                 f"{path}: table version {self.version} is not supported (readable: 6, 8, 9)"
             )
-        if "hoodie.timeline.layout.version" not in self.props:
-            raise CorruptTableError(f"{path}: hoodie.properties lacks hoodie.timeline.layout.version")
+        if o.T_LAYOUT_VERSION.key not in self.props:
+            raise CorruptTableError(f"{path}: hoodie.properties lacks {o.T_LAYOUT_VERSION.key}")
         if self.layout_version != READABLE_VERSIONS[self.version]:
             raise CorruptTableError(
                 f"{path}: table version {self.version} needs timeline layout "
                 f"{READABLE_VERSIONS[self.version]}, found {self.layout_version}"
             )
-        if self.props.get("hoodie.datasource.write.drop.partition.columns", "false").lower() == "true":
+        if o.T_DROP_PARTITION_COLUMNS.get(self.props):
             raise UnsupportedTableError(f"{path}: tables with drop.partition.columns=true are not supported")
         if self.base_file_format != "PARQUET":
             raise UnsupportedTableError(
@@ -228,22 +231,22 @@ class TableConfig:
             props = parse_properties(text)
         except CorruptTableError as e:
             raise CorruptTableError(f"{path}: {e}") from None
-        for key in ("hoodie.table.name", "hoodie.table.type", "hoodie.table.version"):
+        for key in (o.T_NAME.key, o.T_TYPE.key, o.T_VERSION.key):
             if key not in props:
                 raise CorruptTableError(f"{path}: hoodie.properties is damaged: required key {key} is missing")
         try:
-            int(props["hoodie.table.version"])
+            int(props[o.T_VERSION.key])
         except ValueError:
             raise CorruptTableError(
-                f"{path}: hoodie.properties is damaged: hoodie.table.version={props['hoodie.table.version']!r}"
+                f"{path}: hoodie.properties is damaged: {o.T_VERSION.key}={props[o.T_VERSION.key]!r}"
             ) from None
         _check_checksum(props, path)
         return cls(props)
 
     def serialize(self) -> str:
         props = dict(self.props)
-        db = props.get("hoodie.database.name", "default")
-        props["hoodie.table.checksum"] = str(table_checksum(db, props["hoodie.table.name"]))
+        db = props.get(o.T_DATABASE.key, "default")
+        props[o.T_CHECKSUM.key] = str(table_checksum(db, props[o.T_NAME.key]))
         lines = ["#Properties saved on hudilite", "#Updated by hudilite"]
         for k in sorted(props):
             lines.append(f"{k}={_escape(props[k])}")
@@ -273,37 +276,34 @@ class TableConfig:
         if not partition_fields and len(record_key_fields) > 1:
             keygen = KEYGEN_COMPLEX  # Java's complex keygen with empty partition fields: not partitioned
         props = {
-            "hoodie.table.name": name,
-            "hoodie.table.type": table_type,
-            "hoodie.table.version": str(WRITE_TABLE_VERSION),
-            "hoodie.timeline.layout.version": "1",
-            "hoodie.table.recordkey.fields": ",".join(record_key_fields),
-            "hoodie.table.partition.fields": ",".join(partition_fields),
-            "hoodie.table.keygenerator.class": keygen,
-            "hoodie.datasource.write.hive_style_partitioning": "true" if hive_style else "false",
-            "hoodie.datasource.write.partitionpath.urlencode": "false",
-            "hoodie.datasource.write.drop.partition.columns": "false",
-            "hoodie.populate.meta.fields": "true",
-            "hoodie.table.base.file.format": "PARQUET",
-            "hoodie.table.log.file.format": "HOODIE_LOG",
-            "hoodie.table.timeline.timezone": "UTC",
-            "hoodie.archivelog.folder": "archived",
-            "hoodie.database.name": "default",
-            "hoodie.table.metadata.partitions": "",
-            "hoodie.compaction.payload.class": EVENT_TIME_PAYLOAD,
-            "hoodie.compaction.record.merger.strategy": EVENT_TIME_STRATEGY,
+            o.T_NAME.key: name,
+            o.T_TYPE.key: table_type,
+            o.T_VERSION.key: str(WRITE_TABLE_VERSION),
+            o.T_LAYOUT_VERSION.key: "1",
+            o.T_RECORD_KEYS.key: ",".join(record_key_fields),
+            o.T_PARTITIONS.key: ",".join(partition_fields),
+            o.T_KEYGEN_CLASS.key: keygen,
+            o.T_HIVE_STYLE.key: "true" if hive_style else "false",
+            o.T_URL_ENCODE.key: "false",
+            o.T_DROP_PARTITION_COLUMNS.key: "false",
+            o.T_META_FIELDS.key: "true",
+            o.T_BASE_FORMAT.key: "PARQUET",
+            o.T_LOG_FORMAT.key: "HOODIE_LOG",
+            o.T_TIMEZONE.key: "UTC",
+            o.T_ARCHIVE_FOLDER.key: "archived",
+            o.T_DATABASE.key: "default",
+            o.T_METADATA_PARTITIONS.key: "",
+            o.T_PAYLOAD.key: EVENT_TIME_PAYLOAD,
+            o.T_MERGER_STRATEGY.key: EVENT_TIME_STRATEGY,
             TABLE_ID_KEY: new_table_id(),
         }
         if precombine_field:
-            props["hoodie.table.precombine.field"] = precombine_field
+            props[o.T_PRECOMBINE.key] = precombine_field
         else:
-            props["hoodie.compaction.payload.class"] = COMMIT_TIME_PAYLOAD
-            props["hoodie.compaction.record.merger.strategy"] = COMMIT_TIME_STRATEGY
+            props[o.T_PAYLOAD.key] = COMMIT_TIME_PAYLOAD
+            props[o.T_MERGER_STRATEGY.key] = COMMIT_TIME_STRATEGY
         if create_schema:
-            props["hoodie.table.create.schema"] = create_schema
+            props[o.T_CREATE_SCHEMA.key] = create_schema
         props.update(extra or {})
         return cls(props)
 
-
-def _split(v: str) -> list[str]:
-    return [s.strip() for s in v.split(",") if s.strip()]

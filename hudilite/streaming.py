@@ -36,6 +36,7 @@ import threading
 import weakref
 
 from hudilite.errors import CommitConflictError, HudiliteError, InvalidWriteError
+from hudilite.options import STREAMING_CONFLICT_RETRIES
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMPLETED, WRITE_ACTIONS, Instant, Timeline
 from hudilite.writer.client import WriteClient
@@ -47,7 +48,7 @@ log = logging.getLogger(__name__)
 
 QUERY_ID_KEY = "hudilite.streaming.query.id"
 BATCH_ID_KEY = "hudilite.streaming.batch.id"
-CONFLICT_RETRIES_KEY = "hoodie.write.streaming.conflict.retries"
+CONFLICT_RETRIES_KEY = STREAMING_CONFLICT_RETRIES.key
 
 
 class StreamingSinkError(HudiliteError):
@@ -123,7 +124,7 @@ class StreamingSink:
         self.query_id = query_id
         self.checkpoint_location = checkpoint_location
         self.async_instants = async_instants
-        self.conflict_retries = int(self.options.get(CONFLICT_RETRIES_KEY, 3))
+        self.conflict_retries = STREAMING_CONFLICT_RETRIES.get(self.options)
         self._recovered = False
         self._last_batch: int | None = None
         self._outstanding: list[tuple[Instant, dict]] = []  # prepared, not completed, in instant order

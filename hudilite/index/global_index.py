@@ -37,21 +37,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hudilite.errors import InvalidWriteError, damaged_file
+from hudilite.errors import damaged_file
 from hudilite.index.range_index import FileRange, RangeIndex
+from hudilite.options import BLOOM_UPDATE_PARTITION_PATH, INDEX_TYPE, SIMPLE_UPDATE_PARTITION_PATH
 from hudilite.reader.merge import MergeSpec, SliceDesc, merge_slice
 from hudilite.writer.context import DELETE_COL, KEY_COL, MOVED_COL, PART_COL
 from hudilite.writer.handle import sort_indices
 
-INDEX_TYPE_KEY = "hoodie.index.type"
+INDEX_TYPE_KEY = INDEX_TYPE.key
 PARTITION_SCOPED = ("BLOOM", "SIMPLE")
-UPDATE_PARTITION_PATH_KEYS = {"GLOBAL_BLOOM": "hoodie.bloom.index.update.partition.path",
-                              "GLOBAL_SIMPLE": "hoodie.simple.index.update.partition.path"}
-DEFAULT_INDEX_TYPE = "BLOOM"  # see docs/incremental.md "Keys that change partition" for the measured reason
+UPDATE_PARTITION_PATH = {"GLOBAL_BLOOM": BLOOM_UPDATE_PARTITION_PATH, "GLOBAL_SIMPLE": SIMPLE_UPDATE_PARTITION_PATH}
+DEFAULT_INDEX_TYPE = INDEX_TYPE.default  # see docs/incremental.md "Keys that change partition" for the reason
 META_KEY = "hudilite.index.type"  # commit extraMetadata of global writes
 # stored keys found for the batch: incoming row, partition holding the key, stored ordering value
 FOUND_ROW, FOUND_PART, FOUND_PC = "_hl_row", "_hl_gpart", "_hl_gpc"
-_BOOLS = {"true": True, "false": False}
 
 
 @dataclass(frozen=True)
@@ -61,23 +60,15 @@ class IndexChoice:
 
     @property
     def is_global(self) -> bool:
-        return self.kind in UPDATE_PARTITION_PATH_KEYS
+        return self.kind in UPDATE_PARTITION_PATH
 
 
 def index_choice(options: dict) -> IndexChoice:
     """The write's index from its options; an unknown type or a non-boolean flag raises before any write."""
-    kind = str(options.get(INDEX_TYPE_KEY) or DEFAULT_INDEX_TYPE).strip().upper()
+    kind = INDEX_TYPE.get(options)
     if kind in PARTITION_SCOPED:
         return IndexChoice(kind)
-    if kind not in UPDATE_PARTITION_PATH_KEYS:
-        raise InvalidWriteError(
-            f"{INDEX_TYPE_KEY}={kind!r}: hudilite supports BLOOM, SIMPLE (a key is unique within its partition) and "
-            "GLOBAL_BLOOM, GLOBAL_SIMPLE (a key is unique in the table)")
-    flag_key = UPDATE_PARTITION_PATH_KEYS[kind]
-    raw = str(options.get(flag_key, "true")).strip().lower()
-    if raw not in _BOOLS:
-        raise InvalidWriteError(f"{flag_key}={options.get(flag_key)!r}: expected true or false")
-    return IndexChoice(kind, _BOOLS[raw])
+    return IndexChoice(kind, UPDATE_PARTITION_PATH[kind].get(options))
 
 
 # ---- finding the partitions that hold the incoming keys ----------------------------------------------------------

@@ -14,8 +14,9 @@ import threading
 from typing import Callable
 
 from hudilite.errors import HudiliteError, LockTimeoutError
+from hudilite.options import LOCK_PROVIDER, LOCK_WAIT_MS
 
-PROVIDER_KEY = "hoodie.write.lock.provider"
+PROVIDER_KEY = LOCK_PROVIDER.key
 DEFAULT_PROVIDER = "file"
 
 
@@ -81,12 +82,12 @@ def _resolve(name: str) -> Callable[[str, dict], LockProvider]:
 
 def lock_for(base_path: str, options: dict | None = None) -> LockProvider:
     options = options or {}
-    return _resolve(str(options.get(PROVIDER_KEY) or DEFAULT_PROVIDER))(base_path, options)
+    return _resolve(LOCK_PROVIDER.get(options) or DEFAULT_PROVIDER)(base_path, options)
 
 
 def check_lock_provider(options: dict | None) -> None:
     """Raise ValueError for a lock provider that cannot be resolved (called before anything is written)."""
-    name = (options or {}).get(PROVIDER_KEY)
+    name = LOCK_PROVIDER.get(options)
     if name:
         _resolve(str(name))
 
@@ -123,7 +124,7 @@ class InProcessLock(LockProvider):
 
 
 def _in_process_factory(base_path: str, options: dict) -> InProcessLock:
-    return InProcessLock(base_path, int(options.get("hoodie.write.lock.wait_time_ms", 600_000)))
+    return InProcessLock(base_path, LOCK_WAIT_MS.get(options))
 
 
 register_lock_provider("in_process", _in_process_factory,

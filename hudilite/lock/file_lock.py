@@ -49,6 +49,7 @@ import uuid
 
 from hudilite.errors import LockTimeoutError
 from hudilite.lock.base import LockLostError, LockProvider, register_lock_provider
+from hudilite.options import LOCK_EXPIRE_MINUTES, LOCK_EXPIRE_MS, LOCK_PATH, LOCK_RETRY_MS, LOCK_WAIT_MS
 from hudilite.storage.local import storage_for
 
 _FS = storage_for("/")  # the lock file and lease directories live on the local/shared file system
@@ -335,17 +336,17 @@ class FileLock(LockProvider):
 def _lease_ms(options: dict) -> int:
     """`hoodie.write.lock.filesystem.expire.ms` (hudilite), else Apache Hudi's
     `hoodie.write.lock.filesystem.expire` (minutes), else 60 s."""
-    if options.get("hoodie.write.lock.filesystem.expire.ms") is not None:
-        return int(options["hoodie.write.lock.filesystem.expire.ms"])
-    if options.get("hoodie.write.lock.filesystem.expire") is not None:
-        minutes = float(options["hoodie.write.lock.filesystem.expire"])
+    if LOCK_EXPIRE_MS.get(options) is not None:
+        return LOCK_EXPIRE_MS.get(options)
+    minutes = LOCK_EXPIRE_MINUTES.get(options)
+    if minutes is not None:
         if minutes > 0:  # Hudi's 0 means "never expires"; a lease that never expires is not offered
             return int(minutes * 60_000)
     return 60_000
 
 
 def _file_lock_factory(base_path: str, options: dict) -> FileLock:
-    path = options.get("hoodie.write.lock.filesystem.path")
+    path = LOCK_PATH.get(options)
     if path and os.path.isdir(path):  # Hudi: a folder for the lock file
         path = os.path.join(path, "table.lock")
     return FileLock(
@@ -353,8 +354,7 @@ def _file_lock_factory(base_path: str, options: dict) -> FileLock:
         # under the table, whatever the lock path: staged files are published by link(), within one file system
         fence_root=os.path.join(base_path, ".hoodie", ".locks", "leases"),
         lease_ms=_lease_ms(options),
-        timeout_ms=int(options.get("hoodie.write.lock.wait_time_ms", 600_000)),
-        retry_ms=int(options.get("hoodie.write.lock.wait_time_ms_between_retry", 20)),
+        timeout_ms=LOCK_WAIT_MS.get(options), retry_ms=LOCK_RETRY_MS.get(options),
     )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from hudilite.errors import HudiliteError
+from hudilite.options import LOG_MAX_SIZE
 
 MAGIC = b"#HUDI#"
 FORMAT_VERSION = 1
@@ -18,8 +19,8 @@ DATA_BLOCK_VERSION = 3
 # formatVersion, blockType, header count, contentLength, footer count, totalBlockSize.
 MIN_BLOCK_LENGTH = 4 + 4 + 4 + 8 + 4 + 8
 
-LOG_FILE_MAX_SIZE_KEY = "hoodie.logfile.max.size"
-DEFAULT_LOG_FILE_MAX_SIZE = 1024 * 1024 * 1024
+LOG_FILE_MAX_SIZE_KEY = LOG_MAX_SIZE.key
+DEFAULT_LOG_FILE_MAX_SIZE = LOG_MAX_SIZE.default
 
 
 class LogFormatError(HudiliteError, ValueError):

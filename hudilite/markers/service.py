@@ -42,17 +42,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, urlsplit
 
 from hudilite.errors import HudiliteError
+from hudilite.options import MARKERS_BATCH_INTERVAL_MS, MARKERS_NUM_THREADS, MARKERS_SERVICE_URL, MARKERS_TYPE
 from hudilite.markers.direct import MARKER_TYPE_FILE, _SUFFIX, delete_markers, list_markers, marker_dir
 from hudilite.storage.local import fsync_path, storage_for
 
 TIMELINE_SERVER_BASED = "TIMELINE_SERVER_BASED"
 DIRECT = "DIRECT"
-OPT_MARKERS_TYPE = "hoodie.write.markers.type"
-OPT_SERVICE_URL = "hoodie.write.markers.service.url"
-OPT_BATCH_INTERVAL_MS = "hoodie.markers.timeline_server_based.batch.interval_ms"
-OPT_NUM_THREADS = "hoodie.markers.timeline_server_based.batch.num_threads"
-DEFAULT_BATCH_INTERVAL_MS = 20
-DEFAULT_NUM_THREADS = 4
+OPT_MARKERS_TYPE, OPT_SERVICE_URL = MARKERS_TYPE.key, MARKERS_SERVICE_URL.key
+OPT_BATCH_INTERVAL_MS, OPT_NUM_THREADS = MARKERS_BATCH_INTERVAL_MS.key, MARKERS_NUM_THREADS.key
+DEFAULT_BATCH_INTERVAL_MS = MARKERS_BATCH_INTERVAL_MS.default
+DEFAULT_NUM_THREADS = MARKERS_NUM_THREADS.default
 
 _MARKERS_FILE = re.compile(r"^MARKERS\d+$")
 _VALID_KINDS = {"CREATE", "MERGE", "APPEND"}
@@ -229,10 +228,8 @@ class MarkerService:
 
     @classmethod
     def from_options(cls, base_path: str, options: dict | None = None, **kw) -> "MarkerService":
-        o = options or {}
-        return cls(base_path,
-                   batch_interval_ms=float(o.get(OPT_BATCH_INTERVAL_MS, DEFAULT_BATCH_INTERVAL_MS)),
-                   num_threads=int(o.get(OPT_NUM_THREADS, DEFAULT_NUM_THREADS)), **kw)
+        return cls(base_path, batch_interval_ms=MARKERS_BATCH_INTERVAL_MS.get(options),
+                   num_threads=MARKERS_NUM_THREADS.get(options), **kw)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> str:

@@ -141,7 +141,7 @@ def resolve_range(table: HoodieTable, begin=None, end=None, *, completion_bounds
 def _archived(table: HoodieTable) -> bool:
     """Whether instants were archived off the active timeline (archive files exist)."""
     meta = table.meta_path
-    for d in (os.path.join(meta, table.config.props.get("hoodie.archivelog.folder", "archived") or "archived"),
+    for d in (os.path.join(meta, table.config.archive_folder),
               os.path.join(meta, "timeline", "history")):
         try:
             for e in os.scandir(d):

@@ -40,6 +40,7 @@ except ImportError:  # pragma: no cover - pyspark < 4.1
     DataSource = DataSourceReader = InputPartition = object
     EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = ()
 
+from hudilite.options import QUERY_TYPE, READ_PARTITION_BYTES, check_read_options, parse_bool
 from hudilite.reader.merge import SliceDesc, merge_slices
 from hudilite.reader.planner import plan_read, table_schema
 from hudilite.schema import arrow_to_spark, cast_table_to_schema, spark_to_arrow
@@ -48,7 +49,7 @@ from hudilite.table import HoodieTable
 
 PATH_KEY = "hudilite.path"  # field metadata naming the table (catalog tables; see HudiliteDataSource.path)
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-PARTITION_BYTES = 128 << 20
+PARTITION_BYTES = READ_PARTITION_BYTES.default
 WINDOW_BYTES = 16 << 20  # base files read and concatenated together in a task (on-disk bytes)
 READ_THREADS = 8  # files of a group read concurrently (pyarrow releases the GIL)
 _OPS = ((EqualTo, "="), (GreaterThan, ">"), (GreaterThanOrEqual, ">="), (LessThan, "<"), (LessThanOrEqual, "<="),
@@ -94,11 +95,13 @@ class HudiliteDataSource(DataSource):
         return normalize_path(path)
 
     def _plan(self, path: str, filters=None):
-        qt = str(self.options.get("hoodie.datasource.query.type", "snapshot")).lower()
-        ro = qt == "read_optimized" or str(self.options.get("read_optimized", "false")).lower() == "true"
+        check_read_options(self.options)  # a misspelled hudilite.* key fails instead of doing nothing
+        ro = QUERY_TYPE.get(self.options) == "read_optimized" or \
+            parse_bool(self.options.get("read_optimized"), "read_optimized", False)
         return plan_read(path, as_of=self.options.get("as_of"), begin=self.options.get("begin"),
                          end=self.options.get("end"), read_optimized=ro, filters=filters,
-                         completion_bounds=str(self.options.get("completion_bounds", "false")).lower() == "true")
+                         completion_bounds=parse_bool(self.options.get("completion_bounds"), "completion_bounds",
+                                                      False))
 
     def schema(self):
         """The table's read schema from the timeline (the latest commit's schema: what `plan_read` reads with).
@@ -138,7 +141,7 @@ class _Reader(DataSourceReader):
         ctx = _Context(plan.schema, [names.get(f.name.lower()) for f in self.want],
                        plan.commit_times if plan.query == "incremental" else None,
                        plan.merge_spec() if merged else None)
-        limit = int(self.source.options.get("hudilite.read.partition.bytes", PARTITION_BYTES))
+        limit = READ_PARTITION_BYTES.get(self.source.options)
         units = [(_size(f), f, None) for f in plan.plain_files]
         units += [(sum(_size(p) for p in s.files), None, SliceDesc.of(s).to_json()) for s in merged]
         groups, cur, cur_bytes = [], ([], []), 0

@@ -50,15 +50,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hudilite.options import OVERLAY_CACHE, OVERLAY_MIN_LOG_BYTES, READ_OVERLAYS, spark_conf
 from hudilite.storage.local import storage_for
 
 DIR = os.path.join(".hoodie", ".aux", "hudilite_overlays")
-CONF = "spark.hudilite.read.overlayCache"
+CONF = OVERLAY_CACHE.key
 # "true" (default): a deltacommit's log appends also write the overlay entries of the slices they make
-WRITE_OPTION = "hoodie.write.read.overlays"
+WRITE_OPTION = READ_OVERLAYS.key
 # slices whose log files total fewer bytes have no entries (see the module docstring)
-MIN_LOG_BYTES_CONF = "spark.hudilite.read.overlayCache.minLogBytes"
-MIN_LOG_BYTES = 1 << 20
+MIN_LOG_BYTES_CONF = OVERLAY_MIN_LOG_BYTES.key
+MIN_LOG_BYTES = OVERLAY_MIN_LOG_BYTES.default
 FORMAT = 1  # bump when the entries' content or layout changes: old entries are then never read
 ROWS, BLOCKS = ".rows.parquet", ".blocks.parquet"
 
@@ -70,13 +71,12 @@ def enabled(spark, plan) -> bool:
 
 def min_log_bytes(spark) -> int:
     """The log size from which a slice gets overlay entries (`MIN_LOG_BYTES_CONF`, else `MIN_LOG_BYTES`)."""
-    value = spark.conf.get(MIN_LOG_BYTES_CONF, None) if spark is not None else None
-    return MIN_LOG_BYTES if value is None else int(value)
+    return OVERLAY_MIN_LOG_BYTES.get(spark_conf(spark))
 
 
 def _usable(spark, table) -> bool:
     """Overlay files not switched off (`CONF`) and the table's `.hoodie` writable."""
-    if spark is not None and str(spark.conf.get(CONF, "true")).strip().lower() == "false":
+    if not OVERLAY_CACHE.get(spark_conf(spark)):
         return False
     meta = table.meta_path
     try:

@@ -99,7 +99,7 @@ def merge_mode(cfg) -> str:
     """EVENT_TIME_ORDERING, COMMIT_TIME_ORDERING or CUSTOM (v6: a payload class other than the event-time and
     overwrite-with-latest ones; v8+: hoodie.record.merge.mode=CUSTOM)."""
     mode = cfg.merge_mode
-    payload = cfg.props.get("hoodie.compaction.payload.class", "")
+    payload = cfg.payload_class
     if cfg.version < 8 and payload and not payload.endswith(_KNOWN_PAYLOADS):
         return "CUSTOM"
     return mode
@@ -335,6 +335,6 @@ def _check_readable(table: HoodieTable, slices: list[FileSlice]) -> None:
         if mode not in ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"):
             raise UnsupportedTableError(
                 f"{table.base_path}: merge mode {mode} (payload "
-                f"{table.config.props.get('hoodie.compaction.payload.class', '-')}) needs a custom merger; "
+                f"{table.config.payload_class or '-'}) needs a custom merger; "
                 "merge-on-read log files can be merged with EVENT_TIME_ORDERING or COMMIT_TIME_ORDERING only "
                 "(read_optimized=True reads the base files)")

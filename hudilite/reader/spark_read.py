@@ -6,6 +6,7 @@ import os
 
 import pyarrow as pa
 
+from hudilite.options import SMALL_SLICE_BYTES as SMALL_SLICE_BYTES_OPTION, spark_conf
 from hudilite.reader.planner import ReadPlan, plan_read
 from hudilite.reader.spark_merge import FILE, ROW, SIZE, file_ids, merged_dataframe
 from hudilite.schema import arrow_to_spark
@@ -59,13 +60,12 @@ def plan_to_dataframe(spark, plan: ReadPlan):
 # merged whole in a few Python tasks, many slices per task, instead of joining a native scan of their base files
 # with the superseded rows: for small files the row-index scan, the block join and the checkpointed log side
 # cost more than reading the whole slice (issue 27 item 11: 450 slices of a few rows each).
-SMALL_SLICE_CONF = "spark.hudilite.read.smallSliceBytes"
-SMALL_SLICE_BYTES = 1 << 20
+SMALL_SLICE_CONF = SMALL_SLICE_BYTES_OPTION.key
+SMALL_SLICE_BYTES = SMALL_SLICE_BYTES_OPTION.default
 
 
 def small_slice_bytes(spark) -> int:
-    value = spark.conf.get(SMALL_SLICE_CONF, None) if spark is not None else None
-    return SMALL_SLICE_BYTES if value is None else int(value)
+    return SMALL_SLICE_BYTES_OPTION.get(spark_conf(spark))
 
 
 def _split_small(spark, plan: ReadPlan, merged) -> tuple[list, list]:

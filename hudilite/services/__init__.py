@@ -16,16 +16,13 @@ from __future__ import annotations
 import logging
 
 from hudilite.errors import HudiliteError
+from hudilite.options import (ARCHIVE_AUTOMATIC, CLEAN_AUTOMATIC, CLUSTER_INLINE, CLUSTER_MAX_COMMITS as _MAX_COMMITS,
+                              CLUSTER_SCHEDULE_INLINE, COMPACT_INLINE, COMPACT_SCHEDULE_INLINE)
 
 log = logging.getLogger(__name__)
 
-INLINE_COMPACT = "hoodie.compact.inline"
-SCHEDULE_COMPACT = "hoodie.compact.schedule.inline"
-INLINE_CLUSTER = "hoodie.clustering.inline"
-SCHEDULE_CLUSTER = "hoodie.clustering.schedule.inline"
-CLUSTER_MAX_COMMITS = "hoodie.clustering.inline.max.commits"
-AUTO_CLEAN = "hoodie.clean.automatic"
-AUTO_ARCHIVE = "hoodie.archive.automatic"
+_SWITCHES = (COMPACT_INLINE, COMPACT_SCHEDULE_INLINE, CLUSTER_INLINE, CLUSTER_SCHEDULE_INLINE, CLEAN_AUTOMATIC,
+             ARCHIVE_AUTOMATIC)
 
 
 class TableServiceError(HudiliteError):
@@ -36,11 +33,9 @@ class TableServiceError(HudiliteError):
 def check_service_options(options: dict | None) -> None:
     """Validate every service option of a write before anything is written (InvalidWriteError)."""
     from hudilite.services import archival, clean, clustering, compaction
-    from hudilite.services.common import opt_bool, opt_int
 
-    for k in (INLINE_COMPACT, SCHEDULE_COMPACT, INLINE_CLUSTER, SCHEDULE_CLUSTER, AUTO_CLEAN, AUTO_ARCHIVE):
-        opt_bool(options, k, False)
-    opt_int(options, CLUSTER_MAX_COMMITS, 4, minimum=1)
+    for opt in (*_SWITCHES, _MAX_COMMITS):
+        opt.get(options)
     compaction.check_options(options)
     clean.check_options(options)
     clustering.check_options(options)
@@ -62,39 +57,37 @@ def run_inline_services(table, options: dict | None, instant: str) -> dict:
     """The services a write's options switch on, after the write `instant` committed: compaction (MOR) and
     clustering (inline: schedule + execute; schedule.inline: schedule only), then clean, then archival.
     Returns what ran: {"compaction": [...], "clustering": [...], "clean": [...], "archive": [...]}."""
-    from hudilite.services.common import opt_bool, opt_int
-
     o = options or {}
-    wanted = {k: opt_bool(o, k, False) for k in (INLINE_COMPACT, SCHEDULE_COMPACT, INLINE_CLUSTER,
-                                                 SCHEDULE_CLUSTER, AUTO_CLEAN, AUTO_ARCHIVE)}
+    wanted = {opt: opt.get(o) for opt in _SWITCHES}
     out: dict = {}
     if not any(wanted.values()):
         return out
     step = "-"
     try:
-        if table.config.table_type == "MERGE_ON_READ" and (wanted[INLINE_COMPACT] or wanted[SCHEDULE_COMPACT]):
+        mor = table.config.table_type == "MERGE_ON_READ"
+        if mor and (wanted[COMPACT_INLINE] or wanted[COMPACT_SCHEDULE_INLINE]):
             from hudilite.services.compaction import run_compaction, schedule_compaction
 
             step = "compaction"
             t = schedule_compaction(table, o)
             out["compaction_scheduled"] = [t] if t else []
-            if wanted[INLINE_COMPACT]:
+            if wanted[COMPACT_INLINE]:
                 out["compaction"] = run_compaction(table, o)
-        if wanted[INLINE_CLUSTER] or wanted[SCHEDULE_CLUSTER]:
+        if wanted[CLUSTER_INLINE] or wanted[CLUSTER_SCHEDULE_INLINE]:
             from hudilite.services.clustering import run_clustering, schedule_clustering
 
             step = "clustering"
-            if _commits_since_last_clustering(table.reload()) >= opt_int(o, CLUSTER_MAX_COMMITS, 4, minimum=1):
+            if _commits_since_last_clustering(table.reload()) >= _MAX_COMMITS.get(o):
                 t = schedule_clustering(table, o)
                 out["clustering_scheduled"] = [t] if t else []
-            if wanted[INLINE_CLUSTER]:
+            if wanted[CLUSTER_INLINE]:
                 out["clustering"] = run_clustering(table, o)
-        if wanted[AUTO_CLEAN]:
+        if wanted[CLEAN_AUTOMATIC]:
             from hudilite.services.clean import run_clean
 
             step = "clean"
             out["clean"] = run_clean(table, o)
-        if wanted[AUTO_ARCHIVE]:
+        if wanted[ARCHIVE_AUTOMATIC]:
             from hudilite.services.archival import archive
 
             step = "archival"

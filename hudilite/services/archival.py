@@ -33,7 +33,8 @@ import os
 
 from hudilite import change_images
 from hudilite.errors import InvalidWriteError, UnsupportedTableError
-from hudilite.services.common import open_table, opt_bool, opt_int
+from hudilite.options import ARCHIVE_AUTOMATIC, KEEP_MAX_COMMITS, KEEP_MIN_COMMITS
+from hudilite.services.common import open_table
 from hudilite.table import HoodieTable
 from hudilite.timeline import (CLEAN, COMMIT, COMPACTION, COMPLETED, DELTA_COMMIT, INFLIGHT, REPLACE_COMMIT,
                                REQUESTED, WRITE_ACTIONS, Instant, Timeline)
@@ -41,16 +42,11 @@ from hudilite.timeline.archive import SERVICE_OPERATIONS
 
 log = logging.getLogger(__name__)
 
-MIN_KEY = "hoodie.keep.min.commits"
-MAX_KEY = "hoodie.keep.max.commits"
-
-
 def check_options(options: dict | None) -> None:
-    mn = opt_int(options, MIN_KEY, 20, minimum=1)
-    mx = opt_int(options, MAX_KEY, 30, minimum=1)
+    mn, mx = KEEP_MIN_COMMITS.get(options), KEEP_MAX_COMMITS.get(options)
     if mx < mn:
-        raise InvalidWriteError(f"{MAX_KEY}={mx} must be >= {MIN_KEY}={mn}")
-    opt_bool(options, "hoodie.archive.automatic", False)
+        raise InvalidWriteError(f"{KEEP_MAX_COMMITS.key}={mx} must be >= {KEEP_MIN_COMMITS.key}={mn}")
+    ARCHIVE_AUTOMATIC.get(options)
 
 
 def _replaced_files_exist(table: HoodieTable, tl: Timeline, inst: Instant) -> bool:
@@ -81,8 +77,7 @@ def instants_to_archive(table: HoodieTable, tl: Timeline, options: dict | None, 
     """The instants archival would move now (a prefix of the active timeline), and the reason it stops."""
     from hudilite.services.clean import last_clean
 
-    mn = opt_int(options, MIN_KEY, 20, minimum=1)
-    mx = opt_int(options, MAX_KEY, 30, minimum=1)
+    mn, mx = KEEP_MIN_COMMITS.get(options), KEEP_MAX_COMMITS.get(options)
     writes = tl.completed(WRITE_ACTIONS)
     if len(writes) <= (mn if force else mx):
         return [], f"{len(writes)} completed write instant(s) on the active timeline (archival above {mx})"
@@ -179,7 +174,7 @@ def archive(table_or_path, options: dict | None = None, *, force: bool = False) 
     if table.config.layout_version >= 2:
         raise UnsupportedTableError(f"{table.base_path}: archival writes the v6 archive (timeline layout 1); this "
                                     f"table uses layout {table.config.layout_version}")
-    folder = table.config.props.get("hoodie.archivelog.folder", "archived") or "archived"
+    folder = table.config.archive_folder
     txn = Transaction(table, options)
     with txn.lock:
         tl = table.reload()

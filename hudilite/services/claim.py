@@ -26,19 +26,17 @@ import socket
 import time
 import uuid
 
-from hudilite.errors import HudiliteError, InvalidWriteError
+from hudilite.errors import HudiliteError
 from hudilite.file_group import parse_base_file_name
 from hudilite.lock import lock_for
 from hudilite.markers import list_markers
-from hudilite.services.common import opt_int, rollback_partial_attempt
-from hudilite.storage.local import fsync_option
+from hudilite.options import FSYNC, HEARTBEAT_INTERVAL_MS, HEARTBEAT_MISSES
+from hudilite.services.common import rollback_partial_attempt
 from hudilite.table import HoodieTable
 from hudilite.timeline.heartbeat import Heartbeat, heartbeat_expired, write_heartbeat
 
 log = logging.getLogger(__name__)
 
-INTERVAL_KEY = "hoodie.client.heartbeat.interval_in_ms"
-MISSES_KEY = "hoodie.client.heartbeat.tolerable.misses"
 COMPLETED = "completed"  # acquire(): the plan completed (by another executor, or before)
 CLAIMED = "claimed"  # acquire(wait=False): a live executor holds the plan
 MISSING = "missing"  # acquire(): no such pending plan
@@ -64,17 +62,14 @@ def read_claim(base_path: str, instant: str) -> dict | None:
 
 
 def _heartbeat_options(options: dict | None) -> tuple[int, int]:
-    interval = opt_int(options, INTERVAL_KEY, 60_000, minimum=1)
-    return interval, interval * opt_int(options, MISSES_KEY, 2, minimum=1)
+    interval = HEARTBEAT_INTERVAL_MS.get(options)
+    return interval, interval * HEARTBEAT_MISSES.get(options)
 
 
 def check_options(options: dict | None) -> None:
     """Validate the options an executor uses (heartbeat, fsync of its output): InvalidWriteError."""
     _heartbeat_options(options)
-    try:
-        fsync_option(options)
-    except ValueError as e:
-        raise InvalidWriteError(str(e)) from None
+    FSYNC.get(options)
 
 
 def attempt_of_token(token: str) -> int | None:

@@ -30,19 +30,16 @@ import time
 
 from hudilite.errors import CorruptTableError, HudiliteError, InvalidWriteError
 from hudilite.reader import overlay_cache
-from hudilite.services.common import Progress, open_table, opt_choice, opt_int, pending_plan, schedule_plan
+from hudilite.options import CLEANER_COMMITS_RETAINED, CLEANER_POLICY, CLEANER_VERSIONS_RETAINED
+from hudilite.services.common import Progress, open_table, pending_plan, schedule_plan
 from hudilite.table import HoodieTable
 from hudilite.timeline import CLEAN, COMPLETED, INFLIGHT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, Timeline
 from hudilite.timeline.plans import pending_service_groups, read_requested
 
 log = logging.getLogger(__name__)
 
-POLICY_KEY = "hoodie.cleaner.policy"
-COMMITS_RETAINED_KEY = "hoodie.cleaner.commits.retained"
-VERSIONS_RETAINED_KEY = "hoodie.cleaner.fileversions.retained"
-KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
-KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
-POLICIES = (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS)
+POLICIES = CLEANER_POLICY.choices
+KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS = POLICIES
 
 
 class CleanError(HudiliteError):
@@ -50,14 +47,13 @@ class CleanError(HudiliteError):
 
 
 def check_options(options: dict | None) -> None:
-    opt_choice(options, POLICY_KEY, KEEP_LATEST_COMMITS, POLICIES)
-    opt_int(options, COMMITS_RETAINED_KEY, 10, minimum=1)
-    opt_int(options, VERSIONS_RETAINED_KEY, 3, minimum=1)
+    for opt in (CLEANER_POLICY, CLEANER_COMMITS_RETAINED, CLEANER_VERSIONS_RETAINED):
+        opt.get(options)
 
 
 def earliest_retained(tl: Timeline, options: dict | None) -> Instant | None:
     """KEEP_LATEST_COMMITS: the earliest instant whose reads must keep working (None: keep everything)."""
-    n = opt_int(options, COMMITS_RETAINED_KEY, 10, minimum=1)
+    n = CLEANER_COMMITS_RETAINED.get(options)
     done = tl.completed(WRITE_ACTIONS)
     if len(done) <= n:
         return None
@@ -72,8 +68,8 @@ def plan_clean(table: HoodieTable, tl: Timeline, options: dict | None) -> dict |
     """The HoodieCleanerPlan record for this timeline, or None when nothing is to be removed."""
     from hudilite.fs_view import FileSystemView
 
-    policy = opt_choice(options, POLICY_KEY, KEEP_LATEST_COMMITS, POLICIES)
-    versions = opt_int(options, VERSIONS_RETAINED_KEY, 3, minimum=1)
+    policy = CLEANER_POLICY.get(options)
+    versions = CLEANER_VERSIONS_RETAINED.get(options)
     e_inst = earliest_retained(tl, options) if policy == KEEP_LATEST_COMMITS else None
     if policy == KEEP_LATEST_COMMITS and e_inst is None:
         return None

@@ -33,9 +33,11 @@ import pyarrow as pa
 
 from hudilite.errors import CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError
 from hudilite.services.claim import CLAIMED, COMPLETED, MISSING, acquire
+from hudilite.options import (CLUSTER_GROUP_BYTES, CLUSTER_MAX_GROUPS, CLUSTER_PARALLELISM, CLUSTER_SMALL_FILE_LIMIT,
+                              CLUSTER_SORT_COLUMNS, CLUSTER_TARGET_FILE_BYTES)
 from hudilite.services.claim import check_options as claim_options
 from hudilite.services.common import (begin_execution, commit_metadata, default_parallelism, open_table,
-                                      opt_columns, opt_int, run_parallel, run_pending, schedule_plan,
+                                      run_parallel, run_pending, schedule_plan,
                                       write_base_file, write_stat)
 from hudilite.services.compaction import _log_instants
 from hudilite.table import HoodieTable
@@ -45,12 +47,7 @@ from hudilite.writer.handle import sort_indices
 
 log = logging.getLogger(__name__)
 
-SORT_KEY = "hoodie.clustering.plan.strategy.sort.columns"
-SMALL_KEY = "hoodie.clustering.plan.strategy.small.file.limit"
-TARGET_KEY = "hoodie.clustering.plan.strategy.target.file.max.bytes"
-GROUP_BYTES_KEY = "hoodie.clustering.plan.strategy.max.bytes.per.group"
-MAX_GROUPS_KEY = "hoodie.clustering.plan.strategy.max.num.groups"
-PARALLELISM_KEY = "hoodie.clustering.parallelism"
+SORT_KEY = CLUSTER_SORT_COLUMNS.key
 STRATEGY_CLASS = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
 
 
@@ -59,11 +56,9 @@ class ClusteringError(HudiliteError):
 
 
 def check_options(options: dict | None) -> None:
-    opt_int(options, SMALL_KEY, 300 * 2 ** 20, minimum=1)
-    opt_int(options, TARGET_KEY, 2 ** 30, minimum=1)
-    opt_int(options, GROUP_BYTES_KEY, 2 * 2 ** 30, minimum=1)
-    opt_int(options, MAX_GROUPS_KEY, 30, minimum=1)
-    opt_int(options, PARALLELISM_KEY, 1, minimum=1)
+    for opt in (CLUSTER_SMALL_FILE_LIMIT, CLUSTER_TARGET_FILE_BYTES, CLUSTER_GROUP_BYTES, CLUSTER_MAX_GROUPS,
+                CLUSTER_PARALLELISM):
+        opt.get(options)
     claim_options(options)
 
 
@@ -80,11 +75,11 @@ def _check_sort_columns(table: HoodieTable, cols: list[str]) -> None:
 def plan_clustering(table: HoodieTable, tl: Timeline, options: dict | None) -> dict | None:
     from hudilite.fs_view import FileSystemView
 
-    small = opt_int(options, SMALL_KEY, 300 * 2 ** 20, minimum=1)
-    group_bytes = opt_int(options, GROUP_BYTES_KEY, 2 * 2 ** 30, minimum=1)
-    target = opt_int(options, TARGET_KEY, 2 ** 30, minimum=1)
-    max_groups = opt_int(options, MAX_GROUPS_KEY, 30, minimum=1)
-    sort_cols = opt_columns(options, SORT_KEY)
+    small = CLUSTER_SMALL_FILE_LIMIT.get(options)
+    group_bytes = CLUSTER_GROUP_BYTES.get(options)
+    target = CLUSTER_TARGET_FILE_BYTES.get(options)
+    max_groups = CLUSTER_MAX_GROUPS.get(options)
+    sort_cols = CLUSTER_SORT_COLUMNS.get(options)
     pending = pending_service_groups(tl)
     pending_writes = {i.timestamp for i in tl.pending()}
     view = FileSystemView(table.base_path, tl)
@@ -148,7 +143,7 @@ def schedule_clustering(table_or_path, options: dict | None = None) -> str | Non
 
     check_options(options)
     table = open_table(table_or_path)
-    _check_sort_columns(table, opt_columns(options, SORT_KEY))
+    _check_sort_columns(table, CLUSTER_SORT_COLUMNS.get(options))
     return schedule_plan(table, options, REPLACE_COMMIT, REQUESTED_REPLACE, plan_clustering)
 
 
@@ -220,12 +215,12 @@ def execute_clustering(table: HoodieTable, instant: Instant, options: dict | Non
             claim.release(done=False)
         raise ClusteringError(f"{instant.timestamp} is not a pending clustering of {table.base_path}")
     groups = list(plan.get("inputGroups") or [])
-    sort_cols = opt_columns((plan.get("strategy") or {}).get("strategyParams") or {}, SORT_KEY)
-    target = opt_int(options, TARGET_KEY, 2 ** 30, minimum=1)
+    sort_cols = CLUSTER_SORT_COLUMNS.get((plan.get("strategy") or {}).get("strategyParams"))
+    target = CLUSTER_TARGET_FILE_BYTES.get(options)
     t0 = time.monotonic()
     try:
         spec, ctx = begin_execution(table, tl, cur, options)
-        par = opt_int(options, PARALLELISM_KEY, default_parallelism(), minimum=1)
+        par = CLUSTER_PARALLELISM.get(options) or default_parallelism()
         per_group = run_parallel(
             lambda ig: _cluster_group(table, ctx, spec, ig[1], sort_cols, target, ig[0], claim=claim),
             list(enumerate(groups)), par, f"clustering {cur.timestamp}", progress)

@@ -1,4 +1,4 @@
-"""Shared pieces of the table services: options, progress, scheduling and executing plans, merged base files,
+"""Shared pieces of the table services: progress, scheduling and executing plans, merged base files,
 write stats. (Reading the pending plans on the timeline: hudilite/timeline/plans.py.)"""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import time
 
 import pyarrow as pa
 
-from hudilite.errors import InvalidWriteError
-from hudilite.storage.local import fsync_option, storage_for
+from hudilite.options import BLOCK_ROWS, COMPRESSION, FSYNC, MAX_FILE_SIZE
+from hudilite.storage.local import storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline import INFLIGHT, REQUESTED, Instant, Timeline
 from hudilite.timeline.plans import read_requested
@@ -19,55 +19,11 @@ from hudilite.timeline.plans import read_requested
 log = logging.getLogger(__name__)
 
 
-# ---- options -------------------------------------------------------------------------------------------
+# ---- tables --------------------------------------------------------------------------------------------
 def open_table(table_or_path) -> HoodieTable:
     return table_or_path if isinstance(table_or_path, HoodieTable) else HoodieTable.open(table_or_path)
 
 
-def opt_int(options: dict | None, key: str, default: int, *, minimum: int = 0) -> int:
-    v = (options or {}).get(key)
-    if v is None or v == "":
-        return default
-    try:
-        n = int(str(v).strip())
-    except ValueError:
-        raise InvalidWriteError(f"option {key}={v!r} is not an integer") from None
-    if n < minimum:
-        raise InvalidWriteError(f"option {key}={v!r} must be >= {minimum}")
-    return n
-
-
-def opt_bool(options: dict | None, key: str, default: bool) -> bool:
-    v = (options or {}).get(key)
-    if v is None or v == "":
-        return default
-    if isinstance(v, bool):
-        return v
-    s = str(v).strip().lower()
-    if s in ("true", "1", "yes"):
-        return True
-    if s in ("false", "0", "no"):
-        return False
-    raise InvalidWriteError(f"option {key}={v!r} is not a boolean (true/false)")
-
-
-def opt_choice(options: dict | None, key: str, default: str, choices) -> str:
-    v = (options or {}).get(key)
-    if v is None or v == "":
-        return default
-    s = str(v).strip().upper()
-    if s not in choices:
-        raise InvalidWriteError(f"option {key}={v!r}: expected one of {', '.join(choices)}")
-    return s
-
-
-def opt_columns(options: dict | None, key: str) -> list[str]:
-    v = (options or {}).get(key)
-    if not v:
-        return []
-    if isinstance(v, (list, tuple)):
-        return [str(c).strip() for c in v if str(c).strip()]
-    return [c.strip() for c in str(v).split(",") if c.strip()]
 
 
 # ---- progress ------------------------------------------------------------------------------------------
@@ -198,10 +154,8 @@ def write_context(table: HoodieTable, instant: str, spec, options: dict | None):
     return WriteContext(
         base_path=table.base_path, instant=instant, table_name=table.config.name, data_schema=data_schema,
         precombine_field=table.config.precombine_field, event_time=bool(table.config.precombine_field),
-        target_file_bytes=opt_int(options, "hoodie.parquet.max.file.size", 120 * 1024 * 1024, minimum=1),
-        row_group_rows=opt_int(options, "hoodie.parquet.block.rows", 131072, minimum=1),
-        compression=str((options or {}).get("hoodie.parquet.compression.codec", "snappy")).lower(),
-        fsync=fsync_option(options),
+        target_file_bytes=MAX_FILE_SIZE.get(options), row_group_rows=BLOCK_ROWS.get(options),
+        compression=COMPRESSION.get(options).lower(), fsync=FSYNC.get(options),
     )
 
 

@@ -43,11 +43,13 @@ import time
 from hudilite.errors import CorruptTableError, HudiliteError, InvalidWriteError
 from hudilite.log.blocks import CommandBlock, LogBlock
 from hudilite.log.format import BlockType
+from hudilite.options import (COMPACT_LOG_SIZE, COMPACT_MAX_DELTA_COMMITS, COMPACT_MAX_DELTA_SECONDS,
+                              COMPACT_PARALLELISM, COMPACT_TRIGGER)
 from hudilite.log.reader import scan_log_file
 from hudilite.services.claim import CLAIMED, COMPLETED, MISSING, acquire
 from hudilite.services.claim import check_options as claim_options
 from hudilite.services.common import (begin_execution, commit_metadata, default_parallelism, open_table,
-                                      opt_choice, opt_int, pending_plan, run_parallel, run_pending, write_base_file,
+                                      pending_plan, run_parallel, run_pending, write_base_file,
                                       write_stat)
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, COMPACTION, DELTA_COMMIT, INFLIGHT, Instant, Timeline
@@ -56,13 +58,8 @@ from hudilite.timeline.plans import pending_service_groups
 
 log = logging.getLogger(__name__)
 
-TRIGGER_KEY = "hoodie.compact.inline.trigger.strategy"
-MAX_DELTA_COMMITS_KEY = "hoodie.compact.inline.max.delta.commits"
-MAX_DELTA_SECONDS_KEY = "hoodie.compact.inline.max.delta.seconds"
-LOG_SIZE_KEY = "hoodie.compaction.logfile.size.threshold"
-PARALLELISM_KEY = "hoodie.compaction.parallelism"
-TRIGGERS = ("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_AND_TIME", "NUM_OR_TIME",
-            "LOG_SIZE")
+TRIGGER_KEY, LOG_SIZE_KEY = COMPACT_TRIGGER.key, COMPACT_LOG_SIZE.key
+TRIGGERS = COMPACT_TRIGGER.choices
 _DATA_TYPES = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE, BlockType.HFILE_DATA,
                BlockType.CDC_DATA)
 
@@ -73,11 +70,9 @@ class CompactionError(HudiliteError):
 
 def check_options(options: dict | None) -> None:
     """Validate the compaction options (InvalidWriteError naming the bad one)."""
-    opt_choice(options, TRIGGER_KEY, "NUM_COMMITS", TRIGGERS)
-    opt_int(options, MAX_DELTA_COMMITS_KEY, 5, minimum=1)
-    opt_int(options, MAX_DELTA_SECONDS_KEY, 3600)
-    opt_int(options, LOG_SIZE_KEY, 0)
-    opt_int(options, PARALLELISM_KEY, 1, minimum=1)
+    for opt in (COMPACT_TRIGGER, COMPACT_MAX_DELTA_COMMITS, COMPACT_MAX_DELTA_SECONDS, COMPACT_LOG_SIZE,
+                COMPACT_PARALLELISM):
+        opt.get(options)
     claim_options(options)
 
 
@@ -93,9 +88,9 @@ def _is_compaction_commit(tl: Timeline, inst: Instant) -> bool:
 
 def trigger_fires(tl: Timeline, options: dict | None, *, clock=now_ms) -> tuple[bool, str]:
     """Whether the table-level trigger fires now, and why (or why not)."""
-    strategy = opt_choice(options, TRIGGER_KEY, "NUM_COMMITS", TRIGGERS)
-    max_commits = opt_int(options, MAX_DELTA_COMMITS_KEY, 5, minimum=1)
-    max_seconds = opt_int(options, MAX_DELTA_SECONDS_KEY, 3600)
+    strategy = COMPACT_TRIGGER.get(options)
+    max_commits = COMPACT_MAX_DELTA_COMMITS.get(options)
+    max_seconds = COMPACT_MAX_DELTA_SECONDS.get(options)
     if strategy == "LOG_SIZE":
         return True, "log size (decided per file group)"
     completed = [i for i in tl.instants if _is_compaction_commit(tl, i)]
@@ -136,8 +131,8 @@ def plan_operations(table: HoodieTable, tl: Timeline, options: dict | None) -> t
     the reason."""
     from hudilite.fs_view import FileSystemView
 
-    threshold = opt_int(options, LOG_SIZE_KEY, 0)
-    if opt_choice(options, TRIGGER_KEY, "NUM_COMMITS", TRIGGERS) == "LOG_SIZE" and threshold <= 0:
+    threshold = COMPACT_LOG_SIZE.get(options)
+    if COMPACT_TRIGGER.get(options) == "LOG_SIZE" and threshold <= 0:
         raise InvalidWriteError(f"{TRIGGER_KEY}=LOG_SIZE needs {LOG_SIZE_KEY} > 0 (bytes of log per file group)")
     pending = pending_service_groups(tl)
     pending_writes = {i.timestamp for i in tl.pending()}
@@ -277,7 +272,7 @@ def execute_compaction(table: HoodieTable, instant: Instant, options: dict | Non
         ops = list(plan.get("operations") or [])
         t0 = time.monotonic()
         spec, ctx = begin_execution(table, tl, cur, options)
-        par = opt_int(options, PARALLELISM_KEY, default_parallelism(), minimum=1)
+        par = COMPACT_PARALLELISM.get(options) or default_parallelism()
         stats = run_parallel(lambda iop: _compact_slice(table, ctx, spec, iop[1], claim.token(iop[0]), claim=claim),
                              list(enumerate(ops)), par, f"compaction {cur.timestamp}", progress)
         md = commit_metadata(stats, "COMPACT", table, compacted=True)

@@ -13,6 +13,8 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hudilite.options import FSYNC
+
 
 def normalize_path(path: str) -> str:
     """Absolute local path for a table location: a plain path, `file:/x` (Spark's and Hadoop's form of a
@@ -46,21 +48,10 @@ def read_nonblank(path: str) -> bytes | None:
     return data if data.strip() else None
 
 
-FSYNC_KEY = "hoodie.write.fsync"
-
-
 def fsync_option(options: dict | None) -> bool:
     """`hoodie.write.fsync` (default true): data files and their directories are made durable before the commit
     that names them. false gives that guarantee up (scratch tables on tmpfs, measuring its cost in bench/)."""
-    v = (options or {}).get(FSYNC_KEY, True)
-    if isinstance(v, bool):
-        return v
-    s = str(v).strip().lower()
-    if s in ("true", "1", "yes", ""):
-        return True
-    if s in ("false", "0", "no"):
-        return False
-    raise ValueError(f"option {FSYNC_KEY}={v!r} is not a boolean (true/false)")
+    return FSYNC.get(options)
 
 
 def fsync_path(path: str) -> None:

@@ -17,13 +17,11 @@ import socket
 import threading
 import time
 
-from hudilite.errors import InvalidWriteError
+from hudilite.options import HEARTBEAT_INTERVAL_MS, HEARTBEAT_MISSES
 from hudilite.storage.local import storage_for
 
-INTERVAL_KEY = "hoodie.client.heartbeat.interval_in_ms"
-MISSES_KEY = "hoodie.client.heartbeat.tolerable.misses"
-DEFAULT_INTERVAL_MS = 60_000
-DEFAULT_MISSES = 2
+DEFAULT_INTERVAL_MS = HEARTBEAT_INTERVAL_MS.default
+DEFAULT_MISSES = HEARTBEAT_MISSES.default
 
 
 def heartbeat_path(base_path: str, instant: str) -> str:
@@ -33,17 +31,7 @@ def heartbeat_path(base_path: str, instant: str) -> str:
 def heartbeat_settings(options: dict | None) -> tuple[int, int]:
     """(interval_ms, tolerable_misses) from the options; InvalidWriteError for values that are not positive
     integers."""
-    out = []
-    for key, default in ((INTERVAL_KEY, DEFAULT_INTERVAL_MS), (MISSES_KEY, DEFAULT_MISSES)):
-        v = (options or {}).get(key)
-        try:
-            n = default if v is None else int(v)
-            if n <= 0:
-                raise ValueError
-        except (TypeError, ValueError):
-            raise InvalidWriteError(f"option {key}={v!r} is not a positive integer") from None
-        out.append(n)
-    return out[0], out[1]
+    return HEARTBEAT_INTERVAL_MS.get(options), HEARTBEAT_MISSES.get(options)
 
 
 def write_heartbeat(base_path: str, instant: str, interval_ms: int, tolerable_misses: int,

@@ -18,20 +18,18 @@ import re
 
 import pyarrow as pa
 
-from hudilite import change_images
+from hudilite import change_images, options as o
 from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ, TableConfig
 from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableError
 from hudilite.index.global_index import FOUND_PART, FOUND_PC, META_KEY as INDEX_META_KEY, explode_found, \
     index_choice, relocate, slice_keys
 from hudilite.keygen import KeySpec, integer_key_column, partition_path_expr, record_key_expr
-from hudilite.markers import (OPT_MARKERS_TYPE, OPT_SERVICE_URL, TIMELINE_SERVER_BASED, MarkerService,
-                              delete_markers, list_markers)
+from hudilite.markers import TIMELINE_SERVER_BASED, MarkerService, delete_markers, list_markers
 from hudilite.reader import overlay_cache
 from hudilite.schema import META_FIELDS, SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve, \
     spark_to_arrow
 from hudilite.services import check_service_options, run_inline_services
 from hudilite.services.rollback import rollback_instant
-from hudilite.storage.local import fsync_option
 from hudilite.session import check_workers
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
@@ -43,7 +41,7 @@ from hudilite.writer.log_handle import block_format_option, state_spec
 from hudilite.writer.options import UNSET, WriteOptions, resolve
 from hudilite.writer.planning import PlannerBase, merge_group
 from hudilite.writer.queue import run_bounded
-from hudilite.writer.source_files import OPTION as SOURCE_FILES_OPTION, plain_parquet_units, read_units
+from hudilite.writer.source_files import plain_parquet_units, read_units
 from hudilite.writer.conflict import read_basis
 from hudilite.writer.transaction import Transaction
 
@@ -108,7 +106,7 @@ class WriteClient:
         table, data_schema, new_config = self._prepare_table(columns, incoming if local else df)
         basis = read_basis(table)  # what the plan is built on: commits completed after it are conflict-checked
         mor = (table.config.table_type if table else wo.table_type) == MERGE_ON_READ
-        if mor and wo.get_bool("hoodie.write.partial.update", False):
+        if mor and wo.get(o.PARTIAL_UPDATE):
             raise UnsupportedTableError("partial updates are not supported on merge-on-read tables")
         block_format = block_format_option(wo.options) if mor else None
         spec = KeySpec(tuple(wo.record_key), tuple(wo.partition_by), wo.hive_style)
@@ -140,21 +138,21 @@ class WriteClient:
         marker_opts, service = _marker_options(table, wo)
         ctx = WriteContext(
             marker_options=marker_opts,
-            buffer_limit_bytes=wo.get_int("hoodie.write.buffer.limit.bytes", 64 * 1024 * 1024),
+            buffer_limit_bytes=wo.get(o.BUFFER_LIMIT),
             base_path=table.base_path, instant=inst.timestamp, table_name=table.config.name,
             data_schema=data_schema, precombine_field=wo.precombine_field, event_time=event_time,
             target_file_bytes=wo.target_file_bytes, row_group_rows=wo.row_group_rows,
-            compression=wo.compression, partial_update=wo.get_bool("hoodie.write.partial.update", False),
+            compression=wo.compression, partial_update=wo.get(o.PARTIAL_UPDATE),
             incoming_columns=tuple(columns), delete_operation=wo.operation == "delete",
             int_key=integer_key_column(wo.record_key, data_schema),
             change_images=action == COMMIT and wo.operation != "bulk_insert"
-            and wo.get_bool(change_images.OPTION, change_images.DEFAULT),
-            fsync=fsync_option(wo.options), partition_depth=len(wo.partition_by),
+            and wo.get(o.CHANGE_IMAGES),
+            fsync=wo.get(o.FSYNC), partition_depth=len(wo.partition_by),
         )
         schema_json = avro_to_json(arrow_to_avro(data_schema, table.config.name))
         if action == DELTA_COMMIT:
             ctx.state_spec = state_spec(table, schema_json)
-        if action == DELTA_COMMIT and wo.get_bool(overlay_cache.WRITE_OPTION, True):
+        if action == DELTA_COMMIT and wo.get(o.READ_OVERLAYS):
             ctx.overlays = overlay_cache.for_write(self.spark, table, schema_json, inst.timestamp)
         counted: list[dict] = []
         try:
@@ -277,7 +275,7 @@ class WriteClient:
                 f"{data_schema.field(IS_DELETED_FIELD).type}: it must be boolean (true deletes the record)")
         new_config = None
         if table is None:
-            if not wo.get_bool(ALLOW_FOREIGN_KEY, False):
+            if not wo.get(o.ALLOW_EXISTING_FILES):
                 check_no_foreign_data(wo.path)
             new_config = TableConfig.new(
                 name=wo.table_name, table_type=wo.table_type, record_key_fields=wo.record_key,
@@ -310,9 +308,7 @@ class WriteClient:
 
         from hudilite.keygen import arrow_keygen
 
-        mode = str(self.wo.get("hoodie.bulkinsert.sort.mode", "NONE")).upper()
-        if mode not in ("NONE", "PARTITION_SORT", "GLOBAL_SORT"):
-            raise InvalidWriteError(f"hoodie.bulkinsert.sort.mode={mode!r}: expected NONE, PARTITION_SORT or GLOBAL_SORT")
+        mode = self.wo.get(o.BULK_SORT_MODE)
         # unsorted: the key and partition path are computed in the Python worker where that gives the same
         # strings, so Spark converts and ships only the data columns - or nothing at all, see source_files.py
         keygen = arrow_keygen(spec, spark_to_arrow(prepared.schema)) if mode == "NONE" else None
@@ -332,7 +328,7 @@ class WriteClient:
             run_bounded([batches], consume, ctx.buffer_limit_bytes)
             return w.close()
 
-        if keygen is not None and IS_DELETED_FIELD not in df.columns and self.wo.get_bool(SOURCE_FILES_OPTION, True):
+        if keygen is not None and IS_DELETED_FIELD not in df.columns and self.wo.get(o.BULK_SOURCE_FILES):
             source = spark_to_arrow(df.schema)
             units = plain_parquet_units(df, source, self.spark.sparkContext.defaultParallelism)
             if units:
@@ -399,7 +395,7 @@ class _SparkPlanner(PlannerBase):
             else self._tag(self.prepared)
         # The profile reads only the key columns (column pruning); the write pass recomputes the input. Persisting
         # instead costs more for cheap inputs; `hoodie.write.input.persist=true` opts in for expensive ones.
-        self.persisted = wo.get_bool("hoodie.write.input.persist", False)
+        self.persisted = wo.get(o.INPUT_PERSIST)
         self.tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK) if self.persisted else tagged
         pcf = wo.precombine_field
         null_pc = (F.col(f"`{pcf}`").isNull() & ~F.col(DELETE_COL)) if (pcf and pcf in self.prepared.columns) \
@@ -596,15 +592,16 @@ def _remove_unused_new_table(table: HoodieTable, base: str, dir_existed: bool) -
 def _marker_options(table: HoodieTable, wo: WriteOptions):
     """Marker settings for the executors; starts the driver's batched marker service when
     `hoodie.write.markers.type=TIMELINE_SERVER_BASED` names no running one. Returns (options, service)."""
-    opts = {k: v for k, v in wo.options.items() if k.startswith(("hoodie.write.markers", "hoodie.markers"))}
+    opts = {m.key: wo.options[m.key] for m in _MARKER_OPTIONS if m.key in wo.options}
     service = None
-    if str(opts.get(OPT_MARKERS_TYPE, "DIRECT")).upper() == TIMELINE_SERVER_BASED and not opts.get(OPT_SERVICE_URL):
+    if o.MARKERS_TYPE.get(opts).upper() == TIMELINE_SERVER_BASED and not o.MARKERS_SERVICE_URL.get(opts):
         service = MarkerService.from_options(table.base_path, wo.options)
-        opts[OPT_SERVICE_URL] = service.start()
+        opts[o.MARKERS_SERVICE_URL.key] = service.start()
     return opts, service
 
 
-ALLOW_FOREIGN_KEY = "hudilite.write.allow.existing.files"
+_MARKER_OPTIONS = (o.MARKERS_TYPE, o.MARKERS_SERVICE_URL, o.MARKERS_BATCH_INTERVAL_MS, o.MARKERS_NUM_THREADS)
+ALLOW_FOREIGN_KEY = o.ALLOW_EXISTING_FILES.key
 
 
 def check_no_foreign_data(path: str) -> None:

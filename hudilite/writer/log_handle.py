@@ -24,13 +24,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hudilite.errors import InvalidWriteError, damaged_file
+from hudilite.errors import damaged_file
 from hudilite.file_group import new_file_id, parse_base_file_name
 from hudilite.log.blocks import DeleteBlock, ParquetDataBlock
 from hudilite.log.format import format_log_file_name, list_log_files
 from hudilite.log.vector_avro import avro_block
 from hudilite.log.writer import append_blocks, version_after
 from hudilite.markers import APPEND
+from hudilite.options import LOG_BLOCK_FORMAT
 from hudilite.reader.merge import SliceDesc, conform, slice_overlay
 from hudilite.reader.planner import ReadPlan
 from hudilite.schema import arrow_to_avro, avro_to_arrow, avro_to_json, with_meta_fields_arrow, with_meta_fields_avro
@@ -41,8 +42,7 @@ from hudilite.writer.handle import _with_meta, dedup_latest, dictionary_columns,
 
 log = logging.getLogger(__name__)
 
-LOG_BLOCK_FORMAT_KEY = "hoodie.logfile.data.block.format"
-LOG_BLOCK_FORMATS = ("avro", "parquet")
+LOG_BLOCK_FORMAT_KEY = LOG_BLOCK_FORMAT.key
 
 
 def log_schema_json(ctx: WriteContext) -> str:
@@ -268,8 +268,5 @@ def _write_overlay_entry(ctx: WriteContext, partition: str, fid: str, base_path:
 def block_format_option(options: dict) -> str:
     """`hoodie.logfile.data.block.format`: parquet (default: a columnar block encodes and decodes at a fraction of
     the cost of Avro records; Apache Hudi and hudi-rs read both) or avro (Java's default)."""
-    fmt = str(options.get(LOG_BLOCK_FORMAT_KEY, "parquet")).strip().lower()
-    if fmt not in LOG_BLOCK_FORMATS:
-        raise InvalidWriteError(f"{LOG_BLOCK_FORMAT_KEY}={fmt!r}: expected avro or parquet")
-    return fmt
+    return LOG_BLOCK_FORMAT.get(options)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ
 from hudilite.errors import InvalidWriteError
+from hudilite import options as o
 from hudilite.options import check_options
 
 class _Unset:
@@ -19,8 +20,7 @@ class _Unset:
 
 UNSET = _Unset()
 
-OPERATIONS = ("bulk_insert", "insert", "upsert", "delete", "insert_overwrite", "insert_overwrite_table")
-_BOOL_TRUE = ("true", "1", "yes")
+OPERATIONS = o.OPERATION.choices
 
 
 def _as_list(v) -> list[str]:
@@ -45,44 +45,33 @@ class WriteOptions:
     precombine_given: bool = False  # precombine_field= passed (None too): must match an existing table's
     table_type_given: bool = False  # table_type= (or its option) passed: must match an existing table's
 
-    def get(self, key: str, default=None):
-        return self.options.get(key, default)
-
-    def get_int(self, key: str, default: int) -> int:
-        v = self.options.get(key)
-        try:
-            return int(v) if v is not None else default
-        except ValueError:
-            raise InvalidWriteError(f"option {key}={v!r} is not an integer") from None
-
-    def get_bool(self, key: str, default: bool) -> bool:
-        v = self.options.get(key)
-        return default if v is None else str(v).lower() in _BOOL_TRUE
+    def get(self, option: o.Option):
+        """The typed value of a declared option (hudilite.options) in this write's options."""
+        return option.get(self.options)
 
     @property
     def target_file_bytes(self) -> int:
-        return self.get_int("hoodie.parquet.max.file.size", 120 * 1024 * 1024)
+        return self.get(o.MAX_FILE_SIZE)
 
     @property
     def small_file_bytes(self) -> int:
-        return self.get_int("hoodie.parquet.small.file.limit", 100 * 1024 * 1024)
+        return self.get(o.SMALL_FILE_LIMIT)
 
     @property
     def record_size_estimate(self) -> int:
-        return self.get_int("hoodie.copyonwrite.record.size.estimate", 1024)
+        return self.get(o.RECORD_SIZE_ESTIMATE)
 
     @property
     def row_group_rows(self) -> int:
-        return self.get_int("hoodie.parquet.block.rows", 131072)
+        return self.get(o.BLOCK_ROWS)
 
     @property
     def compression(self) -> str:
-        return str(self.get("hoodie.parquet.compression.codec", "snappy")).lower()
+        return self.get(o.COMPRESSION).lower()
 
     @property
     def multi_writer(self) -> bool:
-        return str(self.get("hoodie.write.concurrency.mode", "optimistic_concurrency_control")).lower() in (
-            "optimistic_concurrency_control", "occ")
+        return self.get(o.CONCURRENCY_MODE).lower() in ("optimistic_concurrency_control", "occ")
 
 
 _TT_ALIASES = {"COW": COPY_ON_WRITE, "MOR": MERGE_ON_READ}
@@ -117,33 +106,31 @@ def resolve(path, record_key, precombine_field, partition_by, operation, table_t
     from hudilite.writer.transaction import check_concurrency_options
 
     check_concurrency_options(opts)  # concurrency mode, lock provider: bad values fail before anything is written
-    rk = _as_list(record_key) or _as_list(opts.get("hoodie.datasource.write.recordkey.field"))
-    pcf_opt = opts.get("hoodie.datasource.write.precombine.field") or opts.get("hoodie.table.precombine.field")
+    rk = _as_list(record_key) or o.RECORD_KEY.get(opts, [])
+    pcf_opt = o.PRECOMBINE.get(opts) or o.TABLE_PRECOMBINE.get(opts)
     pcf_given = precombine_field is not UNSET or bool(pcf_opt)
     pcf = (None if precombine_field is UNSET else precombine_field) or pcf_opt or None
-    parts = _as_list(partition_by) or _as_list(opts.get("hoodie.datasource.write.partitionpath.field"))
-    op = (operation or opts.get("hoodie.datasource.write.operation") or "upsert").lower()
+    parts = _as_list(partition_by) or o.PARTITION_BY.get(opts, [])
+    op = (operation or o.OPERATION.get(opts)).lower()
     if op not in OPERATIONS:
         raise InvalidWriteError(f"unknown operation {operation!r}; expected one of {', '.join(OPERATIONS)}")
     table_type = None if table_type is UNSET else table_type
-    _same("table_type", table_type, "hoodie.datasource.write.table.type",
-          opts.get("hoodie.datasource.write.table.type"), lambda t: _TT_ALIASES.get(str(t).upper(), str(t).upper()))
-    _same("precombine_field", None if precombine_field is UNSET else precombine_field,
-          "hoodie.datasource.write.precombine.field", opts.get("hoodie.datasource.write.precombine.field"), str)
-    _same("record_key", _as_list(record_key), "hoodie.datasource.write.recordkey.field",
-          _as_list(opts.get("hoodie.datasource.write.recordkey.field")), tuple)
-    _same("partition_by", _as_list(partition_by), "hoodie.datasource.write.partitionpath.field",
-          _as_list(opts.get("hoodie.datasource.write.partitionpath.field")), tuple)
-    _same("operation", operation, "hoodie.datasource.write.operation", opts.get("hoodie.datasource.write.operation"),
-          lambda o: str(o).lower())
-    tt_given = bool(table_type or opts.get("hoodie.datasource.write.table.type"))
-    tt = (table_type or opts.get("hoodie.datasource.write.table.type") or COPY_ON_WRITE).upper()
+    # the option's raw text in the messages below: the user's spelling
+    _same("table_type", table_type, o.TABLE_TYPE.key, opts.get(o.TABLE_TYPE.key),
+          lambda t: _TT_ALIASES.get(str(t).upper(), str(t).upper()))
+    _same("precombine_field", None if precombine_field is UNSET else precombine_field, o.PRECOMBINE.key,
+          opts.get(o.PRECOMBINE.key), str)
+    _same("record_key", _as_list(record_key), o.RECORD_KEY.key, o.RECORD_KEY.get(opts, []), tuple)
+    _same("partition_by", _as_list(partition_by), o.PARTITION_BY.key, o.PARTITION_BY.get(opts, []), tuple)
+    _same("operation", operation, o.OPERATION.key, opts.get(o.OPERATION.key), lambda v: str(v).lower())
+    tt_given = bool(table_type or opts.get(o.TABLE_TYPE.key))
+    tt = (table_type or o.TABLE_TYPE.get(opts)).upper()
     tt = _TT_ALIASES.get(tt, tt)
     if tt not in (COPY_ON_WRITE, MERGE_ON_READ):
         raise InvalidWriteError(f"unknown table_type {table_type!r}; expected COPY_ON_WRITE or MERGE_ON_READ")
     if not rk:
         raise InvalidWriteError("record_key is required (one column name or a list of them)")
-    name = opts.get("hoodie.table.name") or os.path.basename(os.path.normpath(path)) or "table"
-    hive = str(opts.get("hoodie.datasource.write.hive_style_partitioning", "true")).lower() in _BOOL_TRUE
+    name = o.TABLE_NAME.get(opts) or os.path.basename(os.path.normpath(path)) or "table"
+    hive = o.HIVE_STYLE.get(opts)
     return WriteOptions(path, rk, pcf, parts, op, tt, name, hive, opts, precombine_given=pcf_given,
                         table_type_given=tt_given)

@@ -19,7 +19,9 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-OPTION = "hoodie.bulkinsert.read.source.files"  # hudilite option: "false" keeps the DataFrame path
+from hudilite.options import BULK_SOURCE_FILES
+
+OPTION = BULK_SOURCE_FILES.key  # "false" keeps the DataFrame path
 _PATH_OPTIONS = {"path", "paths"}
 _LEGACY_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
 _UNIT_BYTES = 128 * 1024 * 1024  # compressed bytes of row groups read by one task (Spark's maxPartitionBytes)

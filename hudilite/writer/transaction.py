@@ -38,7 +38,8 @@ from hudilite import change_images
 from hudilite.errors import CommitConflictError, InvalidWriteError
 from hudilite.lock import LockLostError, lock_for
 from hudilite.lock.base import check_lock_provider
-from hudilite.storage.local import directories_of, fsync_option
+from hudilite.options import CONCURRENCY_MODE, FSYNC, LOCK_EXPIRE_MS, LOCK_WAIT_MS, MAX_CLOCK_SKEW_MS, WRITER_TAG
+from hudilite.storage.local import directories_of
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
 from hudilite.timeline.heartbeat import (Heartbeat, heartbeat_expired, heartbeat_path, heartbeat_settings,
@@ -50,19 +51,17 @@ from hudilite.writer.conflict import (PREPARED_KEY, Footprint, conflict_error, f
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_SKEW_MS = 5
-SKEW_KEY = "hoodie.write.instant.max.clock.skew.ms"
-CONCURRENCY_MODE_KEY = "hoodie.write.concurrency.mode"
+CONCURRENCY_MODE_KEY = CONCURRENCY_MODE.key
 SINGLE_WRITER = "single_writer"
 OCC = "optimistic_concurrency_control"
 # set by the streaming sink (its query id): recorded in the heartbeat, so a restarted query rolls back the
 # unprepared instants of its own dead run at once instead of waiting for their heartbeats to expire
-WRITER_TAG_KEY = "hudilite.write.writer.tag"
+WRITER_TAG_KEY = WRITER_TAG.key
 _MODE_ALIASES = {"single_writer": SINGLE_WRITER, "optimistic_concurrency_control": OCC, "occ": OCC}
 
 
 def concurrency_mode(options: dict | None) -> str:
-    v = str((options or {}).get(CONCURRENCY_MODE_KEY) or OCC).strip().lower()
+    v = CONCURRENCY_MODE.get(options).strip().lower()
     if v not in _MODE_ALIASES:
         raise InvalidWriteError(f"{CONCURRENCY_MODE_KEY}={v!r}: expected single_writer or "
                                 "optimistic_concurrency_control")
@@ -75,17 +74,10 @@ def check_concurrency_options(options: dict | None) -> None:
     heartbeat_settings(options)
     try:
         check_lock_provider(options)
-        fsync_option(options)
     except ValueError as e:
         raise InvalidWriteError(str(e)) from None
-    for key in ("hoodie.write.lock.filesystem.expire.ms", "hoodie.write.lock.wait_time_ms", SKEW_KEY):
-        v = (options or {}).get(key)
-        if v is not None:
-            try:
-                if int(v) < 0:
-                    raise ValueError
-            except ValueError:
-                raise InvalidWriteError(f"option {key}={v!r} is not a non-negative integer") from None
+    for opt in (FSYNC, LOCK_EXPIRE_MS, LOCK_WAIT_MS, MAX_CLOCK_SKEW_MS):
+        opt.get(options)
 
 
 def _aux_last_completion(table: HoodieTable) -> str:
@@ -99,9 +91,9 @@ class Transaction:
         self.table = table
         self.options = options or {}
         self.lock = lock_for(table.base_path, self.options)
-        self.max_skew_ms = int(self.options.get(SKEW_KEY, DEFAULT_MAX_SKEW_MS))
+        self.max_skew_ms = MAX_CLOCK_SKEW_MS.get(self.options)
         self.heartbeat_interval_ms, self.heartbeat_misses = heartbeat_settings(self.options)
-        self.tag = self.options.get(WRITER_TAG_KEY) or None
+        self.tag = WRITER_TAG.get(self.options) or None
         self._bases: dict[str, object] = {}  # instant -> basis (set of instant times, or a completion time)
 
     # ---- failed writes ---------------------------------------------------------------------
@@ -231,7 +223,7 @@ class Transaction:
         """fsync (once each) the directories holding the files `metadata` names, before a completed instant can
         name them: their writers fsynced the files themselves after closing them (hoodie.write.fsync). Runs
         outside the lock."""
-        if not fsync_option(self.options):
+        if not FSYNC.get(self.options):
             return
         rels = [s["path"] for ss in (metadata.get("partitionToWriteStats") or {}).values() for s in ss or []
                 if s.get("path")]
