@@ -44,7 +44,7 @@ def main() -> int:
     from pyspark.sql import functions as F
 
     import hudilite
-    from dbt.adapters.hudilite.aggregate import GROUP_KEY, full_frame, parse, refresh
+    from hudilite.aggregate import GROUP_KEY, full_frame, parse, refresh
     from hudilite.reader.changes import latest_position
     from hudilite.session import local_session
 

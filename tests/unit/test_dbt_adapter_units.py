@@ -7,7 +7,7 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.hudilite import catalog as cat
 from dbt.adapters.hudilite.credentials import HudiliteCredentials
-from dbt.adapters.hudilite.environment import ModelSpec, is_hidden_column
+from dbt.adapters.hudilite.model_config import ModelSpec, is_hidden_column
 
 
 def test_model_spec_dbt_spark_hudi_aliases():
