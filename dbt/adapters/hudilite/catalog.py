@@ -46,6 +46,7 @@ from typing import Dict, List, Optional
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
 from pyspark.errors import AnalysisException
+from pyspark.sql.types import ArrayType, MapType, StructField, StructType
 
 from dbt.adapters.hudilite.model_config import ModelSpec, is_hidden_column
 from dbt.adapters.hudilite.response import error_text
@@ -65,8 +66,6 @@ ENTRY_KEY = "hudilite.catalog"  # field metadata of a merge-on-read entry: its p
 def merged_entry_schema(path: str, fields, props: dict):
     """The schema of a merge-on-read entry: `fields` with the table path on each (the data source finds it
     on any field) and the entry's properties on the first."""
-    from pyspark.sql.types import StructField, StructType
-
     out = []
     for i, f in enumerate(fields):
         meta = {PATH_KEY: path}
@@ -147,8 +146,6 @@ def sql_string(value: str) -> str:
 
 def ddl_type(dt) -> str:
     """A Spark SQL type for DDL, with nested field names quoted."""
-    from pyspark.sql.types import ArrayType, MapType, StructType
-
     if isinstance(dt, StructType):
         return "struct<" + ",".join(f"{quote_ident(f.name)}:{ddl_type(f.dataType)}" for f in dt.fields) + ">"
     if isinstance(dt, ArrayType):

@@ -148,8 +148,6 @@ def latest_per_key(df, record_key, precombine):
 
     Works around the core dropping a delete whose key is not stored yet *before* de-duplicating: a key
     inserted and deleted in the same batch would otherwise be inserted (reported to the core)."""
-    from pyspark.sql import functions as F
-
     seq, rn = "__hl_arrival", "__hl_rn"
     order = ([F.col(f"`{precombine}`").desc_nulls_last()] if precombine else []) + [F.col(seq).desc()]
     w = Window.partitionBy(*[F.col(f"`{k}`") for k in record_key]).orderBy(*order)
