@@ -27,9 +27,10 @@ from dbt.adapters.hudilite.incremental import rebuild_reads
 from dbt.adapters.hudilite.model_config import IS_DELETED, META_FIELDS, ROW_ID, ModelSpec, is_hidden_column
 from dbt.adapters.hudilite.response import error_text, response
 from dbt.adapters.hudilite.run_state import model_key
-from dbt.adapters.hudilite.strategies import latest_per_key, with_row_id
+from dbt.adapters.hudilite.strategies import with_row_id
 from hudilite import replace as table_replace
 from hudilite.schema import SchemaError, avro_to_arrow, evolve, spark_to_arrow
+from hudilite.sql_merge import latest_per_key
 from hudilite.table import HoodieTable
 from hudilite.writer.options import UNSET
 

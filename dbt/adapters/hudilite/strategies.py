@@ -5,17 +5,15 @@ tables without unique_key. Each turns the model's rows into the rows of ONE hudi
 
 from __future__ import annotations
 
-import datetime as dt
-import uuid
 from typing import List
 
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
-from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 import hudilite
 from dbt.adapters.hudilite.model_config import IS_DELETED, ROW_ID, ModelSpec, is_hidden_column
+from hudilite import sql_merge
 
 logger = AdapterLogger("Hudilite")
 
@@ -24,10 +22,8 @@ class StrategiesMixin:
     """The environment's incremental strategies (HudiliteEnvironment)."""
 
     def _delete_insert(self, df, path, spec: ModelSpec):
-        """delete+insert on a row-id keyed table, as ONE upsert commit: the stored rows whose unique_key is in
-        the batch (and that satisfy incremental_predicates) are deleted, every batch row is inserted (rows
-        matching delete_condition only delete). dbt's semantics: keys compare with `=` (null keys never match),
-        duplicate keys in the batch are all inserted, a protected stored row stays beside the new one."""
+        """delete+insert on a row-id keyed table, as ONE upsert commit (hudilite.sql_merge.delete_insert);
+        rows matching delete_condition (or flagged `_hoodie_is_deleted`) only delete."""
         flag = (F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"), F.lit(False))
                 if spec.delete_condition else
                 F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False)) if IS_DELETED in df.columns
@@ -35,25 +31,8 @@ class StrategiesMixin:
         batch = df.withColumn("__hl_del", flag)
         if IS_DELETED in batch.columns:
             batch = batch.drop(IS_DELETED)
-        target = self._target_frame(path)
-        tcols = {c.lower(): c for c in target.columns}
-        keys = batch.select(*[F.col(f"`{k}`").alias(f"__hl_k{i}") for i, k in enumerate(spec.record_key)]).distinct()
-        dest = target.alias("DBT_INTERNAL_DEST")
-        if spec.predicates:
-            dest = dest.filter(F.coalesce(F.expr(" AND ".join(f"({p})" for p in spec.predicates)), F.lit(False)))
-        on = [F.col(f"DBT_INTERNAL_DEST.`{tcols[k.lower()]}`") == keys[f"__hl_k{i}"]
-              for i, k in enumerate(spec.record_key)]
-        data = [c for c in batch.columns if c != "__hl_del"]
-        stored = [c for c in data if c.lower() in tcols]
-        deleted = dest.join(keys, on=on, how="left_semi").select(
-            F.col(f"DBT_INTERNAL_DEST.`{ROW_ID}`").alias(ROW_ID),
-            *[F.col(f"DBT_INTERNAL_DEST.`{tcols[c.lower()]}`").cast(batch.schema[c].dataType).alias(c)
-              for c in stored],
-            *[F.lit(None).cast(batch.schema[c].dataType).alias(c) for c in data if c not in stored],
-            F.lit(True).alias(IS_DELETED))
-        inserted = with_row_id(batch.filter(~F.col("__hl_del")).select(*[F.col(f"`{c}`") for c in data]))
-        inserted = inserted.withColumn(IS_DELETED, F.lit(False))
-        return deleted.unionByName(inserted.select(*deleted.columns))
+        return sql_merge.delete_insert(batch, "__hl_del", self._target_frame(path), spec.record_key,
+                                       spec.predicates, ROW_ID, IS_DELETED)
 
     def _schema_change(self, df, target: List[str], spec: ModelSpec, record_key, cfg, schema, identifier):
         incoming = [c for c in df.columns if not is_hidden_column(c)]
@@ -87,14 +66,8 @@ class StrategiesMixin:
         return hudilite.read(self.spark, path)
 
     def _protect(self, df, path, record_key, predicates):
-        """incremental_predicates: stored rows that do not satisfy them are protected; incoming rows with
-        their keys are dropped (a Hudi table holds one row per key, so they cannot be added beside them)."""
-        cond = " AND ".join(f"({p})" for p in predicates)
-        target = self._target_frame(path).alias("DBT_INTERNAL_DEST")
-        protected = target.filter(~F.coalesce(F.expr(cond), F.lit(False))).select(
-            *[F.col(f"DBT_INTERNAL_DEST.`{k}`").alias(f"__hl_k{i}") for i, k in enumerate(record_key)])
-        on = [df[f"`{k}`"].eqNullSafe(protected[f"__hl_k{i}"]) for i, k in enumerate(record_key)]
-        return df.join(protected, on=on, how="left_anti")
+        """incremental_predicates: stored rows that do not satisfy them are protected."""
+        return sql_merge.protect(df, self._target_frame(path), record_key, predicates)
 
     def _partial(self, df, path, record_key, spec: ModelSpec, cfg):
         """merge_update_columns / merge_exclude_columns: rows whose key is stored keep the stored values of
@@ -113,43 +86,9 @@ class StrategiesMixin:
         else:
             exc = {c.lower() for c in spec.exclude_columns}
             keep_stored = [c for c in cols if c.lower() in exc and c.lower() not in fixed]
-        target = self._target_frame(path)
-        tcols = {c.lower(): c for c in target.columns}
-        keep_stored = [c for c in keep_stored if c.lower() in tcols]
-        if not keep_stored:
-            return df
-        t = target.select(*[F.col(f"`{tcols[k.lower()]}`").alias(f"__hl_k{i}") for i, k in enumerate(record_key)],
-                          *[F.col(f"`{tcols[c.lower()]}`").alias(f"__hl_v{j}") for j, c in enumerate(keep_stored)],
-                          F.lit(True).alias("__hl_matched"))
-        on = [df[f"`{k}`"].eqNullSafe(t[f"__hl_k{i}"]) for i, k in enumerate(record_key)]
-        j = df.join(t, on=on, how="left")
-        out = []
-        idx = {c: n for n, c in enumerate(keep_stored)}
-        for c in df.columns:
-            if c in idx:
-                out.append(F.when(F.col("__hl_matched"), F.col(f"__hl_v{idx[c]}").cast(df.schema[c].dataType))
-                           .otherwise(F.col(f"`{c}`")).alias(c))
-            else:
-                out.append(df[f"`{c}`"])
-        return j.select(*out)
+        return sql_merge.keep_stored(df, self._target_frame(path), record_key, keep_stored)
 
 
 def with_row_id(df):
-    """A unique, increasing record key for tables without unique_key: `<UTC time>-<row id>` (increasing keys
-    keep the core's range index from ever looking inside old files)."""
-
-    prefix = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d%H%M%S%f") + "-" + uuid.uuid4().hex[:6]
-    return df.withColumn(ROW_ID, F.concat(F.lit(prefix + "-"),
-                                          F.lpad(F.monotonically_increasing_id().cast("string"), 20, "0")))
-
-
-def latest_per_key(df, record_key, precombine):
-    """Keep each key's newest row (highest precombine value, then latest arrival), deletes included.
-
-    Works around the core dropping a delete whose key is not stored yet *before* de-duplicating: a key
-    inserted and deleted in the same batch would otherwise be inserted (reported to the core)."""
-    seq, rn = "__hl_arrival", "__hl_rn"
-    order = ([F.col(f"`{precombine}`").desc_nulls_last()] if precombine else []) + [F.col(seq).desc()]
-    w = Window.partitionBy(*[F.col(f"`{k}`") for k in record_key]).orderBy(*order)
-    return (df.withColumn(seq, F.monotonically_increasing_id()).withColumn(rn, F.row_number().over(w))
-            .filter(F.col(rn) == 1).drop(seq, rn))
+    """A unique, increasing record key for tables without unique_key."""
+    return sql_merge.with_row_id(df, ROW_ID)
