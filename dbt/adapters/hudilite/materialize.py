@@ -20,7 +20,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 import hudilite
-from dbt.adapters.hudilite import catalog as cat
 from dbt.adapters.hudilite.audit import write_model
 from dbt.adapters.hudilite.catalog import CatalogEntry
 from dbt.adapters.hudilite.incremental import rebuild_reads
@@ -28,6 +27,7 @@ from dbt.adapters.hudilite.model_config import IS_DELETED, META_FIELDS, ROW_ID, 
 from dbt.adapters.hudilite.response import error_text, response
 from dbt.adapters.hudilite.run_state import model_key
 from dbt.adapters.hudilite.strategies import with_row_id
+from hudilite import metastore as ms
 from hudilite import replace as table_replace
 from hudilite.schema import SchemaError, avro_to_arrow, evolve, spark_to_arrow
 from hudilite.sql_merge import latest_per_key
@@ -121,7 +121,7 @@ class MaterializeMixin:
             names = [f"_c{i}" for i in range(len(columns))]
             raw = self.spark.createDataFrame([[_seed_text(v) for v in r] for r in rows],
                                              StructType([StructField(n, StringType()) for n in names]))
-            df = raw.select(*[F.expr(f"CAST({cat.quote_ident(n)} AS {t})").alias(c)
+            df = raw.select(*[F.expr(f"CAST({ms.quote_ident(n)} AS {t})").alias(c)
                               for n, c, t in zip(names, columns, types)])
             return self._build(schema, identifier, path, df, spec, entry, seed=True)
 
