@@ -72,7 +72,6 @@ def arrow_group_keys(columns, kinds: List[str]):
 
 
 def _key_kind(t) -> Optional[str]:
-
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return "string"
     if pa.types.is_integer(t):

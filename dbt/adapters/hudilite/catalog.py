@@ -117,14 +117,12 @@ class CatalogMixin:
         except DbtRuntimeError:
             raise
         except Exception as e:  # noqa: BLE001
-
             raise DbtRuntimeError(
                 f"hudilite: the commit to {path} succeeded but the catalog entry {schema}.{identifier} could not "
                 f"be updated (the next run retries): {type(e).__name__}: {error_text(e)}") from None
 
     def _publish(self, schema: str, identifier: str, path: str, visible: List[str],
                  props: Dict[str, str], entry: Optional[CatalogEntry]) -> None:
-
         t0 = time.perf_counter()
         plan = plan_read(path)
         fields = {f.name: f for f in arrow_to_spark(plan.schema).fields}

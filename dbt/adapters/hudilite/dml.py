@@ -192,7 +192,6 @@ class DmlMixin:
         if d.kind == "ctas":  # CREATE TABLE ... AS SELECT: a hudilite table (dbt's `test` store_failures, hooks)
             if entry is not None and not d.replace:
                 if d.if_not_exists:
-
                     return AdapterResponse(_message="OK")
                 return None  # Spark reports that the table exists
             if entry is not None and entry.kind == "VIEW":
@@ -270,7 +269,6 @@ class DmlMixin:
                                     operation=op, table_type=cfg.table_type,
                                     options={"hoodie.table.name": cfg.name, "hoodie.write.input.persist": "true"})
         except Exception as e:  # noqa: BLE001
-
             raise DbtRuntimeError(f"hudilite {d.kind.upper()} on {schema}.{d.identifier} failed, the table is "
                                   f"unchanged: {type(e).__name__}: {error_text(e)}") from None
         props = {k: v for k, v in entry.props.items() if not k.startswith(("hudilite.path", "hudilite.instant",

@@ -112,7 +112,6 @@ class MaterializeMixin:
 
     def load_seed(self, schema: str, identifier: str, columns: List[str], types: List[str], rows: List[list],
                   cfg: Dict[str, Any]):
-
         spec = ModelSpec.from_config(cfg)
         spec.full_refresh = True
         with self._table_lock(schema, identifier):
@@ -341,7 +340,6 @@ class MaterializeMixin:
         except DbtRuntimeError:
             raise
         except Exception as e:  # noqa: BLE001
-
             raise DbtRuntimeError(
                 f"hudilite {op} into {schema}.{identifier} ({path}) failed, the table is unchanged: "
                 f"{type(e).__name__}: {error_text(e)}") from None
