@@ -10,7 +10,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
@@ -21,6 +21,7 @@ from dbt.adapters.hudilite.response import error_text
 from hudilite import metastore as ms
 from hudilite.reader.planner import plan_read
 from hudilite.schema import arrow_to_spark
+from hudilite.table import HoodieTable
 
 logger = AdapterLogger("Hudilite")
 
@@ -83,6 +84,21 @@ class CatalogMixin:
             props = {**props, **merged}
         return CatalogEntry(schema, identifier, kind, props,
                             [f.name for f in fields if not is_hidden_column(f.name)], merged=merged is not None)
+
+    def snapshot_stats(self, schema: str, identifier: str) -> Optional[Dict[str, Any]]:
+        """Docs catalog statistics of a hudilite table: its latest snapshot's rows and bytes, from commit
+        metadata and file sizes (no data read). Rows are left out where only a merge would count them."""
+        entry = self.describe(schema, identifier)
+        if entry is None or not entry.path:
+            return None
+        st = HoodieTable.open(entry.path).snapshot_stats()
+        out: Dict[str, Any] = {}
+        for key, label, value, what in (("rows", "Rows", st["rows"], "rows in the latest snapshot"),
+                                        ("bytes", "Bytes", st["bytes"], "size of the latest snapshot's base files")):
+            if value is not None:
+                out.update({f"stats:{key}:label": label, f"stats:{key}:value": value,
+                            f"stats:{key}:description": what, f"stats:{key}:include": True})
+        return out
 
     def create_schema(self, schema: str) -> None:
         path = self.schema_path(schema)

@@ -22,7 +22,6 @@ from dbt.adapters.hudilite.connections import HudiliteConnectionManager
 from dbt.adapters.hudilite.incremental import changes_relation, read_relation
 from dbt.adapters.hudilite.model_config import is_hidden_column
 from dbt.adapters.hudilite.relation import HudiliteRelation
-from hudilite.table import HoodieTable
 
 logger = AdapterLogger("Hudilite")
 
@@ -105,23 +104,11 @@ class HudiliteAdapter(SparkAdapter):
             yield as_dict
 
     def _snapshot_stats(self, relation) -> Optional[Dict[str, Any]]:
-        """Docs catalog statistics of a hudilite table: its latest snapshot's rows and bytes, from commit
-        metadata and file sizes (no data read). Rows are left out where only a merge would count them."""
         try:
-            entry = self.env.describe(relation.schema, relation.identifier)
-            if entry is None or not entry.path:
-                return None
-            st = HoodieTable.open(entry.path).snapshot_stats()
+            return self.env.snapshot_stats(relation.schema, relation.identifier)
         except Exception as e:  # noqa: BLE001 - no statistics rather than no catalog
             logger.debug(f"statistics of {relation} for the catalog: {e}")
             return None
-        out: Dict[str, Any] = {}
-        for key, label, value, what in (("rows", "Rows", st["rows"], "rows in the latest snapshot"),
-                                        ("bytes", "Bytes", st["bytes"], "size of the latest snapshot's base files")):
-            if value is not None:
-                out.update({f"stats:{key}:label": label, f"stats:{key}:value": value,
-                            f"stats:{key}:description": what, f"stats:{key}:include": True})
-        return out
 
     def catalog_owner(self) -> str:
         user = getattr(self.config.credentials, "user", None)
