@@ -248,12 +248,11 @@ def test_distinct_state_folds_without_reading_the_detail(spark, tmp_path, monkey
     from the change images alone (spy on the snapshot reads); old state files are removed."""
     import os
 
-    from hudilite.aggregate import state as agg_state
-    from hudilite.reader import changes as changes_mod
+    from hudilite.aggregate import local, state as agg_state
 
     reads = []  # snapshot reads of the state's columns (min(g)'s recomputations read g and y only)
-    real = changes_mod.local_snapshot
-    monkeypatch.setattr(changes_mod, "local_snapshot",
+    real = local.local_snapshot
+    monkeypatch.setattr(local, "local_snapshot",
                         lambda *a, **k: (reads.append(a[2]) if "x" in a[2] else None) or real(*a, **k))
     t = Steps(spark, tmp_path, DISTINCT, expected_distinct, actual_distinct)
     state_dir = os.path.join(t.agg, agg_state.DIR)
