@@ -44,7 +44,7 @@ def main() -> int:
     from pyspark.sql import functions as F
 
     import hudilite
-    from dbt.adapters.hudilite.aggregate import GROUP_KEY, full_frame, parse, refresh
+    from hudilite.aggregate import GROUP_KEY, full_frame, parse, refresh
 
     spark = hudilite.local_session("local[2]", app_name="bench-aggregate")
     spark.sparkContext.setLogLevel("ERROR")

@@ -35,6 +35,7 @@ import queue
 import threading
 import weakref
 
+from hudilite import checkpoints
 from hudilite.errors import CommitConflictError, HudiliteError, InvalidWriteError
 from hudilite.options import STREAMING_CONFLICT_RETRIES
 from hudilite.table import HoodieTable
@@ -60,12 +61,8 @@ class StreamingSinkError(HudiliteError):
 def _stream_commits(tl: Timeline, query_id: str) -> tuple[int | None, list[tuple[Instant, dict]]]:
     """(highest batch id committed by this query, [(prepared instant, metadata)] of this query in instant
     order)."""
-    last = None
-    for inst in reversed(tl.completed(WRITE_ACTIONS)):
-        extra = tl.read_metadata(inst).get("extraMetadata") or {}
-        if extra.get(QUERY_ID_KEY) == query_id:
-            last = int(extra[BATCH_ID_KEY])
-            break
+    hit = checkpoints.newest(tl, QUERY_ID_KEY, query_id, WRITE_ACTIONS)
+    last = int(hit[1][BATCH_ID_KEY]) if hit is not None else None
     prepared = []
     for inst in tl.pending(WRITE_ACTIONS):
         md = prepared_metadata(tl, inst)

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import hudilite
-from dbt.adapters.hudilite.aggregate import parse, refresh
+from hudilite.aggregate import parse, refresh
 
 SEQUENCES = int(os.environ.get("HUDILITE_PROPERTY_SEQUENCES", "10"))
 STEPS = int(os.environ.get("HUDILITE_PROPERTY_STEPS", "3"))
@@ -32,7 +32,7 @@ group by g
 
 
 # count/sum/avg of plain columns, no WHERE, two group keys (one may be null): folded in Arrow on the driver
-# (aggregate.incremental_arrow) when the range is one upstream commit
+# (hudilite.aggregate.local.incremental_arrow) when the range is one upstream commit
 FOLDED = parse("select g, y, count(*) as n, count(x) as nx, sum(x) as s, avg(x) as a from `db`.`detail` "
                "group by g, y")
 
@@ -155,15 +155,15 @@ def batch(rng: random.Random, state: dict, size: int):
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("seed", range(SEQUENCES))
 def test_incremental_aggregate_equals_full_recomputation(spark, tmp_path, seed, variant, monkeypatch):
-    from dbt.adapters.hudilite import agg_state, aggregate
+    from hudilite.aggregate import local, state as agg_state
 
     # small min / max buffers (1-3 values per group), so that refreshes empty them and trim them
     monkeypatch.setattr(agg_state, "BUFFER", 1 + seed % 3)
     query, want, got = VARIANTS[variant]
     want, got = globals()[want], globals()[got]
     local_runs = []
-    arrow = aggregate.incremental_arrow
-    monkeypatch.setattr(aggregate, "incremental_arrow", lambda *a: local_runs.append(arrow(*a)) or local_runs[-1])
+    arrow = local.incremental_arrow
+    monkeypatch.setattr(local, "incremental_arrow", lambda *a: local_runs.append(arrow(*a)) or local_runs[-1])
     rng = random.Random(seed)
     detail, agg = str(tmp_path / "detail"), str(tmp_path / "agg")
     state: dict = {}
@@ -221,12 +221,12 @@ def test_extremes_read_the_detail_only_for_emptied_buffers(spark, tmp_path, monk
     """min/max fold in Arrow through per-group buffers of the smallest / largest values (here 2): changes
     beyond a buffer's bound are ignored, changes within it applied; only a group whose buffer a refresh
     empties is read again from the detail snapshot (spy on the snapshot reads)."""
-    from dbt.adapters.hudilite import agg_state, aggregate
+    from hudilite.aggregate import local, state as agg_state
 
     monkeypatch.setattr(agg_state, "BUFFER", 2)
     reads = []
-    real = aggregate._snapshot_states
-    monkeypatch.setattr(aggregate, "_snapshot_states", lambda plan, d, e, items, groups=None: reads.append(
+    real = local._snapshot_states
+    monkeypatch.setattr(local, "_snapshot_states", lambda plan, d, e, items, groups=None: reads.append(
         None if groups is None else sorted(groups.column("__k0").to_pylist())) or real(plan, d, e, items, groups))
     t = Steps(spark, tmp_path, EXTREMES, expected_extremes, actual_extremes)
     t.step([(1, "a", 1, 0), (2, "a", 5, 1), (3, "a", 9, 2), (4, "b", 2, 0), (5, "b", 4, 1), (6, "b", 6, 2)])
@@ -248,12 +248,11 @@ def test_distinct_state_folds_without_reading_the_detail(spark, tmp_path, monkey
     from the change images alone (spy on the snapshot reads); old state files are removed."""
     import os
 
-    from dbt.adapters.hudilite import agg_state
-    from hudilite.reader import changes as changes_mod
+    from hudilite.aggregate import local, state as agg_state
 
     reads = []  # snapshot reads of the state's columns (min(g)'s recomputations read g and y only)
-    real = changes_mod.local_snapshot
-    monkeypatch.setattr(changes_mod, "local_snapshot",
+    real = local.local_snapshot
+    monkeypatch.setattr(local, "local_snapshot",
                         lambda *a, **k: (reads.append(a[2]) if "x" in a[2] else None) or real(*a, **k))
     t = Steps(spark, tmp_path, DISTINCT, expected_distinct, actual_distinct)
     state_dir = os.path.join(t.agg, agg_state.DIR)

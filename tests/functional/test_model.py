@@ -430,7 +430,7 @@ class Model(RuleBasedStateMachine):
     @rule()
     def aggregate_refresh(self):
         RAN['aggregate_refresh'] += 1
-        from dbt.adapters.hudilite.aggregate import parse, refresh
+        from hudilite.aggregate import parse, refresh
 
         refresh(self.spark, parse(AGG_SQL), self.path, self.agg)
         want: dict = {}

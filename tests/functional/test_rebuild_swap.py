@@ -139,7 +139,7 @@ def test_checkpoints_without_a_recorded_id():
 def test_aggregate_refresh_over_a_rebuilt_detail(spark, tmp_path):
     """The aggregate engine without dbt (`refresh`, the PySpark entry point): a detail rebuilt at its path is
     recomputed from, not folded on top of (before: ('a', 4, 75) and ('b', 1, 5))."""
-    from dbt.adapters.hudilite.aggregate import parse, refresh
+    from hudilite.aggregate import parse, refresh
 
     detail, agg = str(tmp_path / "detail"), str(tmp_path / "agg")
     q = parse("select g, count(*) as n, sum(x) as s from `db`.`detail` group by g")

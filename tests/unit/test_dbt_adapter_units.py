@@ -5,9 +5,9 @@ import os
 import pytest
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.hudilite import catalog as cat
 from dbt.adapters.hudilite.credentials import HudiliteCredentials
-from dbt.adapters.hudilite.environment import ModelSpec, is_hidden_column
+from dbt.adapters.hudilite.model_config import ModelSpec, is_hidden_column
+from hudilite import metastore as cat
 
 
 def test_model_spec_dbt_spark_hudi_aliases():

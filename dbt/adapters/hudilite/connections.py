@@ -12,6 +12,7 @@ import datetime as dt
 import threading
 import uuid
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import Any, Generator, List, Optional, Sequence, Tuple
 
 from dbt.adapters.contracts.connection import AdapterResponse, Connection, ConnectionState
@@ -20,6 +21,8 @@ from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt_common.exceptions import DbtDatabaseError, DbtRuntimeError
 
 from dbt.adapters.hudilite.credentials import HudiliteCredentials
+from dbt.adapters.hudilite.environment import HudiliteEnvironment
+from dbt.adapters.hudilite.response import error_text
 
 logger = AdapterLogger("Hudilite")
 
@@ -74,8 +77,6 @@ class HudiliteCursor:
 
 
 def _sql_literal(value: Any) -> str:
-    from decimal import Decimal
-
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -120,8 +121,6 @@ class HudiliteConnectionManager(SparkConnectionManager):
     @classmethod
     def environment(cls, credentials: HudiliteCredentials, project_root: Optional[str]):
         """The process-wide environment for these credentials (the SparkSession inside it opens lazily)."""
-        from dbt.adapters.hudilite.environment import HudiliteEnvironment
-
         warehouse = credentials.resolve_warehouse(project_root)
         key = (warehouse, credentials.master, tuple(sorted(credentials.spark_conf.items())),
                credentials.reuse_session)
@@ -166,7 +165,7 @@ class HudiliteConnectionManager(SparkConnectionManager):
         except Exception as exc:  # noqa: BLE001
             logger.debug(f"Error while running:\n{sql}")
             logger.debug(str(exc))
-            raise DbtRuntimeError(_error_text(exc)) from exc
+            raise DbtRuntimeError(error_text(exc)) from exc
 
     def cancel(self, connection: Connection) -> None:
         if connection.handle is not None:
@@ -176,9 +175,3 @@ class HudiliteConnectionManager(SparkConnectionManager):
     def get_response(cls, cursor: Any) -> AdapterResponse:
         return getattr(cursor, "response", None) or AdapterResponse(_message="OK")
 
-
-def _error_text(exc: BaseException) -> str:
-    text = str(exc)
-    # py4j errors carry the whole Java stack: keep the first lines (the cause), not the frames
-    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("at ")]
-    return "\n".join(lines[:20]).strip() or type(exc).__name__

@@ -14,6 +14,18 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from dbt.adapters.contracts.connection import AdapterResponse
+from dbt_common.exceptions import DbtRuntimeError
+from pyspark.sql import functions as F
+from pyspark.sql.types import CharType, DataType, StringType, StructField, StructType, VarcharType
+
+import hudilite
+from dbt.adapters.hudilite.catalog import CatalogEntry
+from dbt.adapters.hudilite.model_config import META_FIELDS, ROW_ID, is_hidden_column
+from dbt.adapters.hudilite.response import error_text, response
+from dbt.adapters.hudilite.strategies import with_row_id
+from hudilite.table import HoodieTable
+
 _NAME = r"(?:`[^`]+`|[A-Za-z_][\w$]*)"
 _REL = rf"(?P<rel>{_NAME}(?:\s*\.\s*{_NAME})?)"
 _ALIAS = r"(?:\s+(?:as\s+)?(?P<alias>(?!set\b|where\b)[A-Za-z_]\w*))?"
@@ -163,3 +175,104 @@ def parse(sql: str) -> Optional[Dml]:
         schema, ident = _split_rel(m.group("rel"))
         return Dml("truncate", schema, ident)
     return None
+
+
+class DmlMixin:
+    """The environment's DML on hudilite tables (HudiliteEnvironment)."""
+
+    # ---- SQL DML on hudilite tables -----------------------------------------------------------
+    def run_dml(self, sql: str, tag: Optional[str] = None):
+        """UPDATE / DELETE / INSERT / TRUNCATE on a hudilite table as one hudilite commit; None when `sql`
+        is not such a statement (it then goes to Spark)."""
+        d = parse(sql)
+        if d is None:
+            return None
+        schema = d.schema or self.spark.catalog.currentDatabase()
+        entry = self.describe(schema, d.identifier)
+        if d.kind == "ctas":  # CREATE TABLE ... AS SELECT: a hudilite table (dbt's `test` store_failures, hooks)
+            if entry is not None and not d.replace:
+                if d.if_not_exists:
+                    return AdapterResponse(_message="OK")
+                return None  # Spark reports that the table exists
+            if entry is not None and entry.kind == "VIEW":
+                self.sql(f"DROP VIEW IF EXISTS {self.qualified(schema, d.identifier)}")
+            with self.tagged(tag):
+                return self.materialize(schema, d.identifier, d.query, "table",
+                                        {"partition_by": d.partition_by, "full_refresh": True})
+        if entry is None or not entry.is_hudilite or entry.kind != "TABLE":
+            return None
+        with self.tagged(tag), self._table_lock(schema, d.identifier):
+            return self._run_dml(d, schema, entry)
+
+    def _run_dml(self, d, schema: str, entry: CatalogEntry):
+        path = entry.path
+        cfg = HoodieTable.open(path).config
+        current = hudilite.read(self.spark, path)
+        data_cols = [c for c in current.columns if c not in META_FIELDS]
+        types = {c: current.schema[c].dataType for c in data_cols}
+        lower = {c.lower(): c for c in data_cols}
+        if d.alias:
+            current = current.alias(d.alias)
+        cond = F.coalesce(F.expr(d.where).cast("boolean"), F.lit(False)) if d.where else F.lit(True)
+        keyed = list(cfg.record_key_fields) != [ROW_ID]
+        added: List[str] = []
+        if d.kind == "add_columns":
+            # the Hudi schema gets the nullable columns through an empty upsert commit (schema evolution), so
+            # every reader (catalog, hudi-rs) sees them, null in the stored rows
+
+            fields = list(current.select(*[F.col(f"`{c}`") for c in data_cols]).schema.fields)
+            for name, typ in d.new_columns:
+                if name.lower() in lower or is_hidden_column(name):
+                    raise DbtRuntimeError(f"ALTER TABLE {schema}.{d.identifier} ADD COLUMNS: column {name!r} exists")
+                dtype = DataType.fromDDL(typ)
+                if isinstance(dtype, (CharType, VarcharType)):
+                    dtype = StringType()
+                fields.append(StructField(name, dtype, True))
+                added.append(name)
+            df, op = self.spark.createDataFrame([], StructType(fields)), "upsert"
+        elif d.kind == "update":
+            sets = {}
+            for col, expr in d.assignments:
+                if col.lower() not in lower or is_hidden_column(col):
+                    raise DbtRuntimeError(f"UPDATE {schema}.{d.identifier}: no column {col!r}")
+                sets[lower[col.lower()]] = expr
+            keys = {k.lower() for k in cfg.record_key_fields}
+            if keyed and keys & {c.lower() for c in sets}:
+                raise DbtRuntimeError(f"UPDATE {schema}.{d.identifier}: the record key ({', '.join(cfg.record_key_fields)}) "
+                                      "cannot be updated")
+            df = current.filter(cond).select(*[
+                (F.expr(sets[c]).cast(types[c]).alias(c) if c in sets else F.col(f"`{c}`")) for c in data_cols])
+            op = "upsert"
+        elif d.kind == "delete":
+            df, op = current.filter(cond).select(*[F.col(f"`{c}`") for c in data_cols]), "delete"
+        elif d.kind == "truncate":
+            df = self.spark.createDataFrame([], current.select(*[F.col(f"`{c}`") for c in data_cols]).schema)
+            op = "insert_overwrite_table"
+        else:
+            src = self.model_frame(d.query)
+            target = d.columns or entry.columns
+            if len(src.columns) != len(target):
+                raise DbtRuntimeError(f"INSERT into {schema}.{d.identifier}: {len(src.columns)} values for "
+                                      f"{len(target)} columns ({', '.join(target)})")
+            missing = [c for c in target if c.lower() not in lower]
+            if missing:
+                raise DbtRuntimeError(f"INSERT into {schema}.{d.identifier}: no column(s) {missing}")
+            df = src.select(*[F.col(f"`{s}`").cast(types[lower[t.lower()]]).alias(lower[t.lower()])
+                              for s, t in zip(src.columns, target)])
+            if not keyed:
+                df = with_row_id(df)
+            op = "insert" if d.kind == "insert" else "insert_overwrite_table"
+        parts = list(cfg.partition_fields) if cfg.is_partitioned else []
+        try:
+            result = hudilite.write(df, path, record_key=list(cfg.record_key_fields),
+                                    precombine_field=cfg.precombine_field or None, partition_by=parts,
+                                    operation=op, table_type=cfg.table_type,
+                                    options={"hoodie.table.name": cfg.name, "hoodie.write.input.persist": "true"})
+        except Exception as e:  # noqa: BLE001
+            raise DbtRuntimeError(f"hudilite {d.kind.upper()} on {schema}.{d.identifier} failed, the table is "
+                                  f"unchanged: {type(e).__name__}: {error_text(e)}") from None
+        props = {k: v for k, v in entry.props.items() if not k.startswith(("hudilite.path", "hudilite.instant",
+                                                                          "hudilite.snapshot", "transient_"))}
+        props = {k: v for k, v in props.items() if not k.startswith("spark.sql.")}
+        self.publish(schema, d.identifier, path, entry.columns + added, props, entry)
+        return response(op, result, path)

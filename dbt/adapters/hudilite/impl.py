@@ -7,37 +7,23 @@ holds. Macros reach it through the `@available` methods below.
 
 from __future__ import annotations
 
+import getpass
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
 from dbt.adapters.base.meta import available
-from dbt.adapters.contracts.connection import AdapterResponse
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
 from typing_extensions import TypeAlias
 
+from dbt.adapters.hudilite.aggregate import materialize_aggregate
+from dbt.adapters.hudilite.audit import set_publish_options
 from dbt.adapters.hudilite.connections import HudiliteConnectionManager
-from dbt.adapters.hudilite.environment import is_hidden_column
+from dbt.adapters.hudilite.incremental import changes_relation, read_relation
+from dbt.adapters.hudilite.model_config import is_hidden_column
 from dbt.adapters.hudilite.relation import HudiliteRelation
-from hudilite.table import HoodieTable
 
 logger = AdapterLogger("Hudilite")
-
-
-@dataclass
-class HudiliteAdapterResponse(AdapterResponse):
-    """What a model run reports (run_results.json `adapter_response`)."""
-
-    rows_inserted: Optional[int] = None
-    rows_updated: Optional[int] = None
-    rows_deleted: Optional[int] = None
-    commit_time: Optional[str] = None
-    operation: Optional[str] = None
-    strategy: Optional[str] = None
-    table_path: Optional[str] = None
-    files_written: Optional[int] = None
-    replaced_file_groups: Optional[int] = None
-    rows_removed: Optional[int] = None  # rows of the table a full build replaced
 
 
 @dataclass
@@ -118,27 +104,13 @@ class HudiliteAdapter(SparkAdapter):
             yield as_dict
 
     def _snapshot_stats(self, relation) -> Optional[Dict[str, Any]]:
-        """Docs catalog statistics of a hudilite table: its latest snapshot's rows and bytes, from commit
-        metadata and file sizes (no data read). Rows are left out where only a merge would count them."""
         try:
-            entry = self.env.describe(relation.schema, relation.identifier)
-            if entry is None or not entry.path:
-                return None
-            st = HoodieTable.open(entry.path).snapshot_stats()
+            return self.env.snapshot_stats(relation.schema, relation.identifier)
         except Exception as e:  # noqa: BLE001 - no statistics rather than no catalog
             logger.debug(f"statistics of {relation} for the catalog: {e}")
             return None
-        out: Dict[str, Any] = {}
-        for key, label, value, what in (("rows", "Rows", st["rows"], "rows in the latest snapshot"),
-                                        ("bytes", "Bytes", st["bytes"], "size of the latest snapshot's base files")):
-            if value is not None:
-                out.update({f"stats:{key}:label": label, f"stats:{key}:value": value,
-                            f"stats:{key}:description": what, f"stats:{key}:include": True})
-        return out
 
     def catalog_owner(self) -> str:
-        import getpass
-
         user = getattr(self.config.credentials, "user", None)
         if user:
             return str(user)
@@ -163,8 +135,6 @@ class HudiliteAdapter(SparkAdapter):
     def hudilite_materialize(self, relation, compiled_code: str, kind: str, cfg: Dict[str, Any]):
         """Build (`kind` 'table', or 'incremental' first run / full refresh) or update the model's table: one
         hudilite commit, then the catalog entry points at the new snapshot. Returns the adapter response."""
-        from dbt.adapters.hudilite.incremental import set_publish_options
-
         set_publish_options(self.env, relation.schema, relation.identifier, cfg)  # audit_before_publish, mark_ready
         return self.env.materialize(relation.schema, relation.identifier, compiled_code, kind, cfg)
 
@@ -207,21 +177,15 @@ class HudiliteAdapter(SparkAdapter):
                          materialized=None, full_refresh=False, resource_type=None) -> str:
         """`{{ hudilite.changes(ref('x')) }}`: a temporary view of the upstream's changes since this model's
         checkpoint (or the explicit `begin`/`end` range); returns its quoted name."""
-        from dbt.adapters.hudilite.incremental import changes_relation
-
         return changes_relation(self.env, this, relation, begin, end, include_deletes, before_image,
                                 materialized, bool(full_refresh), resource_type)
 
     @available
     def hudilite_read(self, relation, as_of=None, ready_only=False) -> str:
         """`{{ hudilite.as_of(ref('x'), t) }}` / `{{ hudilite.read(ref('x'), ready_only=true) }}`."""
-        from dbt.adapters.hudilite.incremental import read_relation
-
         return read_relation(self.env, relation, as_of, ready_only)
 
     @available
     def hudilite_materialize_aggregate(self, relation, compiled_code: str, cfg: Dict[str, Any]):
         """`materialized='aggregate'`: full build, or the detail's changes folded into the affected groups."""
-        from dbt.adapters.hudilite.aggregate import materialize_aggregate
-
         return materialize_aggregate(self.env, relation.schema, relation.identifier, compiled_code, cfg)

@@ -144,8 +144,8 @@ class TestAggregateFoldedOnTheDriver:
         return {"orders.sql": ORDERS, "agg.sql": FOLDED_AGG}
 
     def test_runs_equal_a_recomputation(self, project):
-        from dbt.adapters.hudilite.agg_state import STATE_KEY
-        from dbt.adapters.hudilite.incremental import CHECKPOINT_KEY
+        from hudilite.aggregate.state import STATE_KEY
+        from hudilite.checkpoints import CHECKPOINT_KEY
         from hudilite.table import HoodieTable
 
         s = project.test_schema

@@ -1,6 +1,6 @@
 """Value multisets that let an aggregate table fold min / max / count(distinct) from changes alone.
 
-A `materialized='aggregate'` refresh folds the detail's change images into the stored per-group state:
+An aggregate refresh folds the detail's change images into the stored per-group state:
 count/sum/avg fold exactly from the group's stored numbers. min, max and count(distinct) cannot: whether a
 retracted value was the group's only minimum, or the last row holding a distinct value, depends on the other
 rows of the group. So each such item keeps, per group, values with the number of detail rows holding them:
@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from hudilite import checkpoints
 from hudilite.storage.local import storage_for
 
 log = logging.getLogger("hudilite.aggregate")
@@ -164,24 +165,10 @@ def _dir(agg_path: str) -> str:
     return os.path.join(agg_path, DIR)
 
 
-def _newest_checkpoint_commit(agg_path: str, checkpoint_key: str) -> Optional[dict]:
-    """The extraMetadata of the newest completed commit of the aggregate table that carries a checkpoint."""
-    from hudilite.table import HoodieTable
-
-    if not HoodieTable.exists(agg_path):
-        return None
-    tl = HoodieTable.open(agg_path).timeline
-    for inst in reversed(tl.completed()):
-        extra = tl.read_metadata(inst).get("extraMetadata") or {}
-        if extra.get(checkpoint_key):
-            return extra
-    return None
-
-
-def stored_entry(agg_path: str, checkpoint_key: str) -> Optional[dict]:
+def stored_entry(agg_path: str) -> Optional[dict]:
     """The state entry (`files`, `signature`, `detail`, `position`) named by the newest checkpoint-carrying
     commit of the aggregate table; None when it names none or an unreadable one."""
-    raw = (_newest_checkpoint_commit(agg_path, checkpoint_key) or {}).get(STATE_KEY)
+    raw = (checkpoints.newest_metadata(agg_path, checkpoints.CHECKPOINT_KEY) or {}).get(STATE_KEY)
     if not raw:
         return None
     try:

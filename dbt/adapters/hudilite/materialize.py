@@ -1,0 +1,369 @@
+"""Models, seeds and snapshots as hudilite commits: a full build (or a rebuild beside the old table when the key,
+partitioning or column types change), or an incremental run with its strategy; then the catalog entry is
+re-pointed at the new snapshot. One commit per model run, carrying the checkpoints the run consumed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import re
+import threading
+import time
+from dataclasses import replace
+from typing import Any, Dict, List, Optional
+
+from dbt.adapters.events.logging import AdapterLogger
+from dbt_common.exceptions import DbtRuntimeError
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+import hudilite
+from dbt.adapters.hudilite.audit import write_model
+from dbt.adapters.hudilite.catalog import CatalogEntry
+from dbt.adapters.hudilite.incremental import rebuild_reads
+from dbt.adapters.hudilite.model_config import IS_DELETED, META_FIELDS, ROW_ID, ModelSpec, is_hidden_column
+from dbt.adapters.hudilite.response import error_text, response
+from dbt.adapters.hudilite.run_state import model_key
+from dbt.adapters.hudilite.strategies import with_row_id
+from hudilite import metastore as ms
+from hudilite import replace as table_replace
+from hudilite.schema import SchemaError, avro_to_arrow, evolve, spark_to_arrow
+from hudilite.sql_merge import latest_per_key
+from hudilite.table import HoodieTable
+from hudilite.writer.options import UNSET
+
+logger = AdapterLogger("Hudilite")
+
+
+class MaterializeMixin:
+    """The environment's model builds (HudiliteEnvironment)."""
+
+    # ---- models ----------------------------------------------------------------------------
+    def model_frame(self, sql: str):
+        """The model's rows as a DataFrame, without the `_hoodie_*` meta columns (of any upstream table)."""
+        sql = sql.strip()
+        while sql.endswith(";"):
+            sql = sql[:-1].rstrip()
+        df = self.sql(sql)
+        drop = [c for c in df.columns if c.lower() in META_FIELDS or c.lower() == ROW_ID]
+        return df.drop(*drop) if drop else df
+
+    def materialize(self, schema: str, identifier: str, sql: str, kind: str, cfg: Dict[str, Any]):
+        t0 = time.perf_counter()
+        try:
+            return self._materialize(schema, identifier, sql, kind, cfg)
+        finally:
+            logger.debug(f"hudilite: {schema}.{identifier} materialized in {time.perf_counter() - t0:.2f}s")
+
+    def _materialize(self, schema: str, identifier: str, sql: str, kind: str, cfg: Dict[str, Any]):
+        spec = ModelSpec.from_config(cfg)
+        with self._table_lock(schema, identifier):
+            entry = self.describe(schema, identifier)
+            path = self.table_path(schema, identifier, spec)
+            if entry is not None and entry.path and os.path.normpath(entry.path) != path:
+                logger.warning(f"hudilite: {schema}.{identifier} moves from {entry.path} to {path}")
+            if kind == "incremental" and not spec.full_refresh:
+                spec = self._rebuild_if_upstream_rebuilt(schema, identifier, spec)
+            df = self.model_frame(sql)
+            drop = [c for c in df.columns if c.lower() in {d.lower() for d in cfg.get("drop_columns") or ()}]
+            if drop:
+                df = df.drop(*drop)
+            if cfg.get("cast_to_target") and entry is not None and entry.kind == "TABLE":
+                # store assignment (as an INSERT/MERGE into the table would): values take the stored column
+                # types. Snapshots need it: dbt's staging query mixes the source's types (e.g. a `date`
+                # updated_at) with snapshot_get_time()'s timestamp.
+
+                stored = {f.name.lower(): f.dataType for f in self.spark.table(self.qualified(schema, identifier)).schema}
+                df = df.select(*[F.col(f"`{c}`").cast(stored[c.lower()]).alias(c) if c.lower() in stored
+                                 and df.schema[c].dataType != stored[c.lower()] else F.col(f"`{c}`")
+                                 for c in df.columns])
+
+            incremental = (kind == "incremental" and entry is not None and entry.is_hudilite
+                           and entry.kind == "TABLE" and not spec.full_refresh
+                           and os.path.normpath(entry.path or "") == path and HoodieTable.exists(path))
+            if incremental:
+                return self._incremental(schema, identifier, path, df, spec, entry)
+            return self._build(schema, identifier, path, df, spec, entry)
+
+    def _rebuild_if_upstream_rebuilt(self, schema: str, identifier: str, spec: ModelSpec) -> ModelSpec:
+        """An incremental model whose checkpoint names another table than one of its upstreams now is (the
+        upstream was rebuilt at its path) is rebuilt from its upstreams' snapshots, as --full-refresh would:
+        the rebuilt upstream's timeline does not continue the checkpoint, and the full overwrite is one commit
+        whose change read gives the model's own consumers the deletes and updates it implies. An `append`
+        model cannot be recomputed from a snapshot (its rows are the history of what it consumed): it fails,
+        naming --full-refresh."""
+        key = model_key(schema, identifier)
+        if not self.run.rebuilding(key):
+            return spec
+        rebuilt = self.run.reads(key)[0]
+        strategy = spec.strategy or ("upsert" if spec.record_key else "append")
+        if strategy == "append":
+            self.run.take(key)
+            raise DbtRuntimeError(
+                f"hudilite: upstream {', '.join(rebuilt)} of {schema}.{identifier} was rebuilt (it is another table "
+                "than the model's checkpoint names), and an append model cannot be recomputed from the new "
+                "snapshot: run it with --full-refresh to rebuild it")
+        rebuild_reads(self, schema, identifier)
+        logger.warning(f"hudilite: upstream {', '.join(rebuilt)} of {schema}.{identifier} was rebuilt since the "
+                       "model's checkpoint: rebuilding the model from the new snapshot")
+        return replace(spec, full_refresh=True)
+
+    def load_seed(self, schema: str, identifier: str, columns: List[str], types: List[str], rows: List[list],
+                  cfg: Dict[str, Any]):
+        spec = ModelSpec.from_config(cfg)
+        spec.full_refresh = True
+        with self._table_lock(schema, identifier):
+            entry = self.describe(schema, identifier)
+            path = self.table_path(schema, identifier, spec)
+            names = [f"_c{i}" for i in range(len(columns))]
+            raw = self.spark.createDataFrame([[_seed_text(v) for v in r] for r in rows],
+                                             StructType([StructField(n, StringType()) for n in names]))
+            df = raw.select(*[F.expr(f"CAST({ms.quote_ident(n)} AS {t})").alias(c)
+                              for n, c, t in zip(names, columns, types)])
+            return self._build(schema, identifier, path, df, spec, entry, seed=True)
+
+    # ---- full builds -----------------------------------------------------------------------
+    def _build(self, schema, identifier, path, df, spec: ModelSpec, entry, seed: bool = False):
+        missing = [k for k in spec.record_key if k.lower() not in {c.lower() for c in df.columns}]
+        if missing and not seed:
+            # dbt applies unique_key on merges only ("unique keys are not applied on first run"): the first
+            # build succeeds, the next incremental run fails naming the column
+            logger.warning(f"hudilite: unique_key column(s) {missing} of {schema}.{identifier} are not columns of "
+                           "the model: the table is built without a record key; incremental runs will fail")
+        # delete+insert keeps every row the model produces (dbt's semantics: several rows may share a key, and
+        # incremental_predicates can keep a stored row beside a new one with its key): such tables are keyed
+        # by the hidden row id; the adapter resolves unique_key itself (see _delete_insert)
+        keyed = bool(spec.record_key) and not missing and spec.strategy != "delete+insert"
+        record_key = spec.record_key if keyed else [ROW_ID]
+        deleted = None
+        if spec.delete_condition:
+            deleted = F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"), F.lit(False))
+        elif IS_DELETED in df.columns:
+            deleted = F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False))
+        if deleted is not None:
+            if keyed:  # the newest event per key decides, deletes included
+                df = latest_per_key(df.withColumn(IS_DELETED, deleted), record_key, spec.precombine_field)
+            else:
+                df = df.filter(~deleted)
+                if IS_DELETED in df.columns:
+                    df = df.drop(IS_DELETED)
+        visible = [c for c in df.columns if not is_hidden_column(c)]
+        self._check_columns(df, spec, record_key)
+        if not keyed:
+            df = with_row_id(df)
+        options = self._options(spec, identifier)
+        exists = HoodieTable.exists(path)
+        removed = self._snapshot_rows(path) if exists else None  # the rows this build replaces
+        if exists and self._compatible(path, spec, record_key, df):
+            op = "insert_overwrite_table"
+            result = self._write(df, path, record_key, spec, op, options, schema, identifier)
+        elif exists:
+            op = "bulk_insert" if not keyed else "insert"
+            result = self._rebuild_beside(df, path, record_key, spec, op, options, schema, identifier)
+        else:
+            # keyed with a precombine_field (or delete_condition): change events, insert de-duplicates keys
+            # (the highest precombine value wins); otherwise the model's rows are written as they are (dbt:
+            # unique_key applies to merges, not to the first build)
+            op = "insert" if keyed and (spec.precombine_field or deleted is not None) else "bulk_insert"
+            result = self._write(df, path, record_key, spec, op, options, schema, identifier)
+        self.publish(schema, identifier, path, visible, self._props(spec, record_key, keyed), entry)
+        return response(op, result, path, seed=seed, removed=removed)
+
+    def _snapshot_rows(self, path: str) -> Optional[int]:
+        try:
+            rows = HoodieTable.open(path).snapshot_stats()["rows"]
+            if rows is None:  # merge-on-read slices with log files: only the merged read counts them
+                rows = hudilite.read(self.spark, path).count()
+            return rows
+        except Exception as e:  # noqa: BLE001 - an unreadable table is replaced all the same (_compatible)
+            logger.debug(f"hudilite: rows of {path} before its rebuild: {e}")
+            return None
+
+    def _rebuild_beside(self, df, path, record_key, spec, op, options, schema, identifier):
+        """The new table cannot be a commit on the old one (record key, partitioning or an incompatible
+        column type changed): write it beside the old table, then swap the directories (hudilite.replace: a
+        crash at any point leaves the old or the new table at the path, never nothing). The new table has a
+        new table id, so the checkpoints of its consumers no longer match it (they rebuild)."""
+        logger.info(f"hudilite: {schema}.{identifier} changes its key, partitioning or column types: "
+                    "rebuilding it beside the old table")
+        with table_replace.staging_dir(path) as staging:
+            result = self._write(df, staging, record_key, spec, op, options, schema, identifier)
+            table_replace.swap(path, staging)
+        return result
+
+    def _compatible(self, path, spec: ModelSpec, record_key, df) -> bool:
+        try:
+            table = HoodieTable.open(path)
+        except Exception:  # noqa: BLE001 - unreadable: replace it
+            return False
+        cfg = table.config
+        if cfg.table_type != spec.table_type:
+            return False
+        if list(cfg.record_key_fields) != list(record_key):
+            return False
+        stored_parts = list(cfg.partition_fields) if cfg.is_partitioned else []
+        if stored_parts != list(spec.partition_by):
+            return False
+        if cfg.precombine_field:
+            if spec.precombine_field and spec.precombine_field != cfg.precombine_field:
+                return False
+            if cfg.precombine_field not in df.columns:
+                return False
+        elif spec.precombine_field:
+            return False
+        try:
+            stored = table.timeline.schema_json() or cfg.create_schema
+            if stored:
+                evolve(avro_to_arrow(stored), spark_to_arrow(df.schema))
+        except (SchemaError, ValueError):
+            return False
+        return True
+
+    # ---- incremental runs ------------------------------------------------------------------
+    def _incremental(self, schema, identifier, path, df, spec: ModelSpec, entry: CatalogEntry):
+        cfg = HoodieTable.open(path).config
+        stored_key = list(cfg.record_key_fields)
+        keyed = stored_key != [ROW_ID]
+        cols = {c.lower() for c in df.columns}
+        missing = [k for k in spec.record_key if k.lower() not in cols]
+        if missing:
+            raise DbtRuntimeError(f"unique_key column(s) {', '.join(repr(k) for k in missing)} of {schema}.{identifier} "
+                                  f"are not columns of the model (columns: {', '.join(df.columns)})")
+        # delete+insert on a table keyed by the row id: unique_key is resolved here (_delete_insert)
+        by_row_id = not keyed and spec.strategy == "delete+insert" and bool(spec.record_key)
+        if spec.record_key and not by_row_id and \
+                [k.lower() for k in spec.record_key] != [k.lower() for k in stored_key]:
+            raise DbtRuntimeError(
+                f"unique_key of {schema}.{identifier} changed (table: {stored_key if keyed else 'none'}, "
+                f"model: {spec.record_key}): run it with --full-refresh to rebuild the table")
+        record_key = stored_key
+        strategy = spec.strategy or ("upsert" if keyed else "append")
+        if strategy in ("upsert", "delete+insert") and not keyed and not by_row_id:
+            raise DbtRuntimeError(
+                f"incremental_strategy '{strategy}' needs a unique_key (the table {schema}.{identifier} has "
+                "none): set unique_key and run with --full-refresh, or use 'append' / 'insert_overwrite'")
+        if spec.partition_by:
+            stored_parts = list(cfg.partition_fields) if cfg.is_partitioned else []
+            if [p.lower() for p in stored_parts] != [p.lower() for p in spec.partition_by]:
+                raise DbtRuntimeError(
+                    f"partition_by of {schema}.{identifier} changed (table: {stored_parts}, model: "
+                    f"{spec.partition_by}): run it with --full-refresh to rebuild the table")
+        if IS_DELETED in df.columns and not spec.delete_condition:
+            df = df.withColumn(IS_DELETED, F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False)))
+
+        df, visible = self._schema_change(df, entry.columns, spec, record_key, cfg, schema, identifier)
+        self._check_columns(df, spec, record_key if keyed else [])
+        options = self._options(spec, identifier)
+        if by_row_id:
+            df = self._delete_insert(df, path, spec)
+            op = "upsert"
+        elif strategy in ("upsert", "delete+insert"):
+            if spec.delete_condition:  # evaluated on the model's rows, before any stored value is joined in
+                df = df.withColumn(IS_DELETED, F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"),
+                                                          F.lit(False)))
+            if spec.predicates:
+                df = self._protect(df, path, record_key, spec.predicates)
+            if strategy == "upsert" and (spec.update_columns or spec.exclude_columns):
+                df = self._partial(df, path, record_key, spec, cfg)
+            if IS_DELETED in df.columns:
+                df = latest_per_key(df, record_key, spec.precombine_field or cfg.precombine_field)
+            op = "upsert"
+        else:
+            if spec.delete_condition:
+                df = df.filter(~F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"), F.lit(False)))
+            if IS_DELETED in df.columns:
+                df = df.filter(~F.col(IS_DELETED)).drop(IS_DELETED)
+            if not keyed:
+                df = with_row_id(df)
+            op = "insert" if strategy == "append" else "insert_overwrite"
+        result = self._write(df, path, record_key, spec, op, options, schema, identifier,
+                             precombine=spec.precombine_field or cfg.precombine_field)
+        self.publish(schema, identifier, path, visible, self._props(spec, record_key, keyed, cfg), entry)
+        return response(op, result, path, strategy=strategy)
+
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def _check_columns(self, df, spec: ModelSpec, record_key) -> None:
+        cols = {c.lower() for c in df.columns}
+        for role, names in (("unique_key", record_key if record_key != [ROW_ID] else []),
+                            ("partition_by", spec.partition_by),
+                            ("precombine_field", [spec.precombine_field] if spec.precombine_field else [])):
+            for n in names:
+                if n.lower() not in cols:
+                    raise DbtRuntimeError(
+                        f"{role} column {n!r} is not a column of the model (columns: {', '.join(df.columns)})")
+
+    def _options(self, spec: ModelSpec, identifier: str) -> Dict[str, str]:
+        opts = dict(spec.hoodie_options)
+        # The core evaluates its input twice unless told to persist it; model SQL is often non-deterministic
+        # (current_timestamp() in snapshots' dbt_scd_id, uuid(), rand(), our row ids), and two different
+        # evaluations lose or duplicate rows. Persist by default; `options: {hoodie.write.input.persist: false}`
+        # opts out for deterministic, cheap models.
+        opts.setdefault("hoodie.write.input.persist", "true")
+        if spec.record_key:  # unique_key promises one row per key in the table: a key may change partition
+            opts.setdefault("hoodie.index.type", "GLOBAL_BLOOM")
+        opts.setdefault("hoodie.table.name", re.sub(r"\W", "_", identifier) if not identifier[:1].isdigit()
+                        else "_" + re.sub(r"\W", "_", identifier))
+        return opts
+
+    def _props(self, spec: ModelSpec, record_key, keyed: bool, cfg=None) -> Dict[str, str]:
+        props = dict(spec.table_props)
+        props["hudilite.record_key"] = ",".join(record_key) if keyed else ""
+        if spec.record_key and not keyed:
+            props["hudilite.unique_key"] = ",".join(spec.record_key)
+        pcf = spec.precombine_field or (cfg.precombine_field if cfg is not None else None)
+        if pcf:
+            props["hudilite.precombine_field"] = pcf
+        parts = spec.partition_by or (list(cfg.partition_fields) if cfg is not None and cfg.is_partitioned else [])
+        if parts:
+            props["hudilite.partition_by"] = ",".join(parts)
+        props["hudilite.table_type"] = spec.table_type
+        return props
+
+    def _write(self, df, path, record_key, spec: ModelSpec, op, options, schema, identifier, precombine=None):
+        t0 = time.perf_counter()
+        # the upstream ranges this run consumed (hudilite.changes) commit together with its output
+        extra = {"dbt.model": f"{schema}.{identifier}",
+                 **self.run.commit_metadata(model_key(schema, identifier), path, spec.full_refresh)}
+        try:
+            # write_model: hudilite.write, or audit_before_publish / mark_ready (write-audit-publish)
+            result = write_model(self, schema, identifier, df, path, record_key=record_key,
+                                  # no precombine_field configured: the table's (the core raises on None)
+                                  precombine_field=precombine or spec.precombine_field or UNSET,
+                                  partition_by=spec.partition_by, operation=op, table_type=spec.table_type,
+                                  options=options, extra_metadata=extra)
+            logger.debug(f"hudilite: {op} into {schema}.{identifier} took {time.perf_counter() - t0:.2f}s "
+                         f"(commit {result})")
+            return result
+        except DbtRuntimeError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise DbtRuntimeError(
+                f"hudilite {op} into {schema}.{identifier} ({path}) failed, the table is unchanged: "
+                f"{type(e).__name__}: {error_text(e)}") from None
+
+    _table_locks: Dict[str, threading.Lock] = {}
+    _table_locks_guard = threading.Lock()
+
+    @contextlib.contextmanager
+    def _table_lock(self, schema: str, identifier: str):
+        key = f"{schema}.{identifier}".lower()
+        with self._table_locks_guard:
+            lock = self._table_locks.setdefault(key, threading.Lock())
+        with lock:
+            yield
+
+
+
+def _seed_text(v) -> Optional[str]:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dt.datetime):
+        return v.isoformat(sep=" ")
+    if isinstance(v, dt.date):
+        return v.isoformat()
+    return str(v)

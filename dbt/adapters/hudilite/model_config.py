@@ -1,0 +1,118 @@
+"""A model's hudilite configuration (`ModelSpec`, resolved from dbt config) and the adapter's hidden columns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from dbt_common.exceptions import DbtRuntimeError
+
+META_FIELDS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
+               "_hoodie_file_name")
+ROW_ID = "_hudilite_row_id"  # record key of tables without unique_key (the core needs a key column)
+IS_DELETED = "_hoodie_is_deleted"
+HIDDEN = set(META_FIELDS) | {ROW_ID, IS_DELETED}
+STRATEGIES = ("upsert", "append", "insert_overwrite", "delete+insert")
+STRATEGY_ALIASES = {"merge": "upsert", "insert": "append", "delete_insert": "delete+insert"}
+SCHEMA_CHANGES = ("ignore", "fail", "append_new_columns", "sync_all_columns")
+
+
+def is_hidden_column(name: str) -> bool:
+    n = name.lower()
+    return n in HIDDEN or n.startswith("_hoodie_") or n.startswith("_hudilite_")
+
+
+@dataclass
+class ModelSpec:
+    """A model's hudilite configuration, resolved from dbt config (dbt-spark Hudi names accepted)."""
+
+    record_key: List[str]
+    precombine_field: Optional[str]
+    partition_by: List[str]
+    table_type: str
+    strategy: Optional[str]
+    predicates: List[str]
+    update_columns: Optional[List[str]]
+    exclude_columns: Optional[List[str]]
+    delete_condition: Optional[str]
+    on_schema_change: str
+    hoodie_options: Dict[str, str]
+    table_props: Dict[str, str]
+    location_root: Optional[str]
+    full_refresh: bool = False
+
+    @classmethod
+    def from_config(cls, cfg: Dict[str, Any]) -> "ModelSpec":
+        cfg = dict(cfg or {})
+        options = dict(cfg.get("options") or {})
+        tblprops = dict(cfg.get("tblproperties") or {})
+        merged = {**{str(k): v for k, v in tblprops.items()}, **{str(k): v for k, v in options.items()}}
+        hoodie = {k: str(v) for k, v in merged.items() if k.startswith("hoodie.")}
+        props = {k: str(v) for k, v in merged.items()
+                 if not k.startswith("hoodie.") and k not in ("primaryKey", "preCombineField", "type")}
+        unique_key = _unique_names(_as_list(cfg.get("unique_key")))  # dbt accepts ['state', 'state']
+        pk = _unique_names(_as_list(merged.get("primaryKey")))
+        if pk and unique_key and [k.lower() for k in pk] != [k.lower() for k in unique_key]:
+            raise DbtRuntimeError(f"unique_key {unique_key} and options.primaryKey {pk} must name the same columns")
+        record_key = unique_key or pk or _as_list(hoodie.get("hoodie.datasource.write.recordkey.field"))
+        pcf = cfg.get("precombine_field") or merged.get("preCombineField") or hoodie.get(
+            "hoodie.datasource.write.precombine.field")
+        if cfg.get("precombine_field") and merged.get("preCombineField") and \
+                cfg["precombine_field"] != merged["preCombineField"]:
+            raise DbtRuntimeError("precombine_field and options.preCombineField must name the same column")
+        parts = _as_list(cfg.get("partition_by")) or _as_list(hoodie.get("hoodie.datasource.write.partitionpath.field"))
+        tt = str(cfg.get("table_type") or merged.get("type") or hoodie.get("hoodie.datasource.write.table.type")
+                 or "cow").lower()
+        table_type = {"cow": "COPY_ON_WRITE", "copy_on_write": "COPY_ON_WRITE", "mor": "MERGE_ON_READ",
+                      "merge_on_read": "MERGE_ON_READ"}.get(tt)
+        if table_type is None:
+            raise DbtRuntimeError(f"table_type {cfg.get('table_type')!r}: expected 'cow' or 'mor'")
+        strategy = cfg.get("incremental_strategy")
+        if strategy:
+            strategy = STRATEGY_ALIASES.get(str(strategy).lower(), str(strategy).lower())
+            if strategy not in STRATEGIES:
+                raise DbtRuntimeError(
+                    f"incremental_strategy {cfg.get('incremental_strategy')!r} is not supported by hudilite; "
+                    f"expected one of: {', '.join(STRATEGIES)} (aliases: merge=upsert, insert=append)")
+        osc = str(cfg.get("on_schema_change") or "ignore").lower()
+        if osc not in SCHEMA_CHANGES:
+            raise DbtRuntimeError(f"on_schema_change {osc!r}: expected one of {', '.join(SCHEMA_CHANGES)}")
+        upd = cfg.get("merge_update_columns")
+        exc = cfg.get("merge_exclude_columns")
+        if upd and exc:
+            raise DbtRuntimeError("merge_update_columns and merge_exclude_columns cannot both be set")
+        preds = cfg.get("incremental_predicates") or []
+        if isinstance(preds, str):
+            preds = [preds]
+        return cls(
+            record_key=record_key, precombine_field=pcf or None, partition_by=parts, table_type=table_type,
+            strategy=strategy, predicates=[str(p) for p in preds],
+            update_columns=_as_list(upd) if upd else None, exclude_columns=_as_list(exc) if exc else None,
+            delete_condition=cfg.get("delete_condition") or None, on_schema_change=osc,
+            hoodie_options=hoodie, table_props=props, location_root=cfg.get("location_root"),
+            full_refresh=bool(cfg.get("full_refresh")),
+        )
+
+
+def _unique_names(names: List[str]) -> List[str]:
+    seen, out = set(), []
+    for n in names:
+        if n.lower() not in seen:
+            seen.add(n.lower())
+            out.append(n)
+    return out
+
+
+def _as_list(v) -> List[str]:
+    if v is None or v == "":
+        return []
+    if isinstance(v, str):
+        return [s.strip() for s in v.split(",") if s.strip()]
+    return [str(s) for s in v]
+
+
+
+
+def config_flag(cfg: Dict[str, Any], name: str) -> bool:
+    v = cfg.get(name)
+    return str(v).lower() in ("true", "1", "yes") if isinstance(v, str) else bool(v)

@@ -1,0 +1,129 @@
+"""What one dbt invocation remembers per model between rendering its SQL and committing it.
+
+Per model of the current invocation: the upstream ranges its `hudilite.changes` calls read (end fixed at first
+use), extra commit metadata for its commit (aggregate state), the views it read (re-pointed when an upstream
+was rebuilt), and its write-audit-publish options. Held by the process-wide environment; entries of an earlier
+invocation (a long-lived process running dbt again) are ignored.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Dict, List, Optional, Tuple
+
+from dbt_common.exceptions import DbtRuntimeError
+from dbt_common.invocation import get_invocation_id
+
+from hudilite import checkpoints
+
+
+def model_key(schema: str, identifier: str) -> str:
+    return f"{schema}.{identifier}".lower()
+
+
+def resume_position(model_path: str, upstream: str, table_id: Optional[str]) -> Tuple[Optional[str], bool]:
+    """hudilite.checkpoints.resume_position, an unreadable checkpoint reported to dbt."""
+    try:
+        return checkpoints.resume_position(model_path, upstream, table_id)
+    except checkpoints.CheckpointError as e:
+        raise DbtRuntimeError(f"hudilite: {e}; run the model with --full-refresh") from None
+
+
+def _invocation_id() -> str:
+    try:
+        return str(get_invocation_id())
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+class RunState:
+    """Per process: the ranges each model of the current dbt invocation reads (end fixed at first use), and
+    extra commit metadata for the model's commit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # model key -> (invocation, {upstream path: (end, table id)}, {extra metadata})
+        self._runs: Dict[str, Tuple[str, Dict[str, Tuple[Optional[str], Optional[str]]], Dict[str, str]]] = {}
+        # model key -> (invocation, {rebuilt upstream paths}, {view name: (upstream path, end)})
+        self._reads: Dict[str, Tuple[str, set, Dict[str, Tuple[str, Optional[str]]]]] = {}
+        # model key -> (invocation, audit_before_publish, mark_ready, the model's generic tests)
+        self._publish: Dict[str, Tuple[str, bool, bool, list]] = {}
+
+    def _current(self, model: str):
+        inv = _invocation_id()
+        cur = self._runs.get(model)
+        if cur is None or cur[0] != inv:
+            cur = self._runs[model] = (inv, {}, {})
+        return cur
+
+    def _reads_of(self, model: str):
+        inv = _invocation_id()
+        cur = self._reads.get(model)
+        if cur is None or cur[0] != inv:
+            cur = self._reads[model] = (inv, set(), {})
+        return cur
+
+    def fixed_position(self, model: str, path: str) -> Tuple[Optional[str], Optional[str]]:
+        """(end, table id) of `path` for this run of `model`: taken at the first use, the same afterwards."""
+        with self._lock:
+            _, ends, _ = self._current(model)
+            if path not in ends:
+                ends[path] = checkpoints.position(path)
+            return ends[path]
+
+    def fixed_end(self, model: str, path: str) -> Optional[str]:
+        return self.fixed_position(model, path)[0]
+
+    def set_extra(self, model: str, extra: Dict[str, str]) -> None:
+        with self._lock:
+            self._current(model)[2].update(extra)
+
+    def note_read(self, model: str, view: str, path: str, end: Optional[str], rebuilt: bool) -> None:
+        """A checkpointed change read of `model` (its view), and whether its upstream was rebuilt."""
+        with self._lock:
+            _, paths, views = self._reads_of(model)
+            views[view] = (path, end)
+            if rebuilt:
+                paths.add(path)
+
+    def rebuilding(self, model: str) -> bool:
+        with self._lock:
+            return bool(self._reads_of(model)[1])
+
+    def reads(self, model: str) -> Tuple[List[str], Dict[str, Tuple[str, Optional[str]]]]:
+        """(rebuilt upstream paths, {view: (path, end)}) of this invocation's run of `model`."""
+        with self._lock:
+            _, paths, views = self._reads_of(model)
+            return sorted(paths), dict(views)
+
+    def take(self, model: str) -> Tuple[Dict[str, Tuple[str, Optional[str]]], Dict[str, str]]:
+        """({upstream path: (end, table id)}, extra metadata) of this invocation's run of `model`; removed from
+        the state."""
+        inv = _invocation_id()
+        with self._lock:
+            cur_inv, ends, extra = self._runs.pop(model, ("", {}, {}))
+            self._reads.pop(model, None)
+        if cur_inv != inv:
+            return {}, {}
+        return {p: e for p, e in ends.items() if e[0]}, extra
+
+    def commit_metadata(self, model: str, path: str, full_refresh: bool) -> Dict[str, str]:
+        """extraMetadata for the commit that writes `model` at `path`: its checkpoints after this run (merged
+        over those stored in the table unless it is rebuilt) and its extra entries; taken from the state."""
+        ends, extra = self.take(model)
+        if not ends:
+            return dict(extra)
+        try:
+            return {**extra, **checkpoints.entries(ends, None if full_refresh else path)}
+        except checkpoints.CheckpointError as e:
+            raise DbtRuntimeError(f"hudilite: {e}; run the model with --full-refresh") from None
+
+    def set_publish(self, model: str, audit: bool, ready: bool, tests: list) -> None:
+        """The model's `audit_before_publish` / `mark_ready` configs (and generic tests) for its write."""
+        with self._lock:
+            self._publish[model] = (_invocation_id(), audit, ready, list(tests))
+
+    def take_publish(self, model: str) -> Tuple[bool, bool, list]:
+        with self._lock:
+            inv, audit, ready, tests = self._publish.pop(model, ("", False, False, []))
+        return (audit, ready, tests) if inv == _invocation_id() else (False, False, [])

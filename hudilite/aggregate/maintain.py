@@ -1,0 +1,55 @@
+"""`refresh`: bring an aggregate table up to date with its detail table, from PySpark (no dbt needed).
+
+Full when the aggregate has no checkpoint for the detail (or was built for another query, or the detail was
+rebuilt since), else the detail's changes since the checkpoint folded in: on the driver when the range and the
+query allow it (`local.py`), else in Spark (`spark.py`). The rows, the checkpoint (`hudilite.checkpoints`) and
+the value multisets (`state.py`) commit together, so re-running the same range is idempotent.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import hudilite
+from hudilite import checkpoints
+from hudilite.aggregate import local
+from hudilite.aggregate.query import GROUP_KEY, SIGNATURE_KEY, AggregateQuery
+from hudilite.aggregate.spark import full_frame, incremental_frame
+from hudilite.table import HoodieTable
+
+
+def stored_signature(path: str) -> Optional[str]:
+    """The query signature the aggregate table at `path` was last built or refreshed for (None: none)."""
+    return (checkpoints.newest_metadata(path, SIGNATURE_KEY) or {}).get(SIGNATURE_KEY)
+
+
+def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optional[Dict[str, str]] = None):
+    """Bring the aggregate table at `agg_path` up to date with `detail` (`q`: `parse(sql)`): full when it has
+    no checkpoint for `detail` (or another signature), else incremental. `options`: hoodie.* write options.
+    Returns the commit (None: nothing new upstream). The dbt materialization runs the same engine."""
+    end, detail_id = checkpoints.position(detail)
+    start = None
+    if HoodieTable.exists(agg_path) and stored_signature(agg_path) == q.signature():
+        start, _rebuilt = checkpoints.resume_position(agg_path, detail, detail_id)  # rebuilt detail: recompute in full
+    extra = {SIGNATURE_KEY: q.signature(), **checkpoints.entries({detail: (end, detail_id)})}
+    opts = {"hoodie.write.input.persist": "true", **(options or {})}
+    if start is None:
+        df, _ = full_frame(spark, q, detail, end)
+        op = "insert_overwrite_table" if HoodieTable.exists(agg_path) else "insert"
+        extra.update(local.full_state(q, detail, agg_path, end))
+        return hudilite.write(df, agg_path, record_key=GROUP_KEY, operation=op, options=opts, extra_metadata=extra)
+    if end is None or start >= end:
+        return None
+    arrow = local.incremental_arrow(q, detail, agg_path, start, end)
+    if arrow is not None:
+        return hudilite.write(arrow[0], agg_path, record_key=GROUP_KEY, operation="upsert", options=opts,
+                              extra_metadata={**extra, **arrow[2]})
+    df, _, release = incremental_frame(spark, q, detail, agg_path, start, end)
+    try:
+        return hudilite.write(df, agg_path, record_key=GROUP_KEY, operation="upsert", options=opts,
+                              extra_metadata=extra)
+    finally:
+        for r in release:
+            r.unpersist()
+
+

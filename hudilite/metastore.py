@@ -1,0 +1,152 @@
+"""How a hudilite table appears in a Spark catalog (the metastore entry dbt's `ref()` and plain Spark SQL read).
+
+A copy-on-write Hudi table keeps several versions of each file group side by side; a plain parquet table
+over the table directory would read all of them. The latest snapshot is an explicit set of base files, and
+the metastore cannot hold that set (Derby/Hive limits table, serde and view parameters to ~32 KB: a few
+hundred file names), so after every commit the adapter publishes the snapshot as a directory of **hard
+links** to exactly the committed base files:
+
+    <table>/.hoodie/.aux/hudilite_catalog/<instant>/<base file>.parquet   (hard links, no data copied)
+
+and points an EXTERNAL parquet table at it (`CREATE TABLE ... USING parquet LOCATION ...` the first time,
+`ALTER TABLE ... SET LOCATION` afterwards: one metastore update, so readers switch from one committed
+snapshot to the next). Readers get Spark's native parquet scan of the committed base files, from any later
+dbt invocation and from plain Spark SQL on the same warehouse, without hudilite installed. Files written
+by an in-flight or failed commit are never linked, so they are never visible.
+
+The catalog schema is the model's columns, with the types of the table's latest Hudi schema (older files
+with narrower types are widened by the parquet reader). The five `_hoodie_*` meta columns stay in the files
+(Hudi readers and `hudilite.read` see them) but not in the catalog: `select *` of a model is exactly the
+model's columns, so unions, `select *` chains and column-wise comparisons never meet them. Columns the Hudi
+schema keeps but the model no longer produces (`sync_all_columns`, rebuilds) and the adapter's internal
+columns (`_hudilite_row_id`, `_hoodie_is_deleted`) are left out too.
+The two newest snapshot directories are kept (a reader that resolved the previous location can finish).
+
+A **merge-on-read** table's rows are base files merged with log files, which no directory of links can
+express. Its entry is a table over the `hudilite` data source (`hudilite/reader/datasource.py`), with the
+model's columns: every read plans the latest committed snapshot and merges slices with log files in the
+Python workers (partition filters are pushed into planning). PySpark 4.3 passes a catalog table's options to
+a Python source neither at read time nor through `SHOW TBLPROPERTIES`, only its stored schema, so the
+schema carries the table path (field metadata `hudilite.path`, which the data source reads) and the entry's
+properties (`hudilite.catalog`, JSON on the first field, which `describe` reads). The entry changes only
+when the columns or properties do; nothing is re-pointed per commit. Reading it needs the data source
+registered in the session (`hudilite.register(spark)`; every session the adapter opens does).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+
+from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+from hudilite.reader.datasource import PATH_KEY  # field metadata the data source reads the table path from
+
+SNAPSHOT_DIR = os.path.join(".hoodie", ".aux", "hudilite_catalog")
+KEEP_SNAPSHOTS = 2
+PROP_PATH = "hudilite.path"
+PROP_INSTANT = "hudilite.instant"
+PROP_SNAPSHOT = "hudilite.snapshot"
+ENTRY_KEY = "hudilite.catalog"  # field metadata of a merge-on-read entry: its properties (JSON)
+
+
+def merged_entry_schema(path: str, fields, props: dict):
+    """The schema of a merge-on-read entry: `fields` with the table path on each (the data source finds it
+    on any field) and the entry's properties on the first."""
+    out = []
+    for i, f in enumerate(fields):
+        meta = {PATH_KEY: path}
+        if i == 0:
+            meta[ENTRY_KEY] = json.dumps(props, sort_keys=True)
+        out.append(StructField(f.name, f.dataType, True, meta))
+    return StructType(out)
+
+
+def merged_entry_props(fields) -> dict | None:
+    """The properties a merge-on-read entry stores in its schema, or None for any other table."""
+    raw = fields[0].metadata.get(ENTRY_KEY) if fields else None
+    if not raw:
+        return None
+    try:
+        props = json.loads(raw)
+    except ValueError:
+        return None
+    return {str(k): str(v) for k, v in props.items()} if isinstance(props, dict) else None
+
+
+def snapshot_root(base_path: str) -> str:
+    return os.path.join(base_path, SNAPSHOT_DIR)
+
+
+def publish_snapshot(base_path: str, instant: str, files: list[str]) -> str:
+    """Create `<base>/.hoodie/.aux/hudilite_catalog/<instant>/` holding hard links to `files` (created
+    under a temporary name and renamed, so a snapshot directory is either complete or absent)."""
+    root = snapshot_root(base_path)
+    final = os.path.join(root, instant or "empty")
+    if os.path.isdir(final):
+        return final
+    os.makedirs(root, exist_ok=True)
+    tmp = os.path.join(root, f".tmp-{uuid.uuid4().hex}")
+    os.makedirs(tmp)
+    try:
+        for f in files:
+            dst = os.path.join(tmp, os.path.basename(f))
+            try:
+                os.link(f, dst)
+            except OSError:  # no hard links on this file system: a symlink reads the same for Spark
+                os.symlink(os.path.abspath(f), dst)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not os.path.isdir(final):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def prune_snapshots(base_path: str, current: str, keep: int = KEEP_SNAPSHOTS) -> None:
+    root = snapshot_root(base_path)
+    try:
+        names = sorted(n for n in os.listdir(root) if not n.startswith("."))
+    except FileNotFoundError:
+        return
+    cur = os.path.basename(current)
+    keep_names = set(names[-keep:]) | {cur}
+    for n in names:
+        if n not in keep_names:
+            shutil.rmtree(os.path.join(root, n), ignore_errors=True)
+    for n in os.listdir(root):  # temporary directories of crashed publishes
+        if n.startswith(".tmp-"):
+            shutil.rmtree(os.path.join(root, n), ignore_errors=True)
+
+
+def quote_ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def sql_string(value: str) -> str:
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def ddl_type(dt) -> str:
+    """A Spark SQL type for DDL, with nested field names quoted."""
+    if isinstance(dt, StructType):
+        return "struct<" + ",".join(f"{quote_ident(f.name)}:{ddl_type(f.dataType)}" for f in dt.fields) + ">"
+    if isinstance(dt, ArrayType):
+        return f"array<{ddl_type(dt.elementType)}>"
+    if isinstance(dt, MapType):
+        return f"map<{ddl_type(dt.keyType)},{ddl_type(dt.valueType)}>"
+    return dt.simpleString()
+
+
+def columns_ddl(fields) -> str:
+    return ", ".join(f"{quote_ident(f.name)} {ddl_type(f.dataType)}" for f in fields)
+
+
+def props_sql(props: dict) -> str:
+    return ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in props.items())
