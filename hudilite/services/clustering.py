@@ -239,7 +239,7 @@ def execute_clustering(table: HoodieTable, instant: Instant, options: dict | Non
         Transaction(table, options).complete(Instant(cur.timestamp, REPLACE_COMMIT, INFLIGHT), md,
                                              validate=claim.completion_check(replaced, stats))
     except CommitConflictError as e:  # a write touched an input group after the plan: the plan is stale
-        from hudilite.services.rollback import rollback_instant
+        from hudilite.writer.rollback import rollback_instant
 
         with lock_for(table.base_path, options):
             held = claim.held()

@@ -273,7 +273,7 @@ def rollback_partial_attempt(table: HoodieTable, instant: str) -> list[str]:
     """Delete the data files a previous, failed execution of a service instant left (from its markers), so
     the plan can be executed again from scratch. Returns the deleted files."""
     from hudilite.markers import delete_markers
-    from hudilite.services.rollback import files_of_instant
+    from hudilite.writer.rollback import files_of_instant
 
     cur = table.reload().get(instant)
     if cur is not None and cur.is_completed:  # it failed after its commit: its files are the table's now

@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from hudilite.storage.local import storage_for
-from hudilite.timeline.instant import COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
-from hudilite.timeline.timeline import COMPLETION_KEY
+from hudilite.timeline.instant import COMPLETED, COMPLETION_KEY, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,10 @@ from functools import cached_property
 from hudilite.errors import CorruptTableError
 from hudilite.storage import storage_for
 from hudilite.timeline.instant import (
-    COMPLETED, COMPACTION, CLUSTERING, COMMIT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, parse_instant_file,
+    COMPLETED, COMPACTION, CLUSTERING, COMMIT, COMPLETION_KEY, REPLACE_COMMIT, WRITE_ACTIONS, Instant,
+    parse_instant_file,
 )
-
-COMPLETION_KEY = "hudilite.completion.time"
-
+from hudilite.timeline.archive import ArchivedTimeline, list_archive_files, load_archive
 
 class Timeline:
     """A snapshot of the active timeline of one table, loaded once. Build a new one to see new instants."""
@@ -89,8 +88,6 @@ class Timeline:
     def archived(self):
         """The archived timeline (empty for layout 2: its LSM history is not read, and for tables never
         archived). Loaded on first use."""
-        from hudilite.timeline.archive import ArchivedTimeline
-
         if self.layout >= 2:
             return ArchivedTimeline()
         return _load_archive_cached(os.path.join(self.meta_dir, self.archive_folder))
@@ -174,8 +171,6 @@ _ARCHIVE_CACHE: dict[str, tuple] = {}
 
 def _load_archive_cached(directory: str):
     """The archive of `directory`, cached while its files are unchanged (name, size, mtime)."""
-    from hudilite.timeline.archive import list_archive_files, load_archive
-
     files = list_archive_files(directory)
     key = []
     for _v, p in files:

@@ -30,7 +30,7 @@ from hudilite.reader import overlay_cache
 from hudilite.schema import META_FIELDS, SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve, \
     spark_to_arrow
 from hudilite.services import check_service_options, run_inline_services
-from hudilite.services.rollback import rollback_instant
+from hudilite.writer.rollback import rollback_instant
 from hudilite.storage.local import fsync_option
 from hudilite.session import check_workers
 from hudilite.table import HoodieTable

@@ -130,7 +130,7 @@ class PendingWrite:
             self._abort()
 
     def _abort(self) -> None:
-        from hudilite.services.rollback import rollback_instant
+        from hudilite.writer.rollback import rollback_instant
 
         self.heartbeat.stop()
         try:
