@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     import pyarrow as pa
 
     import hudilite
-    from hudilite.reader import spark_read
+    from hudilite.spark import read as spark_read
     from hudilite.reader.planner import plan_read
     from hudilite.session import local_session
 

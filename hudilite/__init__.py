@@ -11,9 +11,9 @@ from hudilite.errors import (
 )
 from hudilite.session import check_workers
 
+from hudilite.version import __version__
 from hudilite.writer.options import UNSET
 
-__version__ = "0.1.0"
 
 
 def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), operation="upsert",
@@ -38,7 +38,7 @@ def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_op
     `completion_bounds=True`: `begin`/`end` are completion times — the positions `hudilite.reader.changes.checkpoint`
     returns — rather than instant times (on a version-6 table a bare time is read as an instant position, which
     skips a write requested before the checkpoint that completed after it)."""
-    from hudilite.reader.spark_read import read as _read
+    from hudilite.spark.read import read as _read
 
     check_workers(spark)
     register(spark)
@@ -54,7 +54,7 @@ def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_i
     `RangeUnavailableError` when the range was cleaned/archived away (rebuild from the snapshot instead).
     `table_id`: the identity of the table `begin` was taken on (`hudilite.reader.changes.checkpoint(path)`
     gives both); a different table at `path` (rebuilt or recreated) raises `TableReplacedError`."""
-    from hudilite.reader.changes import changes as _changes
+    from hudilite.spark.changes import changes as _changes
 
     check_workers(spark)
     register(spark)
@@ -64,7 +64,7 @@ def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_i
 
 def register(spark) -> None:
     """Register the `hudilite` data source in this session (`spark.read.format("hudilite")`)."""
-    from hudilite.reader.datasource import register as _register
+    from hudilite.spark.datasource import register as _register
 
     _register(spark)
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 from hudilite.errors import InvalidWriteError, RangeUnavailableError, UnsupportedTableError
 from hudilite.file_group import FileSlice
 from hudilite.keygen import DEFAULT_PARTITION, KeySpec, partition_values
-from hudilite.reader.changes import _archived
+from hudilite.reader.ranges import archived as _archived
 from hudilite.schema import SchemaError, avro_to_arrow, with_meta_fields_arrow
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMPLETED
@@ -310,7 +310,13 @@ def _plan_incremental(table: HoodieTable, schema: pa.Schema, begin, end, filters
     """The file groups the instants of the range wrote, as the range left them. The range is in completion
     order (`hudilite.reader.changes.resolve_range`): an instant requested before `begin` that completed after
     it is in the range. Raises RangeUnavailableError when the range's files were cleaned away."""
-    from hudilite.reader.changes import _replaced_upto, check_incremental, resolve_range, slices_at, touched
+    from hudilite.reader.ranges import (
+        replaced_upto as _replaced_upto,
+        check_incremental,
+        resolve_range,
+        slices_at,
+        touched,
+    )
 
     rng = resolve_range(table, begin, end, completion_bounds=completion_bounds)
     t = touched(rng)

@@ -29,7 +29,7 @@ from hudilite.markers import (OPT_MARKERS_TYPE, OPT_SERVICE_URL, TIMELINE_SERVER
 from hudilite.reader import overlay_cache
 from hudilite.schema import META_FIELDS, SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve, \
     spark_to_arrow
-from hudilite.services import check_service_options, run_inline_services
+from hudilite.services.inline import check_service_options, run_inline_services
 from hudilite.writer.rollback import rollback_instant
 from hudilite.storage.local import fsync_option
 from hudilite.session import check_workers
@@ -41,6 +41,7 @@ from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_C
 from hudilite.writer.handle import StreamingBaseFileWriter, stats_table
 from hudilite.writer.log_handle import block_format_option, state_spec
 from hudilite.writer.options import UNSET, WriteOptions, resolve
+from hudilite.writer.pending import PendingWrite, WriteResult
 from hudilite.writer.planning import PlannerBase, merge_group
 from hudilite.writer.queue import run_bounded
 from hudilite.writer.source_files import OPTION as SOURCE_FILES_OPTION, plain_parquet_units, read_units
@@ -53,17 +54,6 @@ OPERATION_TYPES = {
     "bulk_insert": "BULK_INSERT", "insert": "INSERT", "upsert": "UPSERT", "delete": "DELETE",
     "insert_overwrite": "INSERT_OVERWRITE", "insert_overwrite_table": "INSERT_OVERWRITE_TABLE",
 }
-
-
-class WriteResult(str):
-    """The committed instant time (a str), with the write's statistics attached."""
-
-    stats: dict
-
-    def __new__(cls, instant: str, stats: dict):
-        obj = super().__new__(cls, instant)
-        obj.stats = stats
-        return obj
 
 
 def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), operation="upsert",
@@ -195,8 +185,6 @@ class WriteClient:
             if service is not None:
                 service.stop()
         if not commit:  # written, not visible: the caller completes or aborts it (heartbeat keeps running)
-            from hudilite.writer.pending import PendingWrite
-
             return PendingWrite(table, txn, inst, md, hb, _summary(stats + counted, replaced))
         hb.stop()
         delete_markers(table.base_path, inst.timestamp)

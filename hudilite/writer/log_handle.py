@@ -255,8 +255,6 @@ def _write_overlay_entry(ctx: WriteContext, partition: str, fid: str, base_path:
     """Write the merged-read overlay entry of the slice state this log file (`blocks`, written) makes
     (`reader/overlay_cache.py`), so that the first snapshot read after the commit finds it. A cache: failing to
     write it is logged, never fails the write (a read computes what it does not find)."""
-    from hudilite.reader.spark_merge import write_slice_entry
-
     spec, out_schema, _ = ctx.overlays
     try:
         write_slice_entry(spec, out_schema, ctx.base_path, partition, fid, base_path, base_instant, log_paths,

@@ -393,7 +393,7 @@ def _view(df, tag: str) -> str:
 
 def _snapshot(spark, detail: str, end: Optional[str]):
     from hudilite.reader.changes import snapshot_plan
-    from hudilite.reader.spark_read import plan_to_dataframe
+    from hudilite.spark.read import plan_to_dataframe
     from hudilite.table import HoodieTable
 
     return plan_to_dataframe(spark, snapshot_plan(HoodieTable.open(detail), end))
@@ -445,7 +445,7 @@ def incremental_frame(spark, q: AggregateQuery, detail: str, agg_path: str, star
     import hudilite
     from pyspark.sql import functions as F
 
-    from hudilite.reader.changes import changes
+    from hudilite.spark.changes import changes
     from hudilite.reader.planner import table_schema
     from hudilite.table import HoodieTable
 

@@ -23,7 +23,7 @@ columns (`_hudilite_row_id`, `_hoodie_is_deleted`) are left out too.
 The two newest snapshot directories are kept (a reader that resolved the previous location can finish).
 
 A **merge-on-read** table's rows are base files merged with log files, which no directory of links can
-express. Its entry is a table over the `hudilite` data source (`hudilite/reader/datasource.py`), with the
+express. Its entry is a table over the `hudilite` data source (`hudilite/spark/datasource.py`), with the
 model's columns: every read plans the latest committed snapshot and merges slices with log files in the
 Python workers (partition filters are pushed into planning). PySpark 4.3 passes a catalog table's options to
 a Python source neither at read time nor through `SHOW TBLPROPERTIES`, only its stored schema, so the
@@ -40,7 +40,7 @@ import os
 import shutil
 import uuid
 
-from hudilite.reader.datasource import PATH_KEY  # field metadata the data source reads the table path from
+from hudilite.spark.datasource import PATH_KEY  # field metadata the data source reads the table path from
 
 SNAPSHOT_DIR = os.path.join(".hoodie", ".aux", "hudilite_catalog")
 KEEP_SNAPSHOTS = 2

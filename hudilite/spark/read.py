@@ -7,7 +7,7 @@ import os
 import pyarrow as pa
 
 from hudilite.reader.planner import ReadPlan, plan_read
-from hudilite.reader.spark_merge import FILE, ROW, SIZE, file_ids, merged_dataframe
+from hudilite.spark.merge import FILE, ROW, SIZE, file_ids, merged_dataframe
 from hudilite.schema import arrow_to_spark
 
 
@@ -95,7 +95,7 @@ def _riders(plan: ReadPlan, merged, ids) -> tuple[list, tuple]:
     """(plain slices scanned with the merged slices' base files, file ids of merged + riders): riders only when
     the merged slices' ids are their file sizes and the riders' sizes keep every id distinct (no per-row hash);
     else ([], ids)."""
-    from hudilite.reader.spark_merge import ROW_BITS
+    from hudilite.reader.overlay_cache import ROW_BITS
 
     shift, fids = ids
     plain = [s for s in plan.slices if s.base_file is not None and not s.log_files]
@@ -340,25 +340,6 @@ def _type_overrides_fn(plan: ReadPlan, schema):
     return overrides
 
 
-_DISCOVERY_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
-
-
-def read_parquet_files(spark, schema, files):
-    """`spark.read.parquet(*files)`, the files' status taken on the driver: the planned files are known to exist,
-    and above 32 paths Spark would otherwise run a listing job per read (~0.2 s even for local files)."""
-    old = spark.conf.get(_DISCOVERY_THRESHOLD, None)
-    if old is not None and int(old) > len(files):
-        return spark.read.schema(schema).parquet(*files)
-    spark.conf.set(_DISCOVERY_THRESHOLD, str(len(files) + 1))
-    try:
-        return spark.read.schema(schema).parquet(*files)
-    finally:
-        if old is None:
-            spark.conf.unset(_DISCOVERY_THRESHOLD)
-        else:
-            spark.conf.set(_DISCOVERY_THRESHOLD, old)
-
-
 def _scan(spark, schema, files, *, check_file_types=True, row_ids: bool = False):
     """Spark's native parquet scan of `files` in the table schema (columns missing from a file read as null);
     `row_ids` adds each row's file name, file size and row position (FILE, SIZE, ROW). `check_file_types`: False,
@@ -395,11 +376,11 @@ def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_op
          completion_bounds=False):
     """Snapshot (latest or `as_of`) or incremental `(begin, end]` read as a Spark DataFrame; `read_optimized`
     reads merge-on-read tables from their base files only; `ready_only` reads only partitions a commit marked
-    ready (hudilite.writer.pending.ready_partitions)."""
+    ready (hudilite.ready.ready_partitions)."""
     plan = plan_read(path, as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized,
                      completion_bounds=completion_bounds)
     if ready_only:
-        from hudilite.writer.pending import ready_partitions
+        from hudilite.ready import ready_partitions
 
         ready = ready_partitions(plan.table, as_of=plan.as_of if plan.query == "snapshot" and as_of else None)
         plan.slices = [s for s in plan.slices if s.partition in ready]
