@@ -11,7 +11,7 @@ from hudilite.errors import (
 )
 from hudilite.session import check_workers
 
-from hudilite.version import __version__
+from hudilite.version import __version__ as __version__
 from hudilite.writer.options import UNSET
 
 

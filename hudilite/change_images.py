@@ -26,9 +26,8 @@ import json
 import os
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from hudilite.storage.local import fsync_path, storage_for
+from hudilite.storage.local import storage_for
 
 DIR = os.path.join(".hoodie", ".aux", "hudilite_changes")
 META_KEY = "hudilite.change.images"

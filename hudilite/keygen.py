@@ -6,6 +6,7 @@ Computed as Spark column expressions so they run inside the executors' JVM with 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from hudilite.writer.context import KEY_COL, PART_COL
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_KEY = "__null__"
@@ -126,8 +127,6 @@ def arrow_keygen(spec: KeySpec, schema):
         return pc.cast(table.column(name), pa.string())
 
     def add(table):
-        from hudilite.writer.context import KEY_COL, PART_COL
-
         if spec.complex_key:  # f1:v1,f2:v2 with __null__ / __empty__; null when every part is null
             segs, all_null = [], None
             for f in spec.record_key_fields:

@@ -15,6 +15,7 @@ import struct
 
 import numpy as np
 import pyarrow as pa
+from hudilite.log.blocks import AvroDataBlock, _avro_codec, _data_header
 
 _PRIM = {"boolean", "int", "long", "float", "double", "string", "bytes"}
 _LOGICAL = {("int", "date"): "date", ("long", "timestamp-micros"): "ts_us", ("long", "timestamp-millis"): "ts_ms",
@@ -326,8 +327,6 @@ def decode_records(content: bytes, schema_json: str, arrow_schema: pa.Schema | N
 
 def fast_records(block) -> pa.Table:
     """`block.records()` of an AvroDataBlock, decoded vectorized when its schema allows."""
-    from hudilite.log.blocks import _avro_codec
-
     schema = block.schema
     if schema:
         try:
@@ -343,8 +342,6 @@ def fast_records(block) -> pa.Table:
 
 def avro_block(table: pa.Table, schema_json: str, instant: str):
     """An AvroDataBlock for `table` (vectorized encoding when the schema allows, else fastavro)."""
-    from hudilite.log.blocks import AvroDataBlock, _data_header
-
     content = encode_records(table, schema_json)
     if content is None:
         return AvroDataBlock.from_table(table, schema_json, instant)

@@ -73,8 +73,6 @@ def list_markers(base_path: str, instant: str) -> list[tuple[str, str, str]]:
 
 
 def delete_markers(base_path: str, instant: str) -> None:
-    from hudilite.storage import storage_for
-
     # a completed instant's markers may be deleted by its writer and by another writer's leftover cleanup at
     # once: a tree that vanishes under the walk is retried until it is gone
     for attempt in range(5):

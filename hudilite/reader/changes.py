@@ -31,6 +31,10 @@ from hudilite.errors import InvalidWriteError, TableReplacedError, UnsupportedTa
 from hudilite.reader.planner import ReadPlan, prune_partitions, table_schema
 from hudilite.reader.ranges import EPOCH, ChangeRange, completion_map, replaced_upto, resolve_range, slices_at
 from hudilite.table import HoodieTable
+from hudilite.schema import cast_table_to_schema
+from hudilite import change_images
+from hudilite.timeline import COMMIT
+from hudilite.index.global_index import META_KEY
 
 
 def latest_position(path_or_table) -> str | None:
@@ -74,8 +78,6 @@ def same_table(recorded_id: str | None, position: str | None, current_id: str | 
 
 def snapshot_plan(table: HoodieTable, pos: str | None, filters=None, rng: ChangeRange | None = None):
     """A ReadPlan of the table as of completion position `pos` (instants completed at or before it)."""
-    from hudilite.reader.planner import ReadPlan, prune_partitions, table_schema
-
     rng = rng or ChangeRange(table, None, pos or EPOCH, completion_map(table))
     schema = table_schema(table)
     visible = rng.visible(pos)
@@ -107,8 +109,6 @@ def local_changes(path, begin, end=None, *, include_deletes: bool = True, before
     None otherwise (use `changes()`). Same rows, columns and errors as `changes()`."""
     import pyarrow.compute as pc
 
-    from hudilite.reader.planner import table_schema
-
     table = path if isinstance(path, HoodieTable) else HoodieTable.open(path)
     check_table(table, begin, table_id)
     schema = table_schema(table)
@@ -122,7 +122,7 @@ def local_changes(path, begin, end=None, *, include_deletes: bool = True, before
                                     "populate meta fields)")
     if not rng.in_range:
         return out_schema.empty_table()
-    imaged = imaged(table, rng)
+    imaged = image_files(table, rng)
     if imaged is None:
         return None
     images, inserted = imaged
@@ -146,8 +146,6 @@ def _read_conformed(files: list[str], schema: pa.Schema, dictionary: tuple = ())
 
     import pyarrow.parquet as pq
 
-    from hudilite.schema import cast_table_to_schema
-
     def read(f):
         pf = pq.ParquetFile(f)
         encoded = [c for c in dictionary if c in pf.schema_arrow.names]
@@ -168,8 +166,6 @@ def local_snapshot(path, pos: str | None, columns: list[str], max_bytes: int | N
     process; None when the snapshot has merge-on-read slices with log files to merge or its files exceed
     `max_bytes` (read it with Spark). Same rows as a Spark snapshot read of the same position. `dictionary`:
     string columns returned dictionary-encoded (cheaper to read, filter and group by)."""
-    from hudilite.reader.planner import table_schema
-
     table = path if isinstance(path, HoodieTable) else HoodieTable.open(path)
     schema = table_schema(table)
     fields = [schema.field(c) for c in select_columns(schema, columns, None)]
@@ -186,11 +182,8 @@ def local_snapshot(path, pos: str | None, columns: list[str], max_bytes: int | N
     return pa.concat_tables(parts).unify_dictionaries() if parts else want.empty_table()
 
 
-def imaged(table: HoodieTable, rng: ChangeRange) -> tuple[list[str], list[str]] | None:
+def image_files(table: HoodieTable, rng: ChangeRange) -> tuple[list[str], list[str]] | None:
     """The change images of the range when it is exactly one commit that wrote them (hudilite.change_images)."""
-    from hudilite import change_images
-    from hudilite.timeline import COMMIT
-
     if len(rng.in_range) != 1 or rng.in_range[0].action != COMMIT:
         return None
     inst = rng.in_range[0]
@@ -200,8 +193,6 @@ def imaged(table: HoodieTable, rng: ChangeRange) -> tuple[list[str], list[str]] 
 def global_writes(table: HoodieTable, rng: ChangeRange) -> bool:
     """Whether a write in the range used a global index (its commit metadata names it,
     hudilite/index/global_index.py): then a key deleted in one partition and written in another moved."""
-    from hudilite.index.global_index import META_KEY
-
     tl = table.timeline
     for inst in rng.in_range:
         md = tl.read_metadata(inst) or {}

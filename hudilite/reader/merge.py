@@ -35,7 +35,7 @@ from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
 from hudilite.log.vector_avro import fast_records  # numpy Avro decoding of flat records (fastavro otherwise)
 from hudilite.reader import delete_vec
-from hudilite.schema import has_float_to_double, promote_floats
+from hudilite.schema import _map_leaves, _spark_leaf, has_float_to_double, promote_floats
 
 EVENT_TIME = "EVENT_TIME_ORDERING"
 COMMIT_TIME = "COMMIT_TIME_ORDERING"
@@ -556,6 +556,4 @@ def slice_overlay(desc: SliceDesc, spec: MergeSpec, blocks: list[LogBlock] | Non
 
 def to_spark_arrow(schema: pa.Schema) -> pa.Schema:
     """The Arrow schema Spark expects for `arrow_to_spark(schema)` (timestamps in us/UTC, etc.), all nullable."""
-    from hudilite.schema import _map_leaves, _spark_leaf
-
     return pa.schema([pa.field(f.name, _map_leaves(f.type, _spark_leaf, f.name), True) for f in schema])

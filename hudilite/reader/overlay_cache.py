@@ -58,6 +58,8 @@ from hudilite.reader.planner import ReadPlan
 from hudilite.schema import avro_to_arrow, with_meta_fields_arrow
 from hudilite.storage.local import storage_for
 from hudilite.version import __version__
+from hudilite.file_group import parse_base_file_name
+from hudilite.log.format import try_parse_log_file_name
 
 DIR = os.path.join(".hoodie", ".aux", "hudilite_overlays")
 CONF = "spark.hudilite.read.overlayCache"
@@ -167,9 +169,6 @@ def sweep(base_path: str, keep_seconds: float = KEEP_SECONDS) -> int:
     the entries and leftover temp files older than `keep_seconds`, except its newest entry. Returns how many
     slice directories and entries were removed. A slice exists while its base file or one of its log files does
     (a log file names its slice's base instant in table version 6, the version written here)."""
-    from hudilite.file_group import parse_base_file_name
-    from hudilite.log.format import try_parse_log_file_name
-
     fs = storage_for(base_path)
     root = os.path.join(base_path, DIR)
     cutoff = time.time() - keep_seconds

@@ -11,12 +11,20 @@ import pyarrow as pa
 
 from hudilite.errors import InvalidWriteError, RangeUnavailableError, UnsupportedTableError
 from hudilite.file_group import FileSlice
-from hudilite.keygen import DEFAULT_PARTITION, KeySpec, partition_values
-from hudilite.reader.ranges import archived as _archived
+from hudilite.keygen import DEFAULT_PARTITION, KeySpec, integer_key_column, partition_values
+from hudilite.reader.ranges import (
+    archived as _archived,
+    check_incremental,
+    replaced_upto as _replaced_upto,
+    resolve_range,
+    slices_at,
+    touched,
+)
 from hudilite.schema import SchemaError, avro_to_arrow, with_meta_fields_arrow
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMPLETED
 from hudilite.timeline.instant_time import normalize_instant_arg
+from hudilite.reader.merge import MergeSpec
 
 _OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"}
 
@@ -58,8 +66,6 @@ class ReadPlan:
 
     def merge_spec(self):
         """The MergeSpec for merging this plan's slices with log files."""
-        from hudilite.reader.merge import MergeSpec
-
         tl = self.table.timeline
         cfg = self.table.config
         return MergeSpec(
@@ -84,8 +90,6 @@ def _int_key(cfg, schema: pa.Schema) -> str | None:
     """The record-key column when the table's keys are the decimal strings of one signed integer column (a
     simple, non-partitioned or complex key generator over that one field). Readers still check that the log
     records' keys are such strings before matching on the integers."""
-    from hudilite.keygen import integer_key_column
-
     column = integer_key_column(cfg.record_key_fields, schema)
     kg = cfg.keygen.split(".")[-1].upper()
     return column if kg in ("", "SIMPLEKEYGENERATOR", "NONPARTITIONEDKEYGENERATOR", "COMPLEXKEYGENERATOR",
@@ -310,14 +314,6 @@ def _plan_incremental(table: HoodieTable, schema: pa.Schema, begin, end, filters
     """The file groups the instants of the range wrote, as the range left them. The range is in completion
     order (`hudilite.reader.changes.resolve_range`): an instant requested before `begin` that completed after
     it is in the range. Raises RangeUnavailableError when the range's files were cleaned away."""
-    from hudilite.reader.ranges import (
-        replaced_upto as _replaced_upto,
-        check_incremental,
-        resolve_range,
-        slices_at,
-        touched,
-    )
-
     rng = resolve_range(table, begin, end, completion_bounds=completion_bounds)
     t = touched(rng)
     groups = t.groups - t.replaced

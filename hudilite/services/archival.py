@@ -37,7 +37,12 @@ from hudilite.services.common import open_table, opt_bool, opt_int
 from hudilite.table import HoodieTable
 from hudilite.timeline import (CLEAN, COMMIT, COMPACTION, COMPLETED, DELTA_COMMIT, INFLIGHT, REPLACE_COMMIT,
                                REQUESTED, WRITE_ACTIONS, Instant, Timeline)
-from hudilite.timeline.archive import SERVICE_OPERATIONS
+from hudilite.timeline.archive import SERVICE_OPERATIONS, append_archive_records, archive_dir
+from hudilite.file_group import parse_base_file_name
+from hudilite.log.format import try_parse_log_file_name
+from hudilite.services.clean import last_clean
+from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, commit_metadata_record, from_container, parsed
+from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +59,6 @@ def check_options(options: dict | None) -> None:
 
 
 def _replaced_files_exist(table: HoodieTable, tl: Timeline, inst: Instant) -> bool:
-    from hudilite.file_group import parse_base_file_name
-    from hudilite.log.format import try_parse_log_file_name
-
     for part, fids in (tl.read_metadata(inst).get("partitionToReplaceFileIds") or {}).items():
         fids = set(fids or [])
         if not fids:
@@ -79,8 +81,6 @@ def _replaced_files_exist(table: HoodieTable, tl: Timeline, inst: Instant) -> bo
 def instants_to_archive(table: HoodieTable, tl: Timeline, options: dict | None, *, force: bool = False
                         ) -> tuple[list[Instant], str]:
     """The instants archival would move now (a prefix of the active timeline), and the reason it stops."""
-    from hudilite.services.clean import last_clean
-
     mn = opt_int(options, MIN_KEY, 20, minimum=1)
     mx = opt_int(options, MAX_KEY, 30, minimum=1)
     writes = tl.completed(WRITE_ACTIONS)
@@ -141,8 +141,6 @@ def _state_files(tl: Timeline, inst: Instant) -> list[tuple[str, str, str]]:
 
 
 def _entry(tl: Timeline, inst: Instant, path: str, action: str, state: str) -> dict:
-    from hudilite.timeline.avro_models import commit_metadata_record, from_container
-
     rec = {"commitTime": inst.timestamp, "actionType": action, "actionState": state, "version": 1}
     with open(path, "rb") as f:
         data = f.read()
@@ -168,10 +166,6 @@ def _entry(tl: Timeline, inst: Instant, path: str, action: str, state: str) -> d
 
 def archive(table_or_path, options: dict | None = None, *, force: bool = False) -> list[str]:
     """Archive old instants (see the module doc). Returns the archived instant times."""
-    from hudilite.timeline.archive import append_archive_records, archive_dir
-    from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, parsed
-    from hudilite.writer.transaction import Transaction
-
     import fastavro
 
     check_options(options)

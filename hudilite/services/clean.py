@@ -34,6 +34,9 @@ from hudilite.services.common import Progress, open_table, opt_choice, opt_int, 
 from hudilite.table import HoodieTable
 from hudilite.timeline import CLEAN, COMPLETED, INFLIGHT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, Timeline
 from hudilite.timeline.plans import pending_service_groups, read_requested
+from hudilite.fs_view import FileSystemView
+from hudilite.timeline.avro_models import CLEANER_PLAN, CLEAN_METADATA, from_container, to_container
+from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +73,6 @@ def earliest_retained(tl: Timeline, options: dict | None) -> Instant | None:
 
 def plan_clean(table: HoodieTable, tl: Timeline, options: dict | None) -> dict | None:
     """The HoodieCleanerPlan record for this timeline, or None when nothing is to be removed."""
-    from hudilite.fs_view import FileSystemView
-
     policy = opt_choice(options, POLICY_KEY, KEEP_LATEST_COMMITS, POLICIES)
     versions = opt_int(options, VERSIONS_RETAINED_KEY, 3, minimum=1)
     e_inst = earliest_retained(tl, options) if policy == KEEP_LATEST_COMMITS else None
@@ -126,8 +127,6 @@ def plan_clean(table: HoodieTable, tl: Timeline, options: dict | None) -> dict |
 
 def schedule_clean(table_or_path, options: dict | None = None) -> str | None:
     """Plan a clean (`<t>.clean.requested`). Returns its instant, or None when nothing is to be removed."""
-    from hudilite.timeline.avro_models import CLEANER_PLAN
-
     check_options(options)
     return schedule_plan(open_table(table_or_path), options, CLEAN, CLEANER_PLAN, plan_clean)
 
@@ -135,9 +134,6 @@ def schedule_clean(table_or_path, options: dict | None = None) -> str | None:
 def execute_clean(table: HoodieTable, instant: Instant, options: dict | None = None, *,
                   progress: bool = False) -> dict:
     """Execute a pending clean plan; returns its HoodieCleanMetadata record."""
-    from hudilite.timeline.avro_models import CLEAN_METADATA, to_container
-    from hudilite.writer.transaction import Transaction
-
     t0 = time.monotonic()
     tl, cur, plan = pending_plan(table, instant, CLEAN, CleanError, CorruptTableError)
     base = os.path.realpath(table.base_path)
@@ -226,8 +222,6 @@ def run_clean(table_or_path, options: dict | None = None, *, progress: bool = Fa
 
 def last_clean(tl: Timeline) -> dict | None:
     """The HoodieCleanMetadata of the newest completed clean (None without one)."""
-    from hudilite.timeline.avro_models import from_container
-
     for inst in reversed(tl.completed((CLEAN,))):
         path = tl.instant_path(inst)
         try:

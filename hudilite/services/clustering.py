@@ -42,6 +42,15 @@ from hudilite.table import HoodieTable
 from hudilite.timeline import INFLIGHT, REPLACE_COMMIT, Instant, Timeline
 from hudilite.timeline.plans import clustering_plan, pending_service_groups
 from hudilite.writer.handle import sort_indices
+from hudilite.reader.planner import table_schema
+from hudilite.fs_view import FileSystemView
+from hudilite.timeline.avro_models import REQUESTED_REPLACE
+from hudilite.file_group import new_file_id
+from hudilite.reader.merge import KEY, SliceDesc, merge_slice
+from hudilite.lock import lock_for
+from hudilite.markers import delete_markers
+from hudilite.writer.transaction import Transaction
+from hudilite.writer.rollback import rollback_instant
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +77,6 @@ def check_options(options: dict | None) -> None:
 
 
 def _check_sort_columns(table: HoodieTable, cols: list[str]) -> None:
-    from hudilite.reader.planner import table_schema
-
     names = table_schema(table).names
     bad = [c for c in cols if c not in names]
     if bad:
@@ -78,8 +85,6 @@ def _check_sort_columns(table: HoodieTable, cols: list[str]) -> None:
 
 
 def plan_clustering(table: HoodieTable, tl: Timeline, options: dict | None) -> dict | None:
-    from hudilite.fs_view import FileSystemView
-
     small = opt_int(options, SMALL_KEY, 300 * 2 ** 20, minimum=1)
     group_bytes = opt_int(options, GROUP_BYTES_KEY, 2 * 2 ** 30, minimum=1)
     target = opt_int(options, TARGET_KEY, 2 ** 30, minimum=1)
@@ -144,8 +149,6 @@ def plan_clustering(table: HoodieTable, tl: Timeline, options: dict | None) -> d
 def schedule_clustering(table_or_path, options: dict | None = None) -> str | None:
     """Schedule a clustering plan; returns its instant, or None when no partition has small file groups to
     combine."""
-    from hudilite.timeline.avro_models import REQUESTED_REPLACE
-
     check_options(options)
     table = open_table(table_or_path)
     _check_sort_columns(table, opt_columns(options, SORT_KEY))
@@ -159,9 +162,6 @@ def pending_clusterings(table: HoodieTable) -> list[Instant]:
 
 def _cluster_group(table: HoodieTable, ctx, spec, group: dict, sort_cols: list[str], target: int, gi: int,
                    claim=None) -> list[dict]:
-    from hudilite.file_group import new_file_id
-    from hudilite.reader.merge import KEY, SliceDesc, merge_slice
-
     parts = []
     in_bytes = 0
     for s in group.get("slices") or []:
@@ -203,10 +203,6 @@ def execute_clustering(table: HoodieTable, instant: Instant, options: dict | Non
     """Execute one pending clustering plan under its claim (services/claim.py); returns its instant once
     completed. Another executor holding the plan: None (skipped), or with `wait` the instant once that executor
     completed it (or its claim died and this one took over and completed it)."""
-    from hudilite.lock import lock_for
-    from hudilite.markers import delete_markers
-    from hudilite.writer.transaction import Transaction
-
     claim = acquire(table, instant.timestamp, REPLACE_COMMIT, options, wait=wait)
     if claim == COMPLETED:
         return instant.timestamp
@@ -239,8 +235,6 @@ def execute_clustering(table: HoodieTable, instant: Instant, options: dict | Non
         Transaction(table, options).complete(Instant(cur.timestamp, REPLACE_COMMIT, INFLIGHT), md,
                                              validate=claim.completion_check(replaced, stats))
     except CommitConflictError as e:  # a write touched an input group after the plan: the plan is stale
-        from hudilite.writer.rollback import rollback_instant
-
         with lock_for(table.base_path, options):
             held = claim.held()
             now = table.reload().get(cur.timestamp)

@@ -53,6 +53,11 @@ from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, COMPACTION, DELTA_COMMIT, INFLIGHT, Instant, Timeline
 from hudilite.timeline.instant_time import now_ms, parse_instant
 from hudilite.timeline.plans import pending_service_groups
+from hudilite.fs_view import FileSystemView
+from hudilite.timeline.avro_models import COMPACTION_PLAN, to_container
+from hudilite.writer.transaction import Transaction
+from hudilite.reader.merge import KEY, _log_records, conform, merge_records, read_base, valid_blocks
+from hudilite.markers import delete_markers
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +139,6 @@ def _log_instants(paths) -> tuple[set[str], set[str]]:
 def plan_operations(table: HoodieTable, tl: Timeline, options: dict | None) -> tuple[list[dict], list[str]]:
     """The compaction operations for the current timeline (see the module doc), and the skipped groups with
     the reason."""
-    from hudilite.fs_view import FileSystemView
-
     threshold = opt_int(options, LOG_SIZE_KEY, 0)
     if opt_choice(options, TRIGGER_KEY, "NUM_COMMITS", TRIGGERS) == "LOG_SIZE" and threshold <= 0:
         raise InvalidWriteError(f"{TRIGGER_KEY}=LOG_SIZE needs {LOG_SIZE_KEY} > 0 (bytes of log per file group)")
@@ -178,9 +181,6 @@ def schedule_compaction(table_or_path, options: dict | None = None, *, force: bo
                         clock=now_ms) -> str | None:
     """Schedule a compaction if the trigger fires (or `force`) and some file group qualifies. Returns the
     instant of the new plan, or None."""
-    from hudilite.timeline.avro_models import COMPACTION_PLAN, to_container
-    from hudilite.writer.transaction import Transaction
-
     check_options(options)
     table = open_table(table_or_path)
     if table.config.table_type != "MERGE_ON_READ":
@@ -219,8 +219,6 @@ def pending_compactions(table: HoodieTable) -> list[Instant]:
 
 def _compact_slice(table: HoodieTable, ctx, spec, op: dict, token: str, claim=None) -> dict:
     import pyarrow as pa
-
-    from hudilite.reader.merge import KEY, _log_records, conform, merge_records, read_base, valid_blocks
 
     part = op.get("partitionPath") or ""
     pdir = table.partition_dir(part)
@@ -262,9 +260,6 @@ def execute_compaction(table: HoodieTable, instant: Instant, options: dict | Non
     """Execute one pending compaction plan under its claim (services/claim.py); returns its instant time once
     completed. Another executor holding the plan: None (skipped), or with `wait` the instant once that executor
     completed it (or its claim died and this one took over and completed it)."""
-    from hudilite.markers import delete_markers
-    from hudilite.writer.transaction import Transaction
-
     claim = acquire(table, instant.timestamp, COMPACTION, options, wait=wait)
     if claim == COMPLETED:
         return instant.timestamp

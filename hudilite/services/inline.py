@@ -6,12 +6,9 @@ from __future__ import annotations
 import logging
 
 from hudilite.errors import HudiliteError, TableServiceError
+# module attributes rather than names: the services stay replaceable (tests inject failures)
 from hudilite.services import archival, clean, clustering, compaction
-from hudilite.services.archival import archive
-from hudilite.services.clean import run_clean
-from hudilite.services.clustering import run_clustering, schedule_clustering
 from hudilite.services.common import opt_bool, opt_int
-from hudilite.services.compaction import run_compaction, schedule_compaction
 from hudilite.timeline import REPLACE_COMMIT, WRITE_ACTIONS
 
 log = logging.getLogger(__name__)
@@ -59,23 +56,23 @@ def run_inline_services(table, options: dict | None, instant: str) -> dict:
     try:
         if table.config.table_type == "MERGE_ON_READ" and (wanted[INLINE_COMPACT] or wanted[SCHEDULE_COMPACT]):
             step = "compaction"
-            t = schedule_compaction(table, o)
+            t = compaction.schedule_compaction(table, o)
             out["compaction_scheduled"] = [t] if t else []
             if wanted[INLINE_COMPACT]:
-                out["compaction"] = run_compaction(table, o)
+                out["compaction"] = compaction.run_compaction(table, o)
         if wanted[INLINE_CLUSTER] or wanted[SCHEDULE_CLUSTER]:
             step = "clustering"
             if _commits_since_last_clustering(table.reload()) >= opt_int(o, CLUSTER_MAX_COMMITS, 4, minimum=1):
-                t = schedule_clustering(table, o)
+                t = clustering.schedule_clustering(table, o)
                 out["clustering_scheduled"] = [t] if t else []
             if wanted[INLINE_CLUSTER]:
-                out["clustering"] = run_clustering(table, o)
+                out["clustering"] = clustering.run_clustering(table, o)
         if wanted[AUTO_CLEAN]:
             step = "clean"
-            out["clean"] = run_clean(table, o)
+            out["clean"] = clean.run_clean(table, o)
         if wanted[AUTO_ARCHIVE]:
             step = "archival"
-            out["archive"] = archive(table, o)
+            out["archive"] = archival.archive(table, o)
     except HudiliteError as e:
         if isinstance(e, TableServiceError):
             raise

@@ -9,10 +9,16 @@ import pyarrow as pa
 
 from hudilite.change_images import BEFORE, CHANGE_OP, DELETE, INSERT, UPDATE
 from hudilite.errors import UnsupportedTableError
-from hudilite.reader.changes import check_table, global_writes, imaged, select_columns, snapshot_plan
+from hudilite.reader.changes import check_table, global_writes, image_files, select_columns, snapshot_plan
 from hudilite.reader.ranges import ChangeRange, Touched, check_after, check_before, replaced_upto, resolve_range, \
     slices_at, touched
 from hudilite.table import HoodieTable
+from hudilite.reader.planner import ReadPlan, _check_readable, prune_partitions, table_schema
+from hudilite.spark.read import apply_filters, plan_to_dataframe
+from hudilite.spark.files import read_parquet_files
+from hudilite.schema import arrow_to_spark
+from hudilite.reader.group_changes import CANDIDATES, ChangeContext, GroupTask, classify, images, resolve
+from hudilite.reader.merge import SliceDesc, to_spark_arrow
 # ---- the change read ------------------------------------------------------------------------------------
 def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, before_image: bool = False,
             filters=None, completion_bounds: bool = False, columns=None, table_id: str | None = None):
@@ -22,9 +28,6 @@ def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, 
     the table (plus `_change_op`; filter columns must be among them); None: all. `table_id`: the id of the
     table `begin` was taken on (see `checkpoint`); another table at `path` raises TableReplacedError."""
     from pyspark.sql import functions as F
-
-    from hudilite.reader.planner import table_schema
-    from hudilite.spark.read import plan_to_dataframe
 
     table = path if isinstance(path, HoodieTable) else HoodieTable.open(path)
     check_table(table, begin, table_id)
@@ -39,7 +42,7 @@ def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, 
     if not table.config.populate_meta_fields:
         raise UnsupportedTableError(f"{table.base_path}: change reads need record keys (the table does not "
                                     "populate meta fields)")
-    imaged = imaged(table, rng)
+    imaged = image_files(table, rng)
     if imaged is not None:
         return _image_changes(spark, table, imaged, filters, include_deletes, before_image, columns)
     t = touched(rng)
@@ -56,11 +59,6 @@ def _image_changes(spark, table: HoodieTable, imaged, filters, include_deletes: 
     """The change rows of one commit from its change images: a native scan of the image files (and of the
     base files of the groups it created: inserts), only the requested operations and columns."""
     from pyspark.sql import functions as F
-
-    from hudilite.reader.planner import table_schema
-    from hudilite.spark.files import read_parquet_files
-    from hudilite.spark.read import apply_filters
-    from hudilite.schema import arrow_to_spark
 
     images, inserted = imaged
     schema = table_schema(table)
@@ -85,12 +83,6 @@ def _group_changes(spark, table, rng: ChangeRange, t: Touched, after: dict, befo
     """The change rows of the touched file groups, computed per group in Spark tasks (one per group) by
     `hudilite.reader.group_changes`: a first job classifies the record keys (small results, collected), the
     driver resolves keys that moved between groups, the returned DataFrame reads the full rows of the picks."""
-    from hudilite.reader.group_changes import CANDIDATES, ChangeContext, GroupTask, classify, images, resolve
-    from hudilite.reader.merge import SliceDesc, to_spark_arrow
-    from hudilite.reader.planner import ReadPlan, _check_readable, prune_partitions, table_schema
-    from hudilite.spark.read import apply_filters
-    from hudilite.schema import arrow_to_spark
-
     schema = table_schema(table)
     filters = list(filters or [])
     keep = set(prune_partitions(table, schema, sorted({p for p, _ in after} | {p for p, _ in before}), filters))

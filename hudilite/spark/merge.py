@@ -32,11 +32,11 @@ import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from hudilite.errors import UnsupportedTableError
 from hudilite.reader import overlay_cache
 from hudilite.reader.overlay_cache import BLOCK, BLOCK_BITS, BLOCKS_ARROW, KEY_BITS, MASK, ROW_BITS
+from hudilite.reader.merge import SliceDesc, slice_overlay, to_spark_arrow
+from hudilite.spark.files import read_parquet_files
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +82,6 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, LongType, StructField, StructType
-
-    from hudilite.reader.merge import SliceDesc, slice_overlay, to_spark_arrow
-    from hudilite.spark.files import read_parquet_files
 
     spec = plan.merge_spec()
     out_schema = to_spark_arrow(plan.schema)

@@ -7,8 +7,14 @@ import os
 import pyarrow as pa
 
 from hudilite.reader.planner import ReadPlan, plan_read
+from hudilite.spark.files import read_parquet_files
 from hudilite.spark.merge import FILE, ROW, SIZE, file_ids, merged_dataframe
-from hudilite.schema import arrow_to_spark
+from hudilite.schema import SchemaError, arrow_to_spark, avro_to_arrow
+from hudilite.reader import overlay_cache
+from hudilite.reader.overlay_cache import ROW_BITS
+from hudilite.reader.merge import SliceDesc, merge_slices, to_spark_arrow
+from hudilite.file_group import parse_base_file_name
+from hudilite.ready import ready_partitions
 
 
 def plan_to_dataframe(spark, plan: ReadPlan):
@@ -71,8 +77,6 @@ def small_slice_bytes(spark) -> int:
 def _split_small(spark, plan: ReadPlan, merged) -> tuple[list, list]:
     """(slices for the native merged scan, small slices merged whole in Python: `SMALL_SLICE_CONF`; never a
     slice that would use overlay cache files)."""
-    from hudilite.reader import overlay_cache
-
     limit = small_slice_bytes(spark)
     if limit <= 0 or not merged:
         return merged, []
@@ -95,8 +99,6 @@ def _riders(plan: ReadPlan, merged, ids) -> tuple[list, tuple]:
     """(plain slices scanned with the merged slices' base files, file ids of merged + riders): riders only when
     the merged slices' ids are their file sizes and the riders' sizes keep every id distinct (no per-row hash);
     else ([], ids)."""
-    from hudilite.reader.overlay_cache import ROW_BITS
-
     shift, fids = ids
     plain = [s for s in plan.slices if s.base_file is not None and not s.log_files]
     merged_bytes = sum(s.base_file.size for s in merged if s.base_file is not None)
@@ -143,8 +145,6 @@ def _merged(spark, plan: ReadPlan, schema, slices):
     the table schema: groups of slices (`_groups`: about as many as twice Spark's default parallelism, up to
     MERGE_GROUP_BYTES of files each), each group one vectorized merge (`merge.merge_slices`) in one task.
     A Python task costs tens of ms however little it merges, so tiny slices must not get one each."""
-    from hudilite.reader.merge import SliceDesc, merge_slices, to_spark_arrow
-
     spec = plan.merge_spec()
     out_schema = to_spark_arrow(plan.schema)
     groups = _groups([(SliceDesc.of(s), sum(lf.size for lf in s.log_files)
@@ -199,8 +199,6 @@ def _overrides_from(schema, file_schema: pa.Schema, floats_only: bool = False) -
     columns are read with the file's type and cast afterwards (hudi-rs casts the same way); floats are promoted
     through their decimal form (`_cast_column`). `floats_only`: only the float promotions."""
     from pyspark.sql.types import ArrayType, MapType, StructType
-
-    from hudilite.schema import SchemaError
 
     nested = (ArrayType, MapType, StructType)
     target = {f.name: f.dataType for f in schema.fields}
@@ -312,9 +310,6 @@ def _type_overrides_fn(plan: ReadPlan, schema):
         return None
     if _keygen_retypes(plan.table.config):
         return lambda path: _file_type_overrides(schema, path)
-    from hudilite.file_group import parse_base_file_name
-    from hudilite.schema import avro_to_arrow
-
     timeline = plan.table.timeline
     by_time = {i.timestamp: i for i in timeline.completed()}
     at_instant: dict[str, tuple | None] = {}
@@ -380,8 +375,6 @@ def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_op
     plan = plan_read(path, as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized,
                      completion_bounds=completion_bounds)
     if ready_only:
-        from hudilite.ready import ready_partitions
-
         ready = ready_partitions(plan.table, as_of=plan.as_of if plan.query == "snapshot" and as_of else None)
         plan.slices = [s for s in plan.slices if s.partition in ready]
     return plan_to_dataframe(spark, plan)

@@ -24,6 +24,11 @@ from functools import cached_property
 
 from hudilite.storage.local import storage_for
 from hudilite.timeline.instant import COMPLETED, COMPLETION_KEY, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
+from hudilite.log.blocks import AvroDataBlock, LogBlock, _decode_avro_rows, _encode_avro_rows
+from hudilite.log.reader import scan_log_file
+from hudilite.log.format import BlockType, HeaderKey
+from hudilite.log.writer import append_blocks
+from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, parsed
 
 log = logging.getLogger(__name__)
 
@@ -139,9 +144,6 @@ class ArchivedTimeline:
 
 
 def load_archive(directory: str) -> ArchivedTimeline:
-    from hudilite.log.blocks import AvroDataBlock, _decode_avro_rows
-    from hudilite.log.reader import scan_log_file
-
     import fastavro
 
     entries: list[ArchivedEntry] = []
@@ -185,11 +187,6 @@ def append_archive_records(directory: str, records: list[dict], *, max_file_byte
     """Append one AVRO_DATA block of HoodieArchivedMetaEntry records to the current archive file (a new
     version once the current one is over `max_file_bytes`). Returns the file written."""
     import struct
-
-    from hudilite.log.blocks import LogBlock, _encode_avro_rows
-    from hudilite.log.format import BlockType, HeaderKey
-    from hudilite.log.writer import append_blocks
-    from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, parsed
 
     storage_for(directory).makedirs(directory)
     files = list_archive_files(directory)

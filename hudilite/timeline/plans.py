@@ -10,12 +10,11 @@ from hudilite.errors import CorruptTableError
 from hudilite.storage.local import read_nonblank
 from hudilite.timeline.instant import CLUSTERING, COMPACTION, REPLACE_COMMIT, REQUESTED, Instant
 from hudilite.timeline.timeline import Timeline
+from hudilite.timeline.avro_models import from_container
 
 
 def read_requested(tl: Timeline, inst: Instant) -> dict | None:
     """The Avro record of a requested plan file (compaction / clustering / clean), None if empty or absent."""
-    from hudilite.timeline.avro_models import from_container  # fastavro: imported when a plan is read
-
     path = os.path.join(tl.meta_dir, inst.with_state(REQUESTED).file_name(tl.layout))
     data = read_nonblank(path)
     if data is None:

@@ -19,11 +19,11 @@ import re
 import pyarrow as pa
 
 from hudilite import change_images
-from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ, TableConfig
+from hudilite.config import MERGE_ON_READ, TableConfig
 from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableError
 from hudilite.index.global_index import FOUND_PART, FOUND_PC, META_KEY as INDEX_META_KEY, explode_found, \
     index_choice, relocate, slice_keys
-from hudilite.keygen import KeySpec, integer_key_column, partition_path_expr, record_key_expr
+from hudilite.keygen import KeySpec, arrow_keygen, integer_key_column, partition_path_expr, record_key_expr
 from hudilite.markers import (OPT_MARKERS_TYPE, OPT_SERVICE_URL, TIMELINE_SERVER_BASED, MarkerService,
                               delete_markers, list_markers)
 from hudilite.reader import overlay_cache
@@ -31,9 +31,9 @@ from hudilite.schema import META_FIELDS, SchemaError, arrow_to_avro, avro_to_arr
     spark_to_arrow
 from hudilite.services.inline import check_service_options, run_inline_services
 from hudilite.writer.rollback import rollback_instant
-from hudilite.storage.local import fsync_option
+from hudilite.storage.local import fsync_option, normalize_path
 from hudilite.session import check_workers
-from hudilite.table import HoodieTable
+from hudilite.table import HoodieTable, PROPS_FILE
 from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
 from hudilite.writer import local as local_write
 from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, MOVED_COL, PART_COL, \
@@ -47,6 +47,7 @@ from hudilite.writer.queue import run_bounded
 from hudilite.writer.source_files import OPTION as SOURCE_FILES_OPTION, plain_parquet_units, read_units
 from hudilite.writer.conflict import read_basis
 from hudilite.writer.transaction import Transaction
+from hudilite.reader.merge import SliceDesc
 
 log = logging.getLogger(__name__)
 _INVALID_PREFIX = "HUDILITE_INVALID_INPUT: "
@@ -115,8 +116,6 @@ class WriteClient:
 
         created = None  # a table this write creates: removed again if the write fails (path as it was)
         if table is None:
-            from hudilite.storage.local import normalize_path
-
             base = normalize_path(wo.path)
             created = (base, os.path.exists(base))
             table = HoodieTable.create(base, new_config)
@@ -296,8 +295,6 @@ class WriteClient:
     def _bulk_insert(self, df, prepared, ctx: WriteContext, spec: KeySpec) -> list[dict]:
         from pyspark.sql import functions as F
 
-        from hudilite.keygen import arrow_keygen
-
         mode = str(self.wo.get("hoodie.bulkinsert.sort.mode", "NONE")).upper()
         if mode not in ("NONE", "PARTITION_SORT", "GLOBAL_SORT"):
             raise InvalidWriteError(f"hoodie.bulkinsert.sort.mode={mode!r}: expected NONE, PARTITION_SORT or GLOBAL_SORT")
@@ -417,8 +414,6 @@ class _SparkPlanner(PlannerBase):
         from pyspark.sql import Window
         from pyspark.sql import functions as F
         from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
-
-        from hudilite.reader.merge import SliceDesc
 
         wo, spark = self.wo, self.spark
         pcf = wo.precombine_field if wo.precombine_field in rows.columns else None
@@ -562,8 +557,6 @@ def _remove_unused_new_table(table: HoodieTable, base: str, dir_existed: bool) -
     """After the failed (and rolled back) first write of a table: remove the table it created, under the table
     lock and only while its timeline is still empty (another writer that started on the new table meanwhile
     keeps it), so the path is as it was before the write."""
-    from hudilite.table import PROPS_FILE
-
     meta = table.meta_path
     try:
         with Transaction(table, {}).lock:
@@ -599,8 +592,6 @@ def check_no_foreign_data(path: str) -> None:
     """Refuse to create a table in a directory that already holds another format's data (a Delta `_delta_log`,
     Iceberg `metadata/*.metadata.json`, plain parquet / ORC / Avro files, Spark's `_SUCCESS`): a Hudi table on
     top would hide it from its own readers and never read it. Looks a few levels deep, stops at the first."""
-    from hudilite.storage.local import normalize_path
-
     base = normalize_path(path)
     if not os.path.isdir(base):
         return

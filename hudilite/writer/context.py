@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from hudilite.schema import META_FIELDS
+from hudilite.markers import markers_for
 
 # Internal columns added by the write pipeline; never stored.
 KEY_COL = "_hoodie_record_key"
@@ -52,8 +53,6 @@ class WriteContext:
     partition_depth: int = 0
 
     def markers(self):
-        from hudilite.markers import markers_for
-
         return markers_for(self.base_path, self.instant, self.marker_options)
 
     @property

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from hudilite import change_images
 from hudilite.errors import damaged_file
-from hudilite.file_group import base_file_name
+from hudilite.file_group import base_file_name, new_file_id
 from hudilite.keygen import partition_path_problem
 from hudilite.markers import CREATE, MERGE
 from hudilite.schema import META_FIELDS, cast_table_to_schema
@@ -351,8 +351,6 @@ class StreamingBaseFileWriter:
     at the target file size (measured on the bytes actually written)."""
 
     def __init__(self, ctx: WriteContext, file_ids=None):
-        from hudilite.file_group import new_file_id
-
         self.ctx = ctx
         self.pid, self.stage, self.attempt = task_info()
         self.markers = ctx.markers()

@@ -32,6 +32,7 @@ from hudilite.log.vector_avro import avro_block
 from hudilite.log.writer import append_blocks, version_after
 from hudilite.markers import APPEND
 from hudilite.reader.merge import SliceDesc, conform, slice_overlay
+from hudilite.reader.overlay_cache import write_slice_entry
 from hudilite.reader.planner import ReadPlan
 from hudilite.schema import arrow_to_avro, avro_to_arrow, avro_to_json, with_meta_fields_arrow, with_meta_fields_avro
 from hudilite.storage.local import storage_for

@@ -20,6 +20,11 @@ import threading
 from hudilite.errors import HudiliteError
 from hudilite.file_group import BaseFile, FileSlice, parse_base_file_name
 from hudilite.ready import READY_KEY, remember_ready
+from hudilite.reader.planner import ReadPlan, table_schema
+from hudilite.schema import avro_to_arrow, with_meta_fields_arrow
+from hudilite.spark.read import plan_to_dataframe
+from hudilite.markers import delete_markers
+from hudilite.writer.rollback import rollback_instant
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +69,6 @@ class PendingWrite:
     # ---- audit ------------------------------------------------------------------------------
     def plan(self):
         """A ReadPlan of the table as it would be with this write committed."""
-        from hudilite.reader.planner import ReadPlan, table_schema
-        from hudilite.schema import avro_to_arrow, with_meta_fields_arrow
-
         self._check()
         table = self.table
         table.reload()
@@ -101,16 +103,12 @@ class PendingWrite:
 
     def read(self, spark):
         """The table's rows as they will be once this write completes (committed data + this write)."""
-        from hudilite.spark.read import plan_to_dataframe
-
         return plan_to_dataframe(spark, self.plan())
 
     # ---- publish / discard --------------------------------------------------------------------
     def complete(self, extra_metadata: dict | None = None, ready_partitions=None):
         """Commit: the write becomes visible. `extra_metadata` is added to the commit metadata;
         `ready_partitions` (True: every partition written) marks partitions ready in the same commit."""
-        from hudilite.markers import delete_markers
-
         with self._lock:
             self._check()
             md = self.metadata
@@ -139,8 +137,6 @@ class PendingWrite:
             self._abort()
 
     def _abort(self) -> None:
-        from hudilite.writer.rollback import rollback_instant
-
         self.heartbeat.stop()
         try:
             rollback_instant(self.table, self.table.reload().get(self.instant_time) or self.instant)

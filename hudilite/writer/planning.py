@@ -24,6 +24,7 @@ from hudilite.writer.context import WriteContext
 from hudilite.writer.handle import merge_file_group
 from hudilite.writer.log_handle import append_file_group
 from hudilite.writer.options import WriteOptions
+from hudilite.file_group import new_file_id
 
 # A file group a write task targets: (partition, base file path or None for a new group, base instant).
 Target = tuple[str, "str | None", "str | None"]
@@ -105,8 +106,6 @@ class PlannerBase:
         """Per partition: [(file id, rows)] for inserts: small existing groups first, then new groups sized to
         the target file size (from the table's average record size, or the configured estimate); and the new
         groups {file id: partition}."""
-        from hudilite.file_group import new_file_id
-
         wo = self.wo
         ranges = [] if self.overwrite else self.index.files()
         sized = [r for r in ranges if r.rows > 0 and r.size > 0]
