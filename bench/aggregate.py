@@ -46,7 +46,7 @@ def main() -> int:
     import hudilite
     from dbt.adapters.hudilite.aggregate import GROUP_KEY, full_frame, parse, refresh
     from hudilite.reader.changes import latest_position
-    from hudilite.session import local_session
+    from hudilite.spark.session import local_session
 
     spark = local_session("local[2]", app_name="bench-aggregate")
     spark.sparkContext.setLogLevel("ERROR")

@@ -175,7 +175,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
 
-    from hudilite.session import local_session
+    from hudilite.spark.session import local_session
 
     work = args.work_dir or tempfile.mkdtemp(prefix="hudilite-bench-concurrency-")
     spark = local_session(args.master, app_name="bench-concurrency")

@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     import pyarrow as pa
 
     import hudilite
-    from hudilite.session import local_session
+    from hudilite.spark.session import local_session
 
     spark = local_session("local[2]", app_name="bench-datasource")
     hudilite.register(spark)

@@ -89,7 +89,7 @@ def rows(partitions: int, per: int, upsert: int, seed: int = 7):
 
 def run(args) -> dict:
     import hudilite
-    from hudilite.session import local_session
+    from hudilite.spark.session import local_session
 
     spark = local_session("local[2]", app_name="bench-mor-small-files")
     schema = "id long, ts long, dt string, qty long"

@@ -9,7 +9,7 @@ from hudilite.errors import (
     RangeUnavailableError, TableNotFoundError, TableReplacedError,
     UnsupportedTableError, WorkerEnvironmentError,
 )
-from hudilite.session import check_workers
+from hudilite.spark.session import check_workers
 
 from hudilite.version import __version__ as __version__
 from hudilite.writer.options import UNSET

@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 from hudilite.errors import InvalidWriteError, damaged_file
 from hudilite.index.range_index import FileRange, RangeIndex
 from hudilite.reader.merge import MergeSpec, SliceDesc, merge_slice
-from hudilite.writer.context import DELETE_COL, KEY_COL, MOVED_COL, PART_COL
+from hudilite.columns import DELETE_COL, KEY_COL, MOVED_COL, PART_COL
 from hudilite.writer.handle import sort_indices
 
 INDEX_TYPE_KEY = "hoodie.index.type"

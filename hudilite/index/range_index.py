@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from hudilite.errors import damaged_file
 from hudilite.file_group import FileSlice
-from hudilite.writer.context import KEY_COL
+from hudilite.columns import KEY_COL
 
 
 @dataclass

@@ -15,7 +15,7 @@ import struct
 
 import numpy as np
 import pyarrow as pa
-from hudilite.log.blocks import AvroDataBlock, _avro_codec, _data_header
+from hudilite.log.blocks import AvroDataBlock, avro_codec, data_header
 
 _PRIM = {"boolean", "int", "long", "float", "double", "string", "bytes"}
 _LOGICAL = {("int", "date"): "date", ("long", "timestamp-micros"): "ts_us", ("long", "timestamp-millis"): "ts_ms",
@@ -330,7 +330,7 @@ def fast_records(block) -> pa.Table:
     schema = block.schema
     if schema:
         try:
-            target = _avro_codec(schema).arrow_schema
+            target = avro_codec(schema).arrow_schema
         except Exception:  # noqa: BLE001 - let records() report it
             target = None
         if target is not None:
@@ -345,4 +345,4 @@ def avro_block(table: pa.Table, schema_json: str, instant: str):
     content = encode_records(table, schema_json)
     if content is None:
         return AvroDataBlock.from_table(table, schema_json, instant)
-    return AvroDataBlock(_data_header(instant, schema_json, None), content)
+    return AvroDataBlock(data_header(instant, schema_json, None), content)

@@ -13,7 +13,7 @@ from hudilite.storage.local import storage_for
 CREATE = "CREATE"
 MERGE = "MERGE"
 APPEND = "APPEND"
-_SUFFIX = ".marker."
+SUFFIX = ".marker."
 MARKER_TYPE_FILE = "MARKERS.type"
 
 
@@ -40,7 +40,7 @@ class DirectMarkers:
         d = os.path.join(self.root, partition) if partition else self.root
         fs = storage_for(d)
         fs.makedirs(d)
-        path = os.path.join(d, f"{file_name}{_SUFFIX}{kind}")
+        path = os.path.join(d, f"{file_name}{SUFFIX}{kind}")
         fs.touch(path)
         return path
 
@@ -57,16 +57,16 @@ def list_markers(base_path: str, instant: str) -> list[tuple[str, str, str]]:
         rel = os.path.relpath(dirpath, root)
         rel = "" if rel == "." else rel
         for f in files:
-            if _SUFFIX in f:
-                name, kind = f.rsplit(_SUFFIX, 1)
+            if SUFFIX in f:
+                name, kind = f.rsplit(SUFFIX, 1)
                 out.append((rel, name, kind))
             elif f.startswith("MARKERS") and f != MARKER_TYPE_FILE and not rel:
                 with open(os.path.join(dirpath, f), "r", encoding="utf-8", errors="replace") as fh:
                     for line in fh:
                         line = line.strip()
-                        if _SUFFIX not in line:
+                        if SUFFIX not in line:
                             continue  # a torn last line of a crashed service
-                        path, kind = line.rsplit(_SUFFIX, 1)
+                        path, kind = line.rsplit(SUFFIX, 1)
                         part, _, name = path.rpartition("/")
                         out.append((part, name, kind))
     return out

@@ -42,7 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, urlsplit
 
 from hudilite.errors import HudiliteError
-from hudilite.markers.direct import MARKER_TYPE_FILE, _SUFFIX, delete_markers, list_markers, marker_dir
+from hudilite.markers.direct import MARKER_TYPE_FILE, SUFFIX, delete_markers, list_markers, marker_dir
 from hudilite.storage.local import fsync_path, storage_for
 
 TIMELINE_SERVER_BASED = "TIMELINE_SERVER_BASED"
@@ -67,7 +67,7 @@ class MarkerExistsError(MarkerServiceError):
 
 
 def marker_line(partition: str, file_name: str, kind: str) -> str:
-    return f"{partition}/{file_name}{_SUFFIX}{kind}" if partition else f"{file_name}{_SUFFIX}{kind}"
+    return f"{partition}/{file_name}{SUFFIX}{kind}" if partition else f"{file_name}{SUFFIX}{kind}"
 
 
 
@@ -312,7 +312,7 @@ class MarkerService:
             return 400, {"error": f"invalid instant {instant!r}"}
         if path == "/v1/markers/create" and method == "POST":
             part, name, kind = str(a.get("partition") or ""), str(a["file"]), str(a["type"])
-            if kind not in _VALID_KINDS or not name or "/" in name or "\n" in part + name or _SUFFIX in name:
+            if kind not in _VALID_KINDS or not name or "/" in name or "\n" in part + name or SUFFIX in name:
                 return 400, {"error": f"invalid marker {part!r}/{name!r} type {kind!r}"}
             part = part.strip("/")
             req = _Req(instant, marker_line(part, name, kind), a.get("token"))
@@ -339,7 +339,7 @@ class MarkerService:
                 lines = sorted(st.markers)
             out = []
             for line in lines:
-                p, kind = line.rsplit(_SUFFIX, 1)
+                p, kind = line.rsplit(SUFFIX, 1)
                 part, _, name = p.rpartition("/")
                 out.append([part, name, kind])
             return 200, {"markers": out}

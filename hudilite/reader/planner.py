@@ -305,7 +305,7 @@ def _finish(plan: ReadPlan, read_optimized: bool) -> ReadPlan:
     if plan.read_optimized:
         plan.slices = [FileSlice(s.partition, s.file_id, s.base_instant, s.base_file)
                        for s in plan.slices if s.base_file is not None]
-    _check_readable(plan.table, plan.slices)
+    check_readable(plan.table, plan.slices)
     return plan
 
 
@@ -331,7 +331,7 @@ def _plan_incremental(table: HoodieTable, schema: pa.Schema, begin, end, filters
                     filters=filters, range_instants=list(in_range), visible=visible)
 
 
-def _check_readable(table: HoodieTable, slices: list[FileSlice]) -> None:
+def check_readable(table: HoodieTable, slices: list[FileSlice]) -> None:
     if any(sl.log_files for sl in slices):
         mode = merge_mode(table.config)
         if mode not in ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"):

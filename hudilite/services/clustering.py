@@ -37,7 +37,7 @@ from hudilite.services.claim import check_options as claim_options
 from hudilite.services.common import (begin_execution, commit_metadata, default_parallelism, open_table,
                                       opt_columns, opt_int, run_parallel, run_pending, schedule_plan,
                                       write_base_file, write_stat)
-from hudilite.services.compaction import _log_instants
+from hudilite.services.compaction import log_instants
 from hudilite.table import HoodieTable
 from hudilite.timeline import INFLIGHT, REPLACE_COMMIT, Instant, Timeline
 from hudilite.timeline.plans import clustering_plan, pending_service_groups
@@ -101,7 +101,7 @@ def plan_clustering(table: HoodieTable, tl: Timeline, options: dict | None) -> d
         if size >= small:
             continue
         if sl.log_files:
-            data, rolled = _log_instants([lf.path for lf in sl.log_files])
+            data, rolled = log_instants([lf.path for lf in sl.log_files])
             if any(t in pending_writes and t not in rolled for t in data):
                 continue
         by_part.setdefault(sl.partition, []).append((size, sl))

@@ -19,10 +19,13 @@ from hudilite.timeline.avro_models import to_container
 from hudilite.writer.transaction import Transaction
 from hudilite.reader.planner import ReadPlan, table_schema
 from hudilite.writer.context import WriteContext
-from hudilite.schema import META_FIELDS, arrow_to_avro, avro_to_json, cast_table_to_schema
+from hudilite.columns import META_FIELDS
+from hudilite.schema import arrow_to_avro, avro_to_json, cast_table_to_schema
 from hudilite.file_group import base_file_name
 from hudilite.markers import CREATE, delete_markers
-from hudilite.writer.handle import _write_parquet, const_string
+# through the module: crash-point runs (tests/functional/crash_writer.py) replace handle.write_parquet
+from hudilite.writer import handle
+from hudilite.writer.handle import const_string
 from hudilite.writer.rollback import files_of_instant
 
 log = logging.getLogger(__name__)
@@ -223,7 +226,7 @@ def write_base_file(ctx, partition: str, fid: str, token: str, rows: pa.Table, c
         claim.check()
     ctx.markers().create(partition, name, CREATE)
     path = os.path.join(d, name)
-    size = _write_parquet(path, out, ctx)
+    size = handle.write_parquet(path, out, ctx)
     if claim is not None and not claim.held():
         fs.delete(path)
         claim.check()

@@ -56,7 +56,7 @@ from hudilite.timeline.plans import pending_service_groups
 from hudilite.fs_view import FileSystemView
 from hudilite.timeline.avro_models import COMPACTION_PLAN, to_container
 from hudilite.writer.transaction import Transaction
-from hudilite.reader.merge import KEY, _log_records, conform, merge_records, read_base, valid_blocks
+from hudilite.reader.merge import KEY, log_records, conform, merge_records, read_base, valid_blocks
 from hudilite.markers import delete_markers
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def trigger_fires(tl: Timeline, options: dict | None, *, clock=now_ms) -> tuple[
     return fires, f"{strategy}: {why}"
 
 
-def _log_instants(paths) -> tuple[set[str], set[str]]:
+def log_instants(paths) -> tuple[set[str], set[str]]:
     """(instants of data/delete blocks, rollback targets) in the given log files."""
     data, rolled = set(), set()
     for p in paths:
@@ -157,7 +157,7 @@ def plan_operations(table: HoodieTable, tl: Timeline, options: dict | None) -> t
         if size < threshold:
             skipped.append(f"{sl.file_id}: {size} bytes of logs < {threshold}")
             continue
-        data, rolled = _log_instants([lf.path for lf in sl.log_files])
+        data, rolled = log_instants([lf.path for lf in sl.log_files])
         inflight = sorted(t for t in data if t in pending_writes and t not in rolled)
         if inflight:
             skipped.append(f"{sl.file_id}: holds log blocks of in-flight instant(s) {', '.join(inflight)}")
@@ -230,7 +230,7 @@ def _compact_slice(table: HoodieTable, ctx, spec, op: dict, token: str, claim=No
                                   f"{op['fileId']}); the table is left as it was")
     base = read_base(base_path, spec) if base_path else conform(pa.table({}), spec.schema).slice(0, 0)
     blocks = valid_blocks(log_paths, spec)
-    data, events = _log_records(blocks, spec) if blocks else (None, None)
+    data, events = log_records(blocks, spec) if blocks else (None, None)
     if events is None:
         merged = base
     elif not spec.keyed:

@@ -13,10 +13,10 @@ from hudilite.reader.changes import check_table, global_writes, image_files, sel
 from hudilite.reader.ranges import ChangeRange, Touched, check_after, check_before, replaced_upto, resolve_range, \
     slices_at, touched
 from hudilite.table import HoodieTable
-from hudilite.reader.planner import ReadPlan, _check_readable, prune_partitions, table_schema
+from hudilite.reader.planner import ReadPlan, check_readable, prune_partitions, table_schema
 from hudilite.spark.read import apply_filters, plan_to_dataframe
 from hudilite.spark.files import read_parquet_files
-from hudilite.schema import arrow_to_spark
+from hudilite.spark.schema import arrow_to_spark
 from hudilite.reader.group_changes import CANDIDATES, ChangeContext, GroupTask, classify, images, resolve
 from hudilite.reader.merge import SliceDesc, to_spark_arrow
 # ---- the change read ------------------------------------------------------------------------------------
@@ -86,7 +86,7 @@ def _group_changes(spark, table, rng: ChangeRange, t: Touched, after: dict, befo
     schema = table_schema(table)
     filters = list(filters or [])
     keep = set(prune_partitions(table, schema, sorted({p for p, _ in after} | {p for p, _ in before}), filters))
-    _check_readable(table, [s for g, s in list(after.items()) + list(before.items()) if g[0] in keep])
+    check_readable(table, [s for g, s in list(after.items()) + list(before.items()) if g[0] in keep])
     out = schema if columns is None else pa.schema([schema.field(c) for c in columns])
     out_arrow = to_spark_arrow(out).append(pa.field(CHANGE_OP, pa.string(), True))
     out_spark = arrow_to_spark(out).add(CHANGE_OP, "string", True)

@@ -42,7 +42,8 @@ except ImportError:  # pragma: no cover - pyspark < 4.1
 
 from hudilite.reader.merge import SliceDesc, merge_slices
 from hudilite.reader.planner import plan_read, table_schema
-from hudilite.schema import arrow_to_spark, cast_table_to_schema, spark_to_arrow
+from hudilite.spark.schema import arrow_to_spark, spark_to_arrow
+from hudilite.schema import cast_table_to_schema
 from hudilite.storage.local import normalize_path
 from hudilite.table import HoodieTable
 

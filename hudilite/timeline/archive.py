@@ -24,7 +24,7 @@ from functools import cached_property
 
 from hudilite.storage.local import storage_for
 from hudilite.timeline.instant import COMPLETED, COMPLETION_KEY, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
-from hudilite.log.blocks import AvroDataBlock, LogBlock, _decode_avro_rows, _encode_avro_rows
+from hudilite.log.blocks import AvroDataBlock, LogBlock, decode_avro_rows, encode_avro_rows
 from hudilite.log.reader import scan_log_file
 from hudilite.log.format import BlockType, HeaderKey
 from hudilite.log.writer import append_blocks
@@ -162,7 +162,7 @@ def load_archive(directory: str) -> ArchivedTimeline:
                 if parsed is None:
                     parsed = fastavro.parse_schema(json.loads(b.schema), named_schemas={})
                     parsed_cache[b.schema] = parsed
-                rows = _decode_avro_rows(b.content, parsed)
+                rows = decode_avro_rows(b.content, parsed)
             except Exception as e:  # noqa: BLE001 - a damaged block is skipped, the rest still counts
                 log.warning("skipping an undecodable archive block in %s at %s: %s", path, b.offset, e)
                 continue
@@ -195,7 +195,7 @@ def append_archive_records(directory: str, records: list[dict], *, max_file_byte
     else:
         path = os.path.join(directory, archive_file_name((files[-1][0] + 1) if files else 1))
     schema_json = json.dumps(ARCHIVED_META_ENTRY)
-    content = _encode_avro_rows(records, parsed(ARCHIVED_META_ENTRY))
+    content = encode_avro_rows(records, parsed(ARCHIVED_META_ENTRY))
     assert struct.unpack(">i", content[4:8])[0] == len(records)
     block = LogBlock(BlockType.AVRO_DATA, {HeaderKey.SCHEMA: schema_json}, content)
     append_blocks(path, [block])

@@ -23,21 +23,23 @@ from hudilite.config import MERGE_ON_READ, TableConfig
 from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableError
 from hudilite.index.global_index import FOUND_PART, FOUND_PC, META_KEY as INDEX_META_KEY, explode_found, \
     index_choice, relocate, slice_keys
-from hudilite.keygen import KeySpec, arrow_keygen, integer_key_column, partition_path_expr, record_key_expr
+from hudilite.keygen import KeySpec, arrow_keygen, integer_key_column
+from hudilite.spark.keygen import partition_path_expr, record_key_expr
 from hudilite.markers import (OPT_MARKERS_TYPE, OPT_SERVICE_URL, TIMELINE_SERVER_BASED, MarkerService,
                               delete_markers, list_markers)
 from hudilite.reader import overlay_cache
-from hudilite.schema import META_FIELDS, SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve, \
-    spark_to_arrow
+from hudilite.columns import META_FIELDS
+from hudilite.schema import SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve
+from hudilite.spark.schema import spark_to_arrow
 from hudilite.services.inline import check_service_options, run_inline_services
 from hudilite.writer.rollback import rollback_instant
 from hudilite.storage.local import fsync_option, normalize_path
-from hudilite.session import check_workers
+from hudilite.spark.session import check_workers
 from hudilite.table import HoodieTable, PROPS_FILE
 from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
 from hudilite.writer import local as local_write
-from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, MOVED_COL, PART_COL, \
-    SEQ_COL, WriteContext
+from hudilite.columns import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, MOVED_COL, PART_COL, SEQ_COL
+from hudilite.writer.context import WriteContext
 from hudilite.writer.handle import StreamingBaseFileWriter, stats_table
 from hudilite.writer.log_handle import block_format_option, state_spec
 from hudilite.writer.options import UNSET, WriteOptions, resolve

@@ -36,8 +36,9 @@ from hudilite.reader.overlay_cache import write_slice_entry
 from hudilite.reader.planner import ReadPlan
 from hudilite.schema import arrow_to_avro, avro_to_arrow, avro_to_json, with_meta_fields_arrow, with_meta_fields_avro
 from hudilite.storage.local import storage_for
-from hudilite.writer.context import DELETE_COL, KEY_COL, PART_COL, WriteContext
-from hudilite.writer.handle import _with_meta, dedup_latest, dictionary_columns, incoming_wins, key_columns, \
+from hudilite.columns import DELETE_COL, KEY_COL, PART_COL
+from hudilite.writer.context import WriteContext
+from hudilite.writer.handle import with_meta, dedup_latest, dictionary_columns, incoming_wins, key_columns, \
     merge_file_group, orders_by_event_time, task_info
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ def _delete_blocks(ctx: WriteContext, dels: pa.Table) -> list[DeleteBlock]:
 
 def _log_rows(ctx: WriteContext, rows: pa.Table, fid: str, pid: int) -> pa.Table:
     """Incoming rows -> log records: file schema, fresh commit time and seqno, `_hoodie_file_name` = fileId."""
-    return _with_meta(rows, ctx, fid, pid, 0)
+    return with_meta(rows, ctx, fid, pid, 0)
 
 
 def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: str | None, base_instant: str,

@@ -24,7 +24,7 @@ from hudilite.reader import overlay_cache
 from hudilite.spark import merge as spark_merge, read as spark_read
 from hudilite.reader.merge import COMMIT_TIME_COL, SliceDesc, conform, merge_slice, slice_overlay
 from hudilite.reader.planner import plan_read
-from hudilite.schema import arrow_to_spark
+from hudilite.spark.schema import arrow_to_spark
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 

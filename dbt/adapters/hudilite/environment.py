@@ -226,7 +226,7 @@ class HudiliteEnvironment:
         return conf
 
     def _build_session(self):
-        from hudilite.session import local_session
+        from hudilite.spark.session import local_session
 
         import warnings
 
@@ -393,7 +393,7 @@ class HudiliteEnvironment:
     def _publish(self, schema: str, identifier: str, path: str, visible: List[str],
                  props: Dict[str, str], entry: Optional[CatalogEntry]) -> None:
         from hudilite.reader.planner import plan_read
-        from hudilite.schema import arrow_to_spark
+        from hudilite.spark.schema import arrow_to_spark
 
         import time
 
@@ -733,7 +733,8 @@ class HudiliteEnvironment:
         return result
 
     def _compatible(self, path, spec: ModelSpec, record_key, df) -> bool:
-        from hudilite.schema import SchemaError, avro_to_arrow, evolve, spark_to_arrow
+        from hudilite.schema import SchemaError, avro_to_arrow, evolve
+        from hudilite.spark.schema import spark_to_arrow
         from hudilite.table import HoodieTable
 
         try:
