@@ -5,15 +5,20 @@
 """
 
 from hudilite.errors import (
-    CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError, LockTimeoutError,
-    RangeUnavailableError, TableNotFoundError, TableReplacedError,
-    UnsupportedTableError, WorkerEnvironmentError,
+    CommitConflictError,
+    CorruptTableError,
+    HudiliteError,
+    InvalidWriteError,
+    LockTimeoutError,
+    RangeUnavailableError,
+    TableNotFoundError,
+    TableReplacedError,
+    UnsupportedTableError,
+    WorkerEnvironmentError,
 )
 from hudilite.spark.session import check_workers
-
 from hudilite.version import __version__ as __version__
 from hudilite.writer.options import UNSET
-
 
 
 def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), operation="upsert",

@@ -23,7 +23,6 @@ from hudilite.errors import HudiliteError
 from hudilite.options import check_options
 from hudilite.table import HoodieTable
 
-
 _OPERATION_ACTIONS = ("commit", "deltacommit", "replacecommit")  # their metadata records an operationType
 
 

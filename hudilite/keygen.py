@@ -6,6 +6,7 @@ Computed as Spark column expressions so they run inside the executors' JVM with 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from hudilite.columns import KEY_COL, PART_COL
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"

@@ -49,7 +49,6 @@ class SchemaError(HudiliteError, ValueError):
 
 
 _AVRO_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_AVRO_PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 
 AvroSchema = Union[Dict[str, Any], List[Any], str]
 
@@ -941,13 +940,13 @@ def cast_table_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
         )
     arrays = []
     for f in schema:
-        i = index.get(f.name)
-        if i is None:
+        pos = index.get(f.name)
+        if pos is None:
             if not f.nullable:
                 raise SchemaError(f"{_col(f.name)}: missing from the data and the table schema does not allow nulls")
             arrays.append(pa.nulls(table.num_rows, f.type))
             continue
-        col = table.column(i)
+        col = table.column(pos)
         if has_float_to_double(col.type, f.type):
             col = promote_floats(col, f.type)
         elif col.type != f.type:

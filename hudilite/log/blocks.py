@@ -77,6 +77,7 @@ class LogBlock:
     @property
     def content(self) -> bytes:
         if self._content is None:
+            assert self._loader is not None  # __init__ sets one of the two
             self._content = self._loader()
         return self._content
 
@@ -246,7 +247,7 @@ class DeleteBlock(LogBlock):
         return self._decoded
 
 
-_BLOCK_CLASSES: dict[BlockType, type[LogBlock]] = {
+_BLOCK_CLASSES: dict[BlockType, Callable[..., LogBlock]] = {  # (header, content, footer, ...)
     BlockType.COMMAND: CommandBlock,
     BlockType.DELETE: DeleteBlock,
     BlockType.AVRO_DATA: AvroDataBlock,
@@ -551,7 +552,8 @@ def _map_fixer(arrow_type: pa.DataType) -> Callable[[Any], Any] | None:
         inner = _map_fixer(arrow_type.item_type)
         if inner is None:
             return lambda v: None if v is None else dict(v)
-        return lambda v: None if v is None else {k: inner(x) for k, x in v}
+        fix = inner
+        return lambda v: None if v is None else {k: fix(x) for k, x in v}
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type):
         inner = _map_fixer(arrow_type.value_type)
         if inner is None:
@@ -737,7 +739,8 @@ def _ordering_datum(kind: str, value: Any) -> Any:
             raise LogFormatError(f"ordering type 'null' cannot hold {value!r}")
         return None
     if kind == "array":
-        items = None if value is None else [None if v is None else _ordering_datum(infer_ordering_type(v), v) for v in value]
+        items = None if value is None else [None if v is None else _ordering_datum(infer_ordering_type(v), v)
+                                            for v in value]
         return (_WRAPPER_OF["array"], {"wrappedValues": items})
     if kind not in _WRAPPER_OF:
         raise LogFormatError(f"unknown ordering type {kind!r}; expected one of {ORDERING_TYPES}")

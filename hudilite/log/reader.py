@@ -152,6 +152,7 @@ def _scan(buf, size: int, loader, path: str | None) -> list[LogBlock | CorruptBl
                 pos = nxt
             else:
                 items.append(block)
+                assert block.size is not None  # _parse_block sets it
                 pos += block.size
         else:
             nxt = _next_magic(buf, pos, size)

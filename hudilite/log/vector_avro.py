@@ -15,6 +15,7 @@ import struct
 
 import numpy as np
 import pyarrow as pa
+
 from hudilite.log.blocks import AvroDataBlock, avro_codec, data_header
 
 _PRIM = {"boolean", "int", "long", "float", "double", "string", "bytes"}
@@ -300,8 +301,9 @@ def decode_records(content: bytes, schema_json: str, arrow_schema: pa.Schema | N
                 big = total >= 2 ** 31 - 1
                 typ = (pa.large_string() if big else pa.string()) if kind == "string" else \
                     (pa.large_binary() if big else pa.binary())
-                arr = pa.Array.from_buffers(typ, count, [validity, pa.py_buffer(offs.astype(np.int64 if big else np.int32)),
-                                                         pa.py_buffer(data)], null_count=int((~valid).sum()))
+                offsets = pa.py_buffer(offs.astype(np.int64 if big else np.int32))
+                arr = pa.Array.from_buffers(typ, count, [validity, offsets, pa.py_buffer(data)],
+                                            null_count=int((~valid).sum()))
                 if kind == "string":
                     arr.validate(full=True)  # UTF-8 check
                 ln = sl + slen

@@ -25,16 +25,16 @@ import os
 
 import pyarrow as pa
 
+from hudilite import change_images
 from hudilite.change_images import BEFORE, CHANGE_OP, DELETE, INSERT, UPDATE  # noqa: F401 - the op values
 from hudilite.config import table_id_created
 from hudilite.errors import InvalidWriteError, TableReplacedError, UnsupportedTableError
+from hudilite.index.global_index import META_KEY
 from hudilite.reader.planner import ReadPlan, prune_partitions, table_schema
 from hudilite.reader.ranges import EPOCH, ChangeRange, completion_map, replaced_upto, resolve_range, slices_at
-from hudilite.table import HoodieTable
 from hudilite.schema import cast_table_to_schema
-from hudilite import change_images
+from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT
-from hudilite.index.global_index import META_KEY
 
 
 def latest_position(path_or_table) -> str | None:

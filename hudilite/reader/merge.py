@@ -35,7 +35,7 @@ from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
 from hudilite.log.vector_avro import fast_records  # numpy Avro decoding of flat records (fastavro otherwise)
 from hudilite.reader import delete_vec
-from hudilite.schema import map_leaves, spark_leaf, has_float_to_double, promote_floats
+from hudilite.schema import has_float_to_double, map_leaves, promote_floats, spark_leaf
 
 EVENT_TIME = "EVENT_TIME_ORDERING"
 COMMIT_TIME = "COMMIT_TIME_ORDERING"

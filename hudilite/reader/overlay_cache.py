@@ -1,7 +1,7 @@
 """Merged-read overlays kept beside the table.
 
-What a merge-on-read file slice's log files change in its base file (the winning log rows, and the superseded
-base rows as 64-row blocks: see `hudilite.spark.merge`) is written as two parquet files by the deltacommit that makes the
+What a merge-on-read file slice's log files change in its base file (the winning log rows, and the superseded base
+rows as 64-row blocks: see `hudilite.spark.merge`) is written as two parquet files by the deltacommit that makes the
 slice state, or else by the first snapshot read that needs it, then read by Spark's native parquet scan, by every
 read of the same slice state:
 
@@ -52,14 +52,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hudilite.errors import UnsupportedTableError
+from hudilite.file_group import parse_base_file_name
 from hudilite.log.blocks import AvroDataBlock, ParquetDataBlock
+from hudilite.log.format import try_parse_log_file_name
 from hudilite.reader.merge import SliceDesc, slice_overlay, to_spark_arrow, valid_blocks
 from hudilite.reader.planner import ReadPlan
 from hudilite.schema import avro_to_arrow, with_meta_fields_arrow
 from hudilite.storage.local import storage_for
 from hudilite.version import __version__
-from hudilite.file_group import parse_base_file_name
-from hudilite.log.format import try_parse_log_file_name
 
 DIR = os.path.join(".hoodie", ".aux", "hudilite_overlays")
 CONF = "spark.hudilite.read.overlayCache"

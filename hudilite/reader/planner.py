@@ -12,19 +12,23 @@ import pyarrow as pa
 from hudilite.errors import InvalidWriteError, RangeUnavailableError, UnsupportedTableError
 from hudilite.file_group import FileSlice
 from hudilite.keygen import DEFAULT_PARTITION, KeySpec, integer_key_column, partition_values
+from hudilite.reader.merge import MergeSpec
 from hudilite.reader.ranges import (
     archived as _archived,
+)
+from hudilite.reader.ranges import (
     check_incremental,
-    replaced_upto as _replaced_upto,
     resolve_range,
     slices_at,
     touched,
+)
+from hudilite.reader.ranges import (
+    replaced_upto as _replaced_upto,
 )
 from hudilite.schema import SchemaError, avro_to_arrow, with_meta_fields_arrow
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMPLETED
 from hudilite.timeline.instant_time import normalize_instant_arg
-from hudilite.reader.merge import MergeSpec
 
 _OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"}
 
@@ -36,7 +40,8 @@ class ReadPlan:
     slices: list[FileSlice]
     query: str  # snapshot | incremental
     as_of: str | None = None
-    commit_times: list[str] | None = None  # incremental: keep rows whose _hoodie_commit_time is one of these (None: no filter)
+    # incremental: keep rows whose _hoodie_commit_time is one of these (None: no filter)
+    commit_times: list[str] | None = None
     begin: str | None = None
     end: str | None = None
     filters: list[tuple] = field(default_factory=list)

@@ -1,7 +1,8 @@
 """Table services: rollback, compaction, clean, clustering, archival (see docs/services.md).
 
 Run modes:
-- inline: after a successful write, `WriteClient.run` calls `services.inline.run_inline_services` with the write's options;
+- inline: after a successful write, `WriteClient.run` calls `services.inline.run_inline_services` with the write's
+  options;
 - async: `hoodie.compact.schedule.inline=true` / `hoodie.clustering.schedule.inline=true` only schedule the plan
   after a write; `hudilite compaction run PATH` / `hudilite cluster PATH` (or the Python functions) execute it;
 - standalone: the `hudilite` command line or the functions of the service modules.

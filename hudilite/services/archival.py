@@ -33,14 +33,25 @@ import os
 
 from hudilite import change_images
 from hudilite.errors import InvalidWriteError, UnsupportedTableError
-from hudilite.services.common import open_table, opt_bool, opt_int
-from hudilite.table import HoodieTable
-from hudilite.timeline import (CLEAN, COMMIT, COMPACTION, COMPLETED, DELTA_COMMIT, INFLIGHT, REPLACE_COMMIT,
-                               REQUESTED, WRITE_ACTIONS, Instant, Timeline)
-from hudilite.timeline.archive import SERVICE_OPERATIONS, append_archive_records, archive_dir
 from hudilite.file_group import parse_base_file_name
 from hudilite.log.format import try_parse_log_file_name
 from hudilite.services.clean import last_clean
+from hudilite.services.common import open_table, opt_bool, opt_int
+from hudilite.table import HoodieTable
+from hudilite.timeline import (
+    CLEAN,
+    COMMIT,
+    COMPACTION,
+    COMPLETED,
+    DELTA_COMMIT,
+    INFLIGHT,
+    REPLACE_COMMIT,
+    REQUESTED,
+    WRITE_ACTIONS,
+    Instant,
+    Timeline,
+)
+from hudilite.timeline.archive import SERVICE_OPERATIONS, append_archive_records, archive_dir
 from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, commit_metadata_record, from_container, parsed
 from hudilite.writer.transaction import Transaction
 

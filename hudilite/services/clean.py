@@ -29,13 +29,13 @@ import os
 import time
 
 from hudilite.errors import CorruptTableError, HudiliteError, InvalidWriteError
+from hudilite.fs_view import FileSystemView
 from hudilite.reader import overlay_cache
 from hudilite.services.common import Progress, open_table, opt_choice, opt_int, pending_plan, schedule_plan
 from hudilite.table import HoodieTable
 from hudilite.timeline import CLEAN, COMPLETED, INFLIGHT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, Timeline
+from hudilite.timeline.avro_models import CLEAN_METADATA, CLEANER_PLAN, from_container, to_container
 from hudilite.timeline.plans import pending_service_groups, read_requested
-from hudilite.fs_view import FileSystemView
-from hudilite.timeline.avro_models import CLEANER_PLAN, CLEAN_METADATA, from_container, to_container
 from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)

@@ -32,25 +32,35 @@ import time
 import pyarrow as pa
 
 from hudilite.errors import CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError
+from hudilite.file_group import new_file_id
+from hudilite.fs_view import FileSystemView
+from hudilite.lock import lock_for
+from hudilite.markers import delete_markers
+from hudilite.reader.merge import KEY, SliceDesc, merge_slice
+from hudilite.reader.planner import table_schema
 from hudilite.services.claim import CLAIMED, COMPLETED, MISSING, acquire
 from hudilite.services.claim import check_options as claim_options
-from hudilite.services.common import (begin_execution, commit_metadata, default_parallelism, open_table,
-                                      opt_columns, opt_int, run_parallel, run_pending, schedule_plan,
-                                      write_base_file, write_stat)
+from hudilite.services.common import (
+    begin_execution,
+    commit_metadata,
+    default_parallelism,
+    open_table,
+    opt_columns,
+    opt_int,
+    run_parallel,
+    run_pending,
+    schedule_plan,
+    write_base_file,
+    write_stat,
+)
 from hudilite.services.compaction import log_instants
 from hudilite.table import HoodieTable
 from hudilite.timeline import INFLIGHT, REPLACE_COMMIT, Instant, Timeline
+from hudilite.timeline.avro_models import REQUESTED_REPLACE
 from hudilite.timeline.plans import clustering_plan, pending_service_groups
 from hudilite.writer.handle import sort_indices
-from hudilite.reader.planner import table_schema
-from hudilite.fs_view import FileSystemView
-from hudilite.timeline.avro_models import REQUESTED_REPLACE
-from hudilite.file_group import new_file_id
-from hudilite.reader.merge import KEY, SliceDesc, merge_slice
-from hudilite.lock import lock_for
-from hudilite.markers import delete_markers
-from hudilite.writer.transaction import Transaction
 from hudilite.writer.rollback import rollback_instant
+from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +140,8 @@ def plan_clustering(table: HoodieTable, tl: Timeline, options: dict | None) -> d
                 "deltaFilePaths": [os.path.basename(lf.path) for lf in sl.log_files],
                 "fileId": sl.file_id, "partitionPath": sl.partition, "bootstrapFilePath": "", "version": 1,
             } for sl in slices],
-            "metrics": {"TOTAL_FILE_SIZE": float(nbytes), "TOTAL_LOG_FILES": float(sum(len(s.log_files) for s in slices))},
+            "metrics": {"TOTAL_FILE_SIZE": float(nbytes),
+                        "TOTAL_LOG_FILES": float(sum(len(s.log_files) for s in slices))},
             "numOutputFileGroups": max(1, math.ceil(nbytes / target)),
             "extraMetadata": None, "version": 1,
         })

@@ -10,23 +10,24 @@ import time
 
 import pyarrow as pa
 
+from hudilite.columns import META_FIELDS
 from hudilite.errors import InvalidWriteError
+from hudilite.file_group import base_file_name
+from hudilite.markers import CREATE, delete_markers
+from hudilite.reader.planner import ReadPlan, table_schema
+from hudilite.schema import arrow_to_avro, avro_to_json, cast_table_to_schema
 from hudilite.storage.local import fsync_option, storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline import INFLIGHT, REQUESTED, Instant, Timeline
-from hudilite.timeline.plans import read_requested
 from hudilite.timeline.avro_models import to_container
-from hudilite.writer.transaction import Transaction
-from hudilite.reader.planner import ReadPlan, table_schema
-from hudilite.writer.context import WriteContext
-from hudilite.columns import META_FIELDS
-from hudilite.schema import arrow_to_avro, avro_to_json, cast_table_to_schema
-from hudilite.file_group import base_file_name
-from hudilite.markers import CREATE, delete_markers
+from hudilite.timeline.plans import read_requested
+
 # through the module: crash-point runs (tests/functional/crash_writer.py) replace handle.write_parquet
 from hudilite.writer import handle
+from hudilite.writer.context import WriteContext
 from hudilite.writer.handle import const_string
 from hudilite.writer.rollback import files_of_instant
+from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
 

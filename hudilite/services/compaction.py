@@ -41,23 +41,33 @@ import os
 import time
 
 from hudilite.errors import CorruptTableError, HudiliteError, InvalidWriteError
+from hudilite.fs_view import FileSystemView
 from hudilite.log.blocks import CommandBlock, LogBlock
 from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
+from hudilite.markers import delete_markers
+from hudilite.reader.merge import KEY, conform, log_records, merge_records, read_base, valid_blocks
 from hudilite.services.claim import CLAIMED, COMPLETED, MISSING, acquire
 from hudilite.services.claim import check_options as claim_options
-from hudilite.services.common import (begin_execution, commit_metadata, default_parallelism, open_table,
-                                      opt_choice, opt_int, pending_plan, run_parallel, run_pending, write_base_file,
-                                      write_stat)
+from hudilite.services.common import (
+    begin_execution,
+    commit_metadata,
+    default_parallelism,
+    open_table,
+    opt_choice,
+    opt_int,
+    pending_plan,
+    run_parallel,
+    run_pending,
+    write_base_file,
+    write_stat,
+)
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, COMPACTION, DELTA_COMMIT, INFLIGHT, Instant, Timeline
+from hudilite.timeline.avro_models import COMPACTION_PLAN, to_container
 from hudilite.timeline.instant_time import now_ms, parse_instant
 from hudilite.timeline.plans import pending_service_groups
-from hudilite.fs_view import FileSystemView
-from hudilite.timeline.avro_models import COMPACTION_PLAN, to_container
 from hudilite.writer.transaction import Transaction
-from hudilite.reader.merge import KEY, log_records, conform, merge_records, read_base, valid_blocks
-from hudilite.markers import delete_markers
 
 log = logging.getLogger(__name__)
 

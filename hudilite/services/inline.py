@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from hudilite.errors import HudiliteError, TableServiceError
+
 # module attributes rather than names: the services stay replaceable (tests inject failures)
 from hudilite.services import archival, clean, clustering, compaction
 from hudilite.services.common import opt_bool, opt_int

@@ -10,15 +10,25 @@ import pyarrow as pa
 from hudilite.change_images import BEFORE, CHANGE_OP, DELETE, INSERT, UPDATE
 from hudilite.errors import UnsupportedTableError
 from hudilite.reader.changes import check_table, global_writes, image_files, select_columns, snapshot_plan
-from hudilite.reader.ranges import ChangeRange, Touched, check_after, check_before, replaced_upto, resolve_range, \
-    slices_at, touched
-from hudilite.table import HoodieTable
-from hudilite.reader.planner import ReadPlan, check_readable, prune_partitions, table_schema
-from hudilite.spark.read import apply_filters, plan_to_dataframe
-from hudilite.spark.files import read_parquet_files
-from hudilite.spark.schema import arrow_to_spark
 from hudilite.reader.group_changes import CANDIDATES, ChangeContext, GroupTask, classify, images, resolve
 from hudilite.reader.merge import SliceDesc, to_spark_arrow
+from hudilite.reader.planner import ReadPlan, check_readable, prune_partitions, table_schema
+from hudilite.reader.ranges import (
+    ChangeRange,
+    Touched,
+    check_after,
+    check_before,
+    replaced_upto,
+    resolve_range,
+    slices_at,
+    touched,
+)
+from hudilite.spark.files import read_parquet_files
+from hudilite.spark.read import apply_filters, plan_to_dataframe
+from hudilite.spark.schema import arrow_to_spark
+from hudilite.table import HoodieTable
+
+
 # ---- the change read ------------------------------------------------------------------------------------
 def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, before_image: bool = False,
             filters=None, completion_bounds: bool = False, columns=None, table_id: str | None = None):

@@ -7,6 +7,7 @@ from pyspark.sql import functions as F
 
 from hudilite.keygen import DEFAULT_PARTITION, EMPTY_KEY, NULL_KEY, KeySpec
 
+
 def _as_string(F, c):
     return F.col(f"`{c}`").cast("string")
 

@@ -34,8 +34,8 @@ import numpy as np
 import pyarrow as pa
 
 from hudilite.reader import overlay_cache
-from hudilite.reader.overlay_cache import BLOCK, BLOCK_BITS, BLOCKS_ARROW, KEY_BITS, MASK, ROW_BITS
 from hudilite.reader.merge import SliceDesc, slice_overlay, to_spark_arrow
+from hudilite.reader.overlay_cache import BLOCK, BLOCK_BITS, BLOCKS_ARROW, KEY_BITS, MASK, ROW_BITS
 from hudilite.spark.files import read_parquet_files
 
 log = logging.getLogger(__name__)

@@ -6,16 +6,16 @@ import os
 
 import pyarrow as pa
 
+from hudilite.file_group import parse_base_file_name
+from hudilite.reader import overlay_cache
+from hudilite.reader.merge import SliceDesc, merge_slices, to_spark_arrow
+from hudilite.reader.overlay_cache import ROW_BITS
 from hudilite.reader.planner import ReadPlan, plan_read
+from hudilite.ready import ready_partitions
+from hudilite.schema import SchemaError, avro_to_arrow
 from hudilite.spark.files import read_parquet_files
 from hudilite.spark.merge import FILE, ROW, SIZE, file_ids, merged_dataframe
-from hudilite.schema import SchemaError, avro_to_arrow
 from hudilite.spark.schema import arrow_to_spark
-from hudilite.reader import overlay_cache
-from hudilite.reader.overlay_cache import ROW_BITS
-from hudilite.reader.merge import SliceDesc, merge_slices, to_spark_arrow
-from hudilite.file_group import parse_base_file_name
-from hudilite.ready import ready_partitions
 
 
 def plan_to_dataframe(spark, plan: ReadPlan):

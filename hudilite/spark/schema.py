@@ -8,6 +8,7 @@ from pyspark.sql.types import StructField, StructType
 
 from hudilite.schema import SchemaError, map_leaves, spark_leaf
 
+
 def arrow_to_spark(schema: pa.Schema):
     """pyspark ``StructType`` for an Arrow schema. All timestamps (any unit, with or without a
     time zone) become ``TimestampType``; decimals keep precision/scale; nested types recurse."""
@@ -41,6 +42,7 @@ def spark_to_arrow(struct) -> pa.Schema:
                 f.dataType, error_on_duplicated_field_names_in_struct=True, timezone="UTC"
             )
         except Exception as e:
-            raise SchemaError(f"column '{f.name}': Spark type {f.dataType.simpleString()} cannot be converted to Arrow: {e}") from None
+            raise SchemaError(f"column '{f.name}': Spark type {f.dataType.simpleString()} cannot be converted to "
+                              f"Arrow: {e}") from None
         fields.append(pa.field(f.name, map_leaves(t, _from_spark_leaf, f.name), nullable=f.nullable))
     return pa.schema(fields)

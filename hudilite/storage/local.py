@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -94,7 +94,7 @@ class LocalStorage:
     injection); unset (the class default) that is one attribute check. `fault(op, path, torn)`: `torn`, when
     given, performs a partial version of the operation (a process killed in the middle of it)."""
 
-    fault = None
+    fault: Callable[..., None] | None = None
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
@@ -293,7 +293,8 @@ class LocalStorage:
         entry too). Returns the offset the first chunk landed at."""
         created = not os.path.exists(path)
         if self.fault is not None:
-            self.fault("append", path, lambda: _append_file(path, [b"".join(chunks)[:max(1, sum(map(len, chunks)) // 2)]], False))
+            half = [b"".join(chunks)[:max(1, sum(map(len, chunks)) // 2)]]  # a torn append
+            self.fault("append", path, lambda: _append_file(path, half, False))
         offset = _append_file(path, chunks, fsync)
         if created and fsync:
             fsync_path(os.path.dirname(os.path.abspath(path)))

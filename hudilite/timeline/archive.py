@@ -22,13 +22,13 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from hudilite.storage.local import storage_for
-from hudilite.timeline.instant import COMPLETED, COMPLETION_KEY, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
 from hudilite.log.blocks import AvroDataBlock, LogBlock, decode_avro_rows, encode_avro_rows
-from hudilite.log.reader import scan_log_file
 from hudilite.log.format import BlockType, HeaderKey
+from hudilite.log.reader import scan_log_file
 from hudilite.log.writer import append_blocks
+from hudilite.storage.local import storage_for
 from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, parsed
+from hudilite.timeline.instant import COMPLETED, COMPLETION_KEY, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ import os
 
 from hudilite.errors import CorruptTableError
 from hudilite.storage.local import read_nonblank
+from hudilite.timeline.avro_models import from_container
 from hudilite.timeline.instant import CLUSTERING, COMPACTION, REPLACE_COMMIT, REQUESTED, Instant
 from hudilite.timeline.timeline import Timeline
-from hudilite.timeline.avro_models import from_container
 
 
 def read_requested(tl: Timeline, inst: Instant) -> dict | None:
@@ -47,8 +47,7 @@ def pending_service_groups(tl: Timeline) -> dict[tuple[str, str], tuple[str, str
             for op in plan.get("operations") or []:
                 out[(op.get("partitionPath") or "", op["fileId"])] = (inst.timestamp, "compaction")
         else:
-            plan = clustering_plan(tl, inst)
-            for g in (plan or {}).get("inputGroups") or []:
+            for g in (clustering_plan(tl, inst) or {}).get("inputGroups") or []:
                 for s in g.get("slices") or []:
                     out[(s.get("partitionPath") or "", s["fileId"])] = (inst.timestamp, "clustering")
     return out

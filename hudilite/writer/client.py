@@ -19,26 +19,32 @@ import re
 import pyarrow as pa
 
 from hudilite import change_images
+from hudilite.columns import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, META_FIELDS, MOVED_COL, PART_COL, SEQ_COL
 from hudilite.config import MERGE_ON_READ, TableConfig
 from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableError
-from hudilite.index.global_index import FOUND_PART, FOUND_PC, META_KEY as INDEX_META_KEY, explode_found, \
-    index_choice, relocate, slice_keys
+from hudilite.index.global_index import FOUND_PART, FOUND_PC, explode_found, index_choice, relocate, slice_keys
+from hudilite.index.global_index import META_KEY as INDEX_META_KEY
 from hudilite.keygen import KeySpec, arrow_keygen, integer_key_column
-from hudilite.spark.keygen import partition_path_expr, record_key_expr
-from hudilite.markers import (OPT_MARKERS_TYPE, OPT_SERVICE_URL, TIMELINE_SERVER_BASED, MarkerService,
-                              delete_markers, list_markers)
+from hudilite.markers import (
+    OPT_MARKERS_TYPE,
+    OPT_SERVICE_URL,
+    TIMELINE_SERVER_BASED,
+    MarkerService,
+    delete_markers,
+    list_markers,
+)
 from hudilite.reader import overlay_cache
-from hudilite.columns import META_FIELDS
+from hudilite.reader.merge import SliceDesc
 from hudilite.schema import SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve
-from hudilite.spark.schema import spark_to_arrow
 from hudilite.services.inline import check_service_options, run_inline_services
-from hudilite.writer.rollback import rollback_instant
-from hudilite.storage.local import fsync_option, normalize_path
+from hudilite.spark.keygen import partition_path_expr, record_key_expr
+from hudilite.spark.schema import spark_to_arrow
 from hudilite.spark.session import check_workers
-from hudilite.table import HoodieTable, PROPS_FILE
+from hudilite.storage.local import fsync_option, normalize_path
+from hudilite.table import PROPS_FILE, HoodieTable
 from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
 from hudilite.writer import local as local_write
-from hudilite.columns import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, MOVED_COL, PART_COL, SEQ_COL
+from hudilite.writer.conflict import read_basis
 from hudilite.writer.context import WriteContext
 from hudilite.writer.handle import StreamingBaseFileWriter, stats_table
 from hudilite.writer.log_handle import block_format_option, state_spec
@@ -46,10 +52,10 @@ from hudilite.writer.options import UNSET, WriteOptions, resolve
 from hudilite.writer.pending import PendingWrite, WriteResult
 from hudilite.writer.planning import PlannerBase, merge_group
 from hudilite.writer.queue import run_bounded
-from hudilite.writer.source_files import OPTION as SOURCE_FILES_OPTION, plain_parquet_units, read_units
-from hudilite.writer.conflict import read_basis
+from hudilite.writer.rollback import rollback_instant
+from hudilite.writer.source_files import OPTION as SOURCE_FILES_OPTION
+from hudilite.writer.source_files import plain_parquet_units, read_units
 from hudilite.writer.transaction import Transaction
-from hudilite.reader.merge import SliceDesc
 
 log = logging.getLogger(__name__)
 _INVALID_PREFIX = "HUDILITE_INVALID_INPUT: "
@@ -299,7 +305,8 @@ class WriteClient:
 
         mode = str(self.wo.get("hoodie.bulkinsert.sort.mode", "NONE")).upper()
         if mode not in ("NONE", "PARTITION_SORT", "GLOBAL_SORT"):
-            raise InvalidWriteError(f"hoodie.bulkinsert.sort.mode={mode!r}: expected NONE, PARTITION_SORT or GLOBAL_SORT")
+            raise InvalidWriteError(f"hoodie.bulkinsert.sort.mode={mode!r}: expected NONE, PARTITION_SORT or "
+                                    "GLOBAL_SORT")
         # unsorted: the key and partition path are computed in the Python worker where that gives the same
         # strings, so Spark converts and ships only the data columns - or nothing at all, see source_files.py
         keygen = arrow_keygen(spec, spark_to_arrow(prepared.schema)) if mode == "NONE" else None

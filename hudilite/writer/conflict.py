@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from hudilite.errors import CommitConflictError
-from hudilite.timeline import CLUSTERING, COMPACTION, INFLIGHT, REPLACE_COMMIT, REQUESTED, WRITE_ACTIONS, Instant
-from hudilite.timeline.timeline import Timeline
 from hudilite.log.format import try_parse_log_file_name
 from hudilite.storage.local import read_nonblank
+from hudilite.timeline import CLUSTERING, COMPACTION, INFLIGHT, REPLACE_COMMIT, REQUESTED, WRITE_ACTIONS, Instant
+from hudilite.timeline.timeline import Timeline
 
 PREPARED_KEY = "hudilite.commit.prepared"
 FileGroupId = tuple  # (partition path, file id)

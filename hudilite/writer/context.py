@@ -9,6 +9,7 @@ import pyarrow as pa
 from hudilite.columns import META_FIELDS
 from hudilite.markers import markers_for
 
+
 @dataclass
 class WriteContext:
     base_path: str

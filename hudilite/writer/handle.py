@@ -19,14 +19,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hudilite import change_images
+from hudilite.columns import DELETE_COL, KEY_COL, META_FIELDS, MOVED_COL, PART_COL, SEQ_COL
 from hudilite.errors import damaged_file
 from hudilite.file_group import base_file_name, new_file_id
 from hudilite.keygen import partition_path_problem
 from hudilite.markers import CREATE, MERGE
-from hudilite.columns import META_FIELDS
 from hudilite.schema import cast_table_to_schema
 from hudilite.storage.local import storage_for
-from hudilite.columns import DELETE_COL, KEY_COL, MOVED_COL, PART_COL, SEQ_COL
 from hudilite.writer.context import WriteContext
 
 STAT_SCHEMA = pa.schema([pa.field("stat", pa.string())])

@@ -21,11 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from hudilite.columns import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, PART_COL, SEQ_COL
 from hudilite.errors import InvalidWriteError, damaged_file
 from hudilite.index.global_index import find_local, relocate
 from hudilite.keygen import KeySpec, arrow_keygen
 from hudilite.schema import SchemaError, canonical
-from hudilite.columns import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, PART_COL, SEQ_COL
 from hudilite.writer.context import WriteContext
 from hudilite.writer.handle import StreamingBaseFileWriter, dedup_latest
 from hudilite.writer.planning import PlannerBase, merge_group

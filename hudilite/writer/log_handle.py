@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from hudilite.columns import DELETE_COL, KEY_COL, PART_COL
 from hudilite.errors import InvalidWriteError, damaged_file
 from hudilite.file_group import new_file_id, parse_base_file_name
 from hudilite.log.blocks import DeleteBlock, ParquetDataBlock
@@ -36,10 +37,17 @@ from hudilite.reader.overlay_cache import write_slice_entry
 from hudilite.reader.planner import ReadPlan
 from hudilite.schema import arrow_to_avro, avro_to_arrow, avro_to_json, with_meta_fields_arrow, with_meta_fields_avro
 from hudilite.storage.local import storage_for
-from hudilite.columns import DELETE_COL, KEY_COL, PART_COL
 from hudilite.writer.context import WriteContext
-from hudilite.writer.handle import with_meta, dedup_latest, dictionary_columns, incoming_wins, key_columns, \
-    merge_file_group, orders_by_event_time, task_info
+from hudilite.writer.handle import (
+    dedup_latest,
+    dictionary_columns,
+    incoming_wins,
+    key_columns,
+    merge_file_group,
+    orders_by_event_time,
+    task_info,
+    with_meta,
+)
 
 log = logging.getLogger(__name__)
 

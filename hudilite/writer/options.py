@@ -9,6 +9,7 @@ from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ
 from hudilite.errors import InvalidWriteError
 from hudilite.options import check_options
 
+
 class _Unset:
     """Default of `precombine_field=` / `table_type=`: take the existing table's (a new table: none / COW).
     An explicit value, None included, must match an existing table's."""

@@ -1,4 +1,5 @@
-"""The outcome of a write: its result (`WriteResult`), or a write that is not committed yet (`hudilite.write(..., commit=False)`): write-audit-publish.
+"""The outcome of a write: its result (`WriteResult`), or a write that is not committed yet
+(`hudilite.write(..., commit=False)`): write-audit-publish.
 
 The data files are written and reconciled, the instant is inflight (its heartbeat keeps running, so other
 writers in multi-writer mode leave it alone), and nothing is visible to readers. Then exactly one of:
@@ -19,11 +20,11 @@ import threading
 
 from hudilite.errors import HudiliteError
 from hudilite.file_group import BaseFile, FileSlice, parse_base_file_name
-from hudilite.ready import READY_KEY, remember_ready
+from hudilite.markers import delete_markers
 from hudilite.reader.planner import ReadPlan, table_schema
+from hudilite.ready import READY_KEY, remember_ready
 from hudilite.schema import avro_to_arrow, with_meta_fields_arrow
 from hudilite.spark.read import plan_to_dataframe
-from hudilite.markers import delete_markers
 from hudilite.writer.rollback import rollback_instant
 
 log = logging.getLogger(__name__)

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 
 from hudilite.errors import InvalidWriteError
+from hudilite.file_group import new_file_id
 from hudilite.index import RangeIndex
 from hudilite.index.global_index import index_choice
 from hudilite.keygen import integer_key_column, partition_path_problem
@@ -24,7 +25,6 @@ from hudilite.writer.context import WriteContext
 from hudilite.writer.handle import merge_file_group
 from hudilite.writer.log_handle import append_file_group
 from hudilite.writer.options import WriteOptions
-from hudilite.file_group import new_file_id
 
 # A file group a write task targets: (partition, base file path or None for a new group, base instant).
 Target = tuple[str, "str | None", "str | None"]

@@ -41,13 +41,26 @@ from hudilite.lock.base import check_lock_provider
 from hudilite.storage.local import directories_of, fsync_option
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
+from hudilite.timeline.heartbeat import (
+    Heartbeat,
+    heartbeat_expired,
+    heartbeat_path,
+    heartbeat_settings,
+    read_heartbeat,
+    write_heartbeat,
+)
 from hudilite.timeline.instant import COMPLETION_KEY
-from hudilite.timeline.heartbeat import (Heartbeat, heartbeat_expired, heartbeat_path, heartbeat_settings,
-                                         read_heartbeat, write_heartbeat)
 from hudilite.timeline.instant_time import next_instant_time, wait_for_skew
+from hudilite.writer.conflict import (
+    PREPARED_KEY,
+    Footprint,
+    conflict_error,
+    find_conflicts,
+    pending_guard,
+    prepared_metadata,
+    read_basis,
+)
 from hudilite.writer.rollback import clean_completed_leftovers, rollback_instant
-from hudilite.writer.conflict import (PREPARED_KEY, Footprint, conflict_error, find_conflicts, pending_guard,
-                                      prepared_metadata, read_basis)
 
 log = logging.getLogger(__name__)
 
