@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 
+from hudilite import auxfiles
 from hudilite.timeline.instant import WRITE_ACTIONS
 
 log = logging.getLogger(__name__)
@@ -17,7 +17,7 @@ READY_KEY = "hudilite.ready.partitions"
 
 # ---- partition readiness ----------------------------------------------------------------------------------
 def ready_file(table) -> str:
-    return os.path.join(table.meta_path, ".aux", "ready_partitions.json")
+    return auxfiles.path(table.base_path, auxfiles.READY_PARTITIONS)
 
 def remember_ready(table, partitions) -> None:
     """Keep the ready set outside the timeline too, so it survives archival of the marking commits."""
@@ -28,8 +28,7 @@ def remember_ready(table, partitions) -> None:
 
 def _read_ready_file(table) -> list[str]:
     try:
-        with open(ready_file(table)) as f:
-            return list(json.load(f))
+        return list(json.loads(table.fs.read_bytes(ready_file(table))))
     except (FileNotFoundError, ValueError):
         return []
 

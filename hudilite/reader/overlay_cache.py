@@ -51,6 +51,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hudilite import auxfiles
 from hudilite.errors import UnsupportedTableError
 from hudilite.file_group import parse_base_file_name
 from hudilite.log.blocks import AvroDataBlock, ParquetDataBlock
@@ -61,7 +62,7 @@ from hudilite.schema import avro_to_arrow, with_meta_fields_arrow
 from hudilite.storage.local import storage_for
 from hudilite.version import __version__
 
-DIR = os.path.join(".hoodie", ".aux", "hudilite_overlays")
+DIR = auxfiles.relative(auxfiles.OVERLAYS)
 CONF = "spark.hudilite.read.overlayCache"
 # "true" (default): a deltacommit's log appends also write the overlay entries of the slices they make
 WRITE_OPTION = "hoodie.write.read.overlays"

@@ -31,12 +31,13 @@ from __future__ import annotations
 import logging
 import os
 
-from hudilite import change_images
+from hudilite import auxfiles
 from hudilite.errors import InvalidWriteError, UnsupportedTableError
 from hudilite.file_group import parse_base_file_name
 from hudilite.log.format import try_parse_log_file_name
 from hudilite.services.clean import last_clean
 from hudilite.services.common import open_table, opt_bool, opt_int
+from hudilite.storage.local import storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline import (
     CLEAN,
@@ -146,15 +147,14 @@ def _state_files(tl: Timeline, inst: Instant) -> list[tuple[str, str, str]]:
         for a in actions:
             i = Instant(inst.timestamp, a, state)
             p = os.path.join(tl.meta_dir, i.file_name(tl.layout))
-            if os.path.exists(p) and not any(x[0] == p for x in out):
+            if storage_for(p).exists(p) and not any(x[0] == p for x in out):
                 out.append((p, a, state))
     return out
 
 
 def _entry(tl: Timeline, inst: Instant, path: str, action: str, state: str) -> dict:
     rec = {"commitTime": inst.timestamp, "actionType": action, "actionState": state, "version": 1}
-    with open(path, "rb") as f:
-        data = f.read()
+    data = storage_for(path).read_bytes(path)
     if not data.strip():
         return rec
     try:
@@ -208,7 +208,7 @@ def archive(table_or_path, options: dict | None = None, *, force: bool = False) 
         # deleted nothing would remove them any more (a process killed in between left them forever), while
         # images missing for an instant still active only make a change read compute the diff instead
         for inst in todo:
-            change_images.remove(table.base_path, inst.timestamp)
+            auxfiles.remove_instant(table.base_path, inst.timestamp, "archival")
         for path in files:  # oldest instant first; requested -> inflight -> completed within one
             table.fs.delete(path)
         table.reload()

@@ -181,10 +181,10 @@ def _cluster_group(table: HoodieTable, ctx, spec, group: dict, sort_cols: list[s
         base = os.path.join(pdir, s["dataFilePath"]) if s.get("dataFilePath") else None
         logs = tuple(os.path.join(pdir, n) for n in s.get("deltaFilePaths") or [])
         for p in ([base] if base else []) + list(logs):
-            if not os.path.exists(p):
+            if not table.fs.exists(p):
                 raise ClusteringError(f"clustering {ctx.instant}: planned file {p} is missing (file group "
                                       f"{s['fileId']}); the table is left as it was")
-            in_bytes += os.path.getsize(p)
+            in_bytes += table.fs.size(p)
         parts.append((part, merge_slice(SliceDesc(part, s["fileId"], base, logs), spec)))
     partitions = {p for p, _ in parts}
     if len(partitions) != 1:

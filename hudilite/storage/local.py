@@ -1,7 +1,7 @@
 """Local / shared POSIX file system storage.
 
-Everything the table format needs from storage is here, so another backend (object stores) only has to
-implement this class. Paths handed in are absolute; `file://` URIs are accepted.
+`LocalStorage` implements the `Storage` interface (hudilite/storage/base.py) plus the POSIX primitives of the local
+lock provider, heartbeats and direct markers. Paths handed in are absolute; `file://` URIs are accepted.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from hudilite.storage.base import Storage
 
 
 def normalize_path(path: str) -> str:
@@ -86,7 +88,7 @@ def directories_of(base_path: str, rel_paths) -> list[str]:
     return sorted(dirs, key=lambda x: (-x.count(os.sep), x))
 
 
-class LocalStorage:
+class LocalStorage(Storage):
     """POSIX file operations. `put_if_absent` is atomic: content is written to a temp file and hard-linked
     into place, which fails if the target exists (no reader ever sees a half-written file).
 
@@ -108,6 +110,14 @@ class LocalStorage:
     def read_bytes(self, path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(length)
+
+    def open_input(self, path: str) -> pa.NativeFile:
+        return pa.OSFile(path, "rb")
 
     def size(self, path: str) -> int:
         return os.path.getsize(path)
@@ -396,5 +406,6 @@ _LOCAL = LocalStorage()
 
 
 def storage_for(path: str) -> LocalStorage:
+    """The storage of `path` (local and shared file systems: the one LocalStorage; other backends by scheme)."""
     normalize_path(path)  # validates the scheme
     return _LOCAL

@@ -190,7 +190,7 @@ def append_archive_records(directory: str, records: list[dict], *, max_file_byte
 
     storage_for(directory).makedirs(directory)
     files = list_archive_files(directory)
-    if files and os.path.getsize(files[-1][1]) < max_file_bytes:
+    if files and storage_for(directory).size(files[-1][1]) < max_file_bytes:
         path = files[-1][1]
     else:
         path = os.path.join(directory, archive_file_name((files[-1][0] + 1) if files else 1))

@@ -10,7 +10,7 @@ import logging
 import os
 import re
 
-from hudilite import change_images
+from hudilite import auxfiles
 from hudilite.file_group import parse_base_file_name
 from hudilite.fs_view import PARTITION_METAFILE
 from hudilite.log import CommandBlock, LogBlock, append_blocks, scan_log_file
@@ -99,7 +99,7 @@ def rollback_instant(table: HoodieTable, instant: Instant) -> list[str]:
     delete_markers(table.base_path, instant.timestamp)
     table.fs.delete(heartbeat_path(table.base_path, instant.timestamp))
     _delete_instant_temp_files(table, instant.timestamp)
-    change_images.remove(table.base_path, instant.timestamp)
+    auxfiles.remove_instant(table.base_path, instant.timestamp, "rollback")
     tl = table.timeline
     for state in ("INFLIGHT", "REQUESTED"):
         table.fs.delete(os.path.join(tl.meta_dir, instant.with_state(state).file_name(tl.layout)))
@@ -119,7 +119,7 @@ def rollback_log_files(table: HoodieTable, instant: str) -> list[str]:
         if kind != APPEND:
             continue
         path = os.path.join(table.partition_dir(part), name)
-        if not os.path.exists(path):
+        if not table.fs.exists(path):
             continue
         blocks = [b for b in scan_log_file(path) if isinstance(b, LogBlock)]
         others = [b for b in blocks if b.instant_time != instant]

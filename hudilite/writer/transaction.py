@@ -34,7 +34,7 @@ import os
 import time
 from typing import Callable
 
-from hudilite import change_images
+from hudilite import auxfiles, change_images
 from hudilite.errors import CommitConflictError, InvalidWriteError
 from hudilite.lock import LockLostError, lock_for
 from hudilite.lock.base import check_lock_provider
@@ -103,7 +103,7 @@ def check_concurrency_options(options: dict | None) -> None:
 
 
 def _aux_last_completion(table: HoodieTable) -> str:
-    return os.path.join(table.meta_path, ".aux", "last_completion_time")
+    return auxfiles.path(table.base_path, auxfiles.LAST_COMPLETION)
 
 
 class Transaction:
@@ -211,8 +211,7 @@ class Transaction:
     def _last_completion(self) -> str | None:
         p = _aux_last_completion(self.table)
         try:
-            with open(p) as f:
-                v = f.read().strip()
+            v = self.table.fs.read_bytes(p).decode().strip()
             return v if v.isdigit() and len(v) == 17 else None
         except FileNotFoundError:
             return None
