@@ -33,7 +33,7 @@ class DirectMarkers:
         fs = storage_for(self.root)
         fs.makedirs(self.root)
         p = os.path.join(self.root, MARKER_TYPE_FILE)
-        if not os.path.exists(p):
+        if not fs.exists(p):
             fs.write_plain(p, b"DIRECT")
 
     def create(self, partition: str, file_name: str, kind: str) -> str:
@@ -51,7 +51,7 @@ def list_markers(base_path: str, instant: str) -> list[tuple[str, str, str]]:
     line)."""
     root = marker_dir(base_path, instant)
     out: list[tuple[str, str, str]] = []
-    if not os.path.isdir(root):
+    if not storage_for(root).isdir(root):
         return out
     for dirpath, _dirs, files in os.walk(root):
         rel = os.path.relpath(dirpath, root)

@@ -134,7 +134,7 @@ def entry_path(base_path: str, base_instant: str, desc, spec, fid: int | None, b
 
 
 def is_complete(prefix: str) -> bool:
-    return os.path.exists(prefix + ROWS)
+    return storage_for(prefix).exists(prefix + ROWS)
 
 
 def write_entry(prefix: str, rows: pa.Table | bytes, block_keys: np.ndarray, masks: np.ndarray,
@@ -254,7 +254,7 @@ def write_slice_entry(spec, out_schema: pa.Schema, table_path: str, partition: s
     block keys use the base file's size as file id, as reads do when their base files' sizes are distinct (other
     reads compute their own). `base_columns`: see `merge.read_base_keys`. Returns the entry's prefix, None when
     no read would find it."""
-    fid = os.path.getsize(base_file) if base_file else None
+    fid = storage_for(base_file).size(base_file) if base_file else None
     if fid is not None and not 0 < fid < 1 << ROW_BITS:
         return None
     desc = SliceDesc(partition, file_id, base_file, tuple(log_paths))

@@ -317,7 +317,7 @@ def _finish(plan: ReadPlan, read_optimized: bool) -> ReadPlan:
 def _plan_incremental(table: HoodieTable, schema: pa.Schema, begin, end, filters,
                       completion_bounds: bool = False) -> ReadPlan:
     """The file groups the instants of the range wrote, as the range left them. The range is in completion
-    order (`hudilite.reader.changes.resolve_range`): an instant requested before `begin` that completed after
+    order (`hudilite.reader.ranges.resolve_range`): an instant requested before `begin` that completed after
     it is in the range. Raises RangeUnavailableError when the range's files were cleaned away."""
     rng = resolve_range(table, begin, end, completion_bounds=completion_bounds)
     t = touched(rng)

@@ -235,7 +235,7 @@ def _compact_slice(table: HoodieTable, ctx, spec, op: dict, token: str, claim=No
     base_path = os.path.join(pdir, op["dataFilePath"]) if op.get("dataFilePath") else None
     log_paths = [os.path.join(pdir, n) for n in op.get("deltaFilePaths") or []]
     for p in ([base_path] if base_path else []) + log_paths:
-        if not os.path.exists(p):
+        if not table.fs.exists(p):
             raise CompactionError(f"compaction {ctx.instant}: planned file {p} is missing (file group "
                                   f"{op['fileId']}); the table is left as it was")
     base = read_base(base_path, spec) if base_path else conform(pa.table({}), spec.schema).slice(0, 0)
@@ -256,7 +256,7 @@ def _compact_slice(table: HoodieTable, ctx, spec, op: dict, token: str, claim=No
         kept_base = int(pc.sum(pc.is_in(merged.column(KEY), value_set=base.column(KEY).combine_chunks())
                                ).as_py() or 0)
     rel, _path, size = write_base_file(ctx, part, op["fileId"], token, merged, claim)
-    log_size = sum(os.path.getsize(p) for p in log_paths)
+    log_size = sum(table.fs.size(p) for p in log_paths)
     return write_stat(
         op["fileId"], rel, part, size, prev=op.get("baseInstantTime") or "null", writes=merged.num_rows,
         updates=updated, deletes=base.num_rows - kept_base, inserts=merged.num_rows - kept_base,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
@@ -53,7 +52,7 @@ from hudilite.reader.merge import SliceDesc, merge_slices
 from hudilite.reader.planner import plan_read, table_schema
 from hudilite.schema import cast_table_to_schema
 from hudilite.spark.schema import arrow_to_spark, spark_to_arrow
-from hudilite.storage.local import normalize_path
+from hudilite.storage.local import normalize_path, storage_for
 from hudilite.table import HoodieTable
 
 PATH_KEY = "hudilite.path"  # field metadata naming the table (catalog tables; see HudiliteDataSource.path)
@@ -219,7 +218,7 @@ def _read_files(files: list[str], needed: set) -> list[pa.Table]:
 
 def _size(path: str) -> int:
     try:
-        return os.path.getsize(path)
+        return storage_for(path).size(path)
     except OSError:
         return 0
 

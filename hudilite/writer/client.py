@@ -40,7 +40,7 @@ from hudilite.services.inline import check_service_options, run_inline_services
 from hudilite.spark.keygen import partition_path_expr, record_key_expr
 from hudilite.spark.schema import spark_to_arrow
 from hudilite.spark.session import check_workers
-from hudilite.storage.local import fsync_option, normalize_path
+from hudilite.storage.local import fsync_option, normalize_path, storage_for
 from hudilite.table import PROPS_FILE, HoodieTable
 from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
 from hudilite.writer import local as local_write
@@ -125,7 +125,7 @@ class WriteClient:
         created = None  # a table this write creates: removed again if the write fails (path as it was)
         if table is None:
             base = normalize_path(wo.path)
-            created = (base, os.path.exists(base))
+            created = (base, storage_for(base).exists(base))
             table = HoodieTable.create(base, new_config)
         txn = self.transaction_factory(table, wo.options)
         # under the table lock; lazy (the default mode): only writers whose heartbeat expired by their own
@@ -602,10 +602,11 @@ def check_no_foreign_data(path: str) -> None:
     Iceberg `metadata/*.metadata.json`, plain parquet / ORC / Avro files, Spark's `_SUCCESS`): a Hudi table on
     top would hide it from its own readers and never read it. Looks a few levels deep, stops at the first."""
     base = normalize_path(path)
-    if not os.path.isdir(base):
+    fs = storage_for(base)
+    if not fs.isdir(base):
         return
     found = None
-    if os.path.isdir(os.path.join(base, "_delta_log")):
+    if fs.isdir(os.path.join(base, "_delta_log")):
         found = "a Delta Lake table (_delta_log)"
     elif any(n.endswith(".metadata.json") for n in _listdir(os.path.join(base, "metadata"))):
         found = "an Iceberg table (metadata/*.metadata.json)"

@@ -421,7 +421,7 @@ class StreamingBaseFileWriter:
         st["sink"].close()
         if self.ctx.fsync:
             storage_for(st["path"]).fsync_file(st["path"])
-        size = os.path.getsize(st["path"])
+        size = storage_for(st["path"]).size(st["path"])
         self.stats.append(_stat(self.ctx, partition, st["fid"], st["name"], size, prev="null", writes=st["rows"],
                                 inserts=st["rows"], updates=0, deletes=0))
 

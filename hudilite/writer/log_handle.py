@@ -133,7 +133,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     incoming = dedup_latest(incoming, ctx)
     is_del = incoming.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
     directory = os.path.join(ctx.base_path, partition) if partition else ctx.base_path
-    prior = list_log_files(directory, fid, base_instant) if os.path.isdir(directory) else []
+    prior = list_log_files(directory, fid, base_instant) if storage_for(directory).isdir(directory) else []
     late = np.zeros(incoming.num_rows, dtype=bool)
     # the base file is the slice's own, not the previous slice's behind a pending compaction (whose logs the
     # read of this slice merges too)
@@ -195,20 +195,21 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     if dels.num_rows:
         blocks.extend(_delete_blocks(ctx, dels))
 
-    storage_for(directory).makedirs(directory)
+    fs = storage_for(directory)
+    fs.makedirs(directory)
     token = f"{pid}-{stage}-{attempt}"
     version = version_after(prior)
     while True:
         name = format_log_file_name(fid, base_instant, version, token)
-        if not os.path.exists(os.path.join(directory, name)):
+        if not fs.exists(os.path.join(directory, name)):
             break
         version += 1
     ctx.markers().create(partition, name, APPEND)
     path = os.path.join(directory, name)
     locations = append_blocks(path, blocks, fsync=ctx.fsync)
-    size = os.path.getsize(path)
+    size = fs.size(path)
     # (not behind a pending compaction: no read would find that entry; not for small logs: reads merge them)
-    if entry and size + sum(os.path.getsize(os.path.join(directory, f.name)) for f in prior) >= ctx.overlays[2]:
+    if entry and size + sum(fs.size(os.path.join(directory, f.name)) for f in prior) >= ctx.overlays[2]:
         for b, loc in zip(blocks, locations):
             b.path, b.offset, b.size = loc.path, loc.offset, loc.size
         _write_overlay_entry(ctx, partition, fid, base_path, base_instant,

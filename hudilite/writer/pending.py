@@ -97,7 +97,7 @@ class PendingWrite:
                 if not parsed or parsed[2] != ts:
                     continue  # log files (merge-on-read): already in the view, their blocks count below
                 full = os.path.join(table.partition_dir(part or ""), name)
-                bf = BaseFile(part or "", parsed[0], parsed[1], ts, name, full, os.path.getsize(full))
+                bf = BaseFile(part or "", parsed[0], parsed[1], ts, name, full, table.fs.size(full))
                 slices[(part or "", parsed[0])] = FileSlice(part or "", parsed[0], ts, bf)
         visible = frozenset(tl.completed_write_times | {ts})
         return ReadPlan(table, schema, [s for _, s in sorted(slices.items())], "snapshot", visible=visible)

@@ -146,7 +146,7 @@ def clean_completed_leftovers(table: HoodieTable) -> list[str]:
     hb_dir = os.path.dirname(heartbeat_path(table.base_path, "x"))
     cleaned = set()
     for t in table.fs.listdir(table.temp_path):
-        if t in completed and os.path.isdir(marker_dir(table.base_path, t)):
+        if t in completed and table.fs.isdir(marker_dir(table.base_path, t)):
             delete_markers(table.base_path, t)
             cleaned.add(t)
     for t in table.fs.listdir(hb_dir):
