@@ -3,7 +3,7 @@ file slices the write builds on, the key-range index over their base files, the 
 sizing of inserts into small and new file groups, the merge of one file group, and the groups an overwrite
 replaces.
 
-The runners (`hudilite.writer.client._SparkPlanner`, `hudilite.writer.local.LocalPlanner`) tag rows with
+The runners (`hudilite.spark.write.SparkPlanner`, `hudilite.writer.local.LocalPlanner`) tag rows with
 file groups, count them per partition, route inserts to the buckets planned here and call `merge_group` once
 per file group.
 """
