@@ -31,9 +31,9 @@ def main(argv=None) -> int:
     import pyarrow as pa
 
     import hudilite
-    from hudilite.reader import spark_read
+    from hudilite.spark import read as spark_read
     from hudilite.reader.planner import plan_read
-    from hudilite.session import local_session
+    from hudilite.spark.session import local_session
 
     spark = local_session("local[2]", app_name="bench-type-overrides")
     work = tempfile.mkdtemp(prefix="hudilite-overrides-")

@@ -1,4 +1,4 @@
-"""The cost of the per-session worker check (hudilite.session.check_workers), beside a small write.
+"""The cost of the per-session worker check (hudilite.spark.session.check_workers), beside a small write.
 
     python -m bench.worker_check [--repeat 7]
 
@@ -22,8 +22,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import hudilite
-    from hudilite import session as hs
-    from hudilite.session import local_session
+    from hudilite.spark import session as hs
+    from hudilite.spark.session import local_session
 
     spark = local_session("local[2]", app_name="bench-worker-check")
     df = spark.createDataFrame([(i, f"p{i % 2}", i) for i in range(100)], "id long, part string, v long")

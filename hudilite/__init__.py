@@ -8,15 +8,20 @@
 
 from hudilite.api import OPERATIONS, RollbackRefusedError, Table, TableInfo, TableServices, register
 from hudilite.errors import (
-    CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError, LockTimeoutError,
-    RangeUnavailableError, TableNotFoundError, TableReplacedError,
-    UnsupportedTableError, WorkerEnvironmentError,
+    CommitConflictError,
+    CorruptTableError,
+    HudiliteError,
+    InvalidWriteError,
+    LockTimeoutError,
+    RangeUnavailableError,
+    TableNotFoundError,
+    TableReplacedError,
+    UnsupportedTableError,
+    WorkerEnvironmentError,
 )
 from hudilite.options import check_options
-from hudilite.session import check_workers, local_session
+from hudilite.spark.session import check_workers, local_session
 from hudilite.writer.options import UNSET
-
-__version__ = "0.1.0"
 
 
 def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), operation="upsert",

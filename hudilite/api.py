@@ -19,14 +19,14 @@ import dataclasses
 from hudilite.errors import HudiliteError, InvalidWriteError
 from hudilite.reader import changes as _changes
 from hudilite.reader.planner import table_schema as _table_schema
-from hudilite.reader.spark_read import read as _spark_read
+from hudilite.spark.read import read as _spark_read
 from hudilite.services import archival as _archival
 from hudilite.services import clean as _clean
 from hudilite.services import clustering as _clustering
 from hudilite.services import compaction as _compaction
 from hudilite.services.rollback import rollback_failed_writes as _rollback_failed_writes
 from hudilite.services.rollback import rollback_instant as _rollback_instant
-from hudilite.session import check_workers
+from hudilite.spark.session import check_workers
 from hudilite.streaming import BATCH_ID_KEY, QUERY_ID_KEY, StreamingSink, last_batch_id as _last_batch_id
 from hudilite.streaming import write_stream as _write_stream
 from hudilite.table import HoodieTable
@@ -258,7 +258,7 @@ def register(spark) -> None:
     """Register the `hudilite` data source in this session (`spark.read.format("hudilite")`)."""
     # deferred: the data source module loads pyspark, which Arrow-only users (the driver-local writer,
     # to_arrow, the CLI) never need; it loads with the first Spark session used
-    from hudilite.reader.datasource import register as _register
+    from hudilite.spark.datasource import register as _register
 
     _register(spark)
 

@@ -26,12 +26,12 @@ import json
 import os
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from hudilite import auxfiles
 from hudilite.options import CHANGE_IMAGES
 from hudilite.storage.local import fsync_path, storage_for
 
-DIR = os.path.join(".hoodie", ".aux", "hudilite_changes")
+DIR = auxfiles.relative(auxfiles.CHANGE_IMAGES)
 META_KEY = "hudilite.change.images"
 OPTION = CHANGE_IMAGES.key
 CHANGE_OP = "_change_op"  # the operation column of change reads (hudilite.reader.changes) and of the images
@@ -41,7 +41,7 @@ STAT_INSERTED = "_hl_all_inserted"
 
 
 def instant_dir(base_path: str, instant: str) -> str:
-    return os.path.join(base_path, DIR, instant)
+    return auxfiles.path(base_path, auxfiles.CHANGE_IMAGES, instant)
 
 
 def write(base_path: str, instant: str, fid: str, token: str, parts: list[tuple[str, pa.Table]],
@@ -94,10 +94,6 @@ def files_of(table, instant: str, metadata: dict) -> tuple[list[str], list[str]]
     if not all(table.fs.exists(p) for p in images + inserted):
         return None
     return images, inserted
-
-
-def remove(base_path: str, instant: str) -> None:
-    storage_for(base_path).delete_tree(instant_dir(base_path, instant))
 
 
 def remove_unclaimed(base_path: str, instant: str, claimed: set) -> None:

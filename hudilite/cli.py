@@ -21,7 +21,6 @@ import sys
 
 from hudilite import HudiliteError, RollbackRefusedError, Table, check_options
 
-
 _OPERATION_ACTIONS = ("commit", "deltacommit", "replacecommit")  # their metadata records an operationType
 
 

@@ -51,6 +51,11 @@ class WorkerEnvironmentError(HudiliteError):
     cannot be started). Nothing was read or written."""
 
 
+class TableServiceError(HudiliteError):
+    """An inline table service failed after the write itself committed (the write stays committed; pending
+    service plans are retried by the next run)."""
+
+
 @contextlib.contextmanager
 def damaged_file(path: str, what: str = "base file"):
     """Arrow's errors on a file that is not readable Parquet (truncated footer, garbage) as a CorruptTableError

@@ -6,6 +6,10 @@ import os
 import re
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hudilite.log.format import LogFileName
 
 BASE_EXTENSIONS = (".parquet", ".lance", ".hfile", ".orc")
 _BASE_RE = re.compile(r"^([^_]+)_([^_]+)_(\d{14}|\d{17})(\.[A-Za-z0-9]+)$")
@@ -50,7 +54,7 @@ def write_token(partition_id: int, stage_id: int, attempt_id: int) -> str:
 @dataclass(frozen=True)
 class LogFile:
     partition: str
-    name: "object"  # hudilite.log.format.LogFileName
+    name: LogFileName
     path: str
     size: int = 0
 
@@ -69,7 +73,8 @@ class FileSlice:
     file_id: str
     base_instant: str
     base_file: BaseFile | None = None
-    log_files: list = field(default_factory=list)  # LogFile, in log order (fs_view: instant or completion, version, token)
+    # LogFile, in log order (fs_view: instant or completion, version, token)
+    log_files: list = field(default_factory=list)
 
     @property
     def files(self) -> list[str]:

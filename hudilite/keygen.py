@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hudilite.columns import KEY_COL, PART_COL
+
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_KEY = "__null__"
 EMPTY_KEY = "__empty__"
@@ -36,45 +38,6 @@ class KeySpec:
     @property
     def complex_key(self) -> bool:
         return len(self.record_key_fields) > 1
-
-
-def _as_string(F, c):
-    return F.col(f"`{c}`").cast("string")
-
-
-def record_key_expr(spec: KeySpec):
-    """Simple: str(value); null or "" gives null, which the writers reject (Apache Hudi's key generators refuse
-    a null or empty key). Complex: `f1:v1,f2:v2` with __null__/__empty__, null when every part is null or
-    empty."""
-    from pyspark.sql import functions as F
-
-    if not spec.complex_key:
-        v = _as_string(F, spec.record_key_fields[0])
-        return F.when(v != "", v)
-    parts = []
-    for f in spec.record_key_fields:
-        v = _as_string(F, f)
-        v = F.when(v.isNull(), F.lit(NULL_KEY)).when(v == "", F.lit(EMPTY_KEY)).otherwise(v)
-        parts.append(F.concat(F.lit(f"{f}:"), v))
-    all_null = None
-    for f in spec.record_key_fields:
-        v = _as_string(F, f)
-        cond = v.isNull() | (v == "")
-        all_null = cond if all_null is None else (all_null & cond)
-    return F.when(all_null, F.lit(None).cast("string")).otherwise(F.concat_ws(",", *parts))
-
-
-def partition_path_expr(spec: KeySpec):
-    from pyspark.sql import functions as F
-
-    if not spec.partition_fields:
-        return F.lit("")
-    parts = []
-    for f in spec.partition_fields:
-        v = _as_string(F, f)
-        v = F.when(v.isNull() | (v == ""), F.lit(DEFAULT_PARTITION)).otherwise(v)
-        parts.append(F.concat(F.lit(f"{f}="), v) if spec.hive_style else v)
-    return F.concat_ws("/", *parts)
 
 
 def partition_values(spec: KeySpec, partition: str) -> dict[str, str]:
@@ -126,8 +89,6 @@ def arrow_keygen(spec: KeySpec, schema):
         return pc.cast(table.column(name), pa.string())
 
     def add(table):
-        from hudilite.writer.context import KEY_COL, PART_COL
-
         if spec.complex_key:  # f1:v1,f2:v2 with __null__ / __empty__; null when every part is null
             segs, all_null = [], None
             for f in spec.record_key_fields:

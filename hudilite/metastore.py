@@ -42,7 +42,7 @@ import uuid
 
 from pyspark.sql.types import ArrayType, MapType, StructField, StructType
 
-from hudilite.reader.datasource import PATH_KEY  # field metadata the data source reads the table path from
+from hudilite.spark.datasource import PATH_KEY  # field metadata the data source reads the table path from
 
 SNAPSHOT_DIR = os.path.join(".hoodie", ".aux", "hudilite_catalog")
 KEEP_SNAPSHOTS = 2

@@ -107,7 +107,7 @@ def swap(path: str, staging: str) -> None:
 
 def recover(path: str) -> bool:
     """Complete a swap of `path` that a crash interrupted (no-op without one: one stat). True if it did."""
-    if not os.path.exists(_intent_path(path)):
+    if not _FS.exists(_intent_path(path)):
         return False
     with _flock(_names(path)[0]):
         return _finish(path)
@@ -118,8 +118,7 @@ def _finish(path: str) -> bool:
     parent, name = _names(path)
     ipath = _intent_path(path)
     try:
-        with open(ipath) as f:
-            intent = json.load(f)
+        intent = json.loads(_FS.read_bytes(ipath))
         staging = os.path.join(parent, intent["staging"])
         old = os.path.join(parent, intent["old"])
     except FileNotFoundError:
@@ -128,7 +127,7 @@ def _finish(path: str) -> bool:
         raise CorruptTableError(f"{path}: the rebuild intent {ipath} is unreadable ({e}); the new table is in "
                                 f"a {_REBUILD}* directory beside it") from None
     path = os.path.join(parent, name)
-    if os.path.isdir(staging):
+    if _FS.isdir(staging):
         if os.path.lexists(path):  # step 3 not done: the old table is still at the path
             _FS.rename_noreplace_dir(path, old)
         _FS.rename_noreplace_dir(staging, path)

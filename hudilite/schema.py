@@ -6,11 +6,12 @@ Four schema dialects meet here:
   (``extraMetadata.schema``), in ``hoodie.properties`` (``hoodie.table.create.schema``) and in the
   ``SCHEMA`` header of log blocks.
 * **Arrow** (``pyarrow.Schema``): what hudilite reads and writes (parquet files, in-memory batches).
-* **Spark** (``pyspark.sql.types.StructType``): what the user's DataFrames carry.
+* **Spark** (``pyspark.sql.types.StructType``): what the user's DataFrames carry (converted in
+  hudilite.spark.schema).
 * The **evolution rules** that decide whether a new batch can be written to an existing table.
 
-This module is used on Spark executors and in pure-pyarrow code paths, so pyspark is only imported
-lazily inside :func:`arrow_to_spark` and :func:`spark_to_arrow`.
+This module is engine-free (it runs on Spark executors and in pure-pyarrow code paths); the conversions to and
+from Spark types are in hudilite.spark.schema.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hudilite.columns import META_FIELDS
 from hudilite.errors import HudiliteError
 
 __all__ = [
@@ -34,8 +36,6 @@ __all__ = [
     "parse_avro_schema_string",
     "with_meta_fields_avro",
     "with_meta_fields_arrow",
-    "arrow_to_spark",
-    "spark_to_arrow",
     "evolve",
     "cast_table_to_schema",
     "float_to_double",
@@ -48,17 +48,7 @@ class SchemaError(HudiliteError, ValueError):
     """A schema cannot be converted, or a schema change is not allowed."""
 
 
-#: The five Hudi meta columns, in the order Hudi writes them.
-META_FIELDS: Tuple[str, ...] = (
-    "_hoodie_commit_time",
-    "_hoodie_commit_seqno",
-    "_hoodie_record_key",
-    "_hoodie_partition_path",
-    "_hoodie_file_name",
-)
-
 _AVRO_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_AVRO_PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 
 AvroSchema = Union[Dict[str, Any], List[Any], str]
 
@@ -482,20 +472,20 @@ def _is_list_view(t: pa.DataType) -> bool:
     return bool((f and f(t)) or (g and g(t)))
 
 
-def _map_leaves(t: pa.DataType, fn, path: str) -> pa.DataType:
+def map_leaves(t: pa.DataType, fn, path: str) -> pa.DataType:
     """Rebuild ``t`` applying ``fn(leaf_type, path)`` to every non-nested type. Lists of any
     flavour become ``list_``; dictionaries/extensions are unwrapped first by ``fn`` callers."""
     T = pa.types
     if T.is_struct(t):
-        return pa.struct([f.with_type(_map_leaves(f.type, fn, f"{path}.{f.name}")) for f in t])
+        return pa.struct([f.with_type(map_leaves(f.type, fn, f"{path}.{f.name}")) for f in t])
     if T.is_list(t) or T.is_large_list(t) or T.is_fixed_size_list(t) or _is_list_view(t):
         vf = t.value_field
-        return pa.list_(vf.with_type(_map_leaves(vf.type, fn, f"{path}.element")))
+        return pa.list_(vf.with_type(map_leaves(vf.type, fn, f"{path}.element")))
     if T.is_map(t):
         kf, itf = t.key_field, t.item_field
         return pa.map_(
-            kf.with_type(_map_leaves(kf.type, fn, f"{path}.key")),
-            itf.with_type(_map_leaves(itf.type, fn, f"{path}.value")),
+            kf.with_type(map_leaves(kf.type, fn, f"{path}.key")),
+            itf.with_type(map_leaves(itf.type, fn, f"{path}.value")),
         )
     return fn(t, path)
 
@@ -520,12 +510,12 @@ def _widened(t: pa.DataType) -> Optional[pa.DataType]:
     return None
 
 
-def _spark_leaf(t: pa.DataType, path: str) -> pa.DataType:
+def spark_leaf(t: pa.DataType, path: str) -> pa.DataType:
     T = pa.types
     if isinstance(t, pa.ExtensionType):
-        return _map_leaves(t.storage_type, _spark_leaf, path)
+        return map_leaves(t.storage_type, spark_leaf, path)
     if T.is_dictionary(t):
-        return _map_leaves(t.value_type, _spark_leaf, path)
+        return map_leaves(t.value_type, spark_leaf, path)
     if T.is_timestamp(t):
         return pa.timestamp("us", tz="UTC")
     widened = _widened(t)
@@ -540,52 +530,6 @@ def _spark_leaf(t: pa.DataType, path: str) -> pa.DataType:
             raise SchemaError(f"{_col(path)}: decimal precision {t.precision} > 38 is not supported by Spark")
         return pa.decimal128(t.precision, t.scale)
     return t
-
-
-def arrow_to_spark(schema: pa.Schema):
-    """pyspark ``StructType`` for an Arrow schema. All timestamps (any unit, with or without a
-    time zone) become ``TimestampType``; decimals keep precision/scale; nested types recurse."""
-    from pyspark.sql.pandas.types import from_arrow_type
-    from pyspark.sql.types import StructField, StructType
-
-    fields = []
-    for f in schema:
-        t = _map_leaves(f.type, _spark_leaf, f.name)
-        try:
-            st = from_arrow_type(t, prefer_timestamp_ntz=False)
-        except Exception as e:  # PySparkTypeError etc.
-            raise SchemaError(f"{_col(f.name)}: type {f.type} cannot be converted to Spark: {e}") from None
-        fields.append(StructField(f.name, st, nullable=f.nullable))
-    return StructType(fields)
-
-
-def _from_spark_leaf(t: pa.DataType, path: str) -> pa.DataType:
-    if pa.types.is_time64(t) and t.unit == "ns":
-        return pa.time64("us")  # Spark TIME has at most microsecond precision
-    return t
-
-
-def spark_to_arrow(struct) -> pa.Schema:
-    """Arrow schema for a pyspark ``StructType`` (or anything with a ``.schema``, e.g. a
-    DataFrame). ``TimestampType`` becomes ``timestamp("us", tz="UTC")``; ``TimestampNTZType``
-    becomes a tz-naive ``timestamp("us")``."""
-    from pyspark.sql.pandas.types import to_arrow_type
-    from pyspark.sql.types import StructType
-
-    if not isinstance(struct, StructType) and isinstance(getattr(struct, "schema", None), StructType):
-        struct = struct.schema
-    if not isinstance(struct, StructType):
-        raise SchemaError(f"expected a pyspark StructType, got {type(struct).__name__}")
-    fields = []
-    for f in struct.fields:
-        try:
-            t = to_arrow_type(
-                f.dataType, error_on_duplicated_field_names_in_struct=True, timezone="UTC"
-            )
-        except Exception as e:
-            raise SchemaError(f"{_col(f.name)}: Spark type {f.dataType.simpleString()} cannot be converted to Arrow: {e}") from None
-        fields.append(pa.field(f.name, _map_leaves(t, _from_spark_leaf, f.name), nullable=f.nullable))
-    return pa.schema(fields)
 
 
 # --------------------------------------------------------------------------------------------
@@ -681,9 +625,9 @@ def _canonical_leaf(t: pa.DataType, path: str) -> pa.DataType:
     """Storage type for a new column: something parquet/Spark/Avro all understand."""
     T = pa.types
     if isinstance(t, pa.ExtensionType):
-        return _canonical(t.storage_type, path)
+        return canonical(t.storage_type, path)
     if T.is_dictionary(t):
-        return _canonical(t.value_type, path)
+        return canonical(t.value_type, path)
     if _kind(t) is None or T.is_null(t) or T.is_uint64(t):
         # reuse arrow_to_avro's messages for unsupported types
         _ArrowToAvro().type(t, "x", "ns", path)
@@ -717,10 +661,10 @@ def _check_nested(t: pa.DataType, path: str) -> None:
         _check_nested(t.item_type, f"{path}.value")
 
 
-def _canonical(t: pa.DataType, path: str) -> pa.DataType:
+def canonical(t: pa.DataType, path: str) -> pa.DataType:
     """Validated storage type for a new column (see :func:`_canonical_leaf`)."""
     _check_nested(t, path)
-    return _map_leaves(t, _canonical_leaf, path)
+    return map_leaves(t, _canonical_leaf, path)
 
 
 @dataclass
@@ -767,7 +711,7 @@ class _Merger:
             # the table type must be widened
             if self.mode == "cast":
                 raise self._deny(path, stored, incoming, "it is wider than the table type")
-            return _canonical(incoming, path)
+            return canonical(incoming, path)
         if ks in _PROMOTIONS.get(ki, ()) or ki in _INCOMING_ONLY_PROMOTIONS.get(ks, ()):
             # incoming values are narrower: they are promoted to the table type on write
             if self.mode == "evolve" and not self.allow_incoming_promotion:
@@ -873,7 +817,7 @@ class _Merger:
                     f"{_col(path)}: {f.name!r} is not a valid Avro field name (it must match "
                     "[A-Za-z_][A-Za-z0-9_]*); rename the column"
                 )
-            out.append(pa.field(f.name, _canonical(f.type, path), nullable=True, metadata=f.metadata))
+            out.append(pa.field(f.name, canonical(f.type, path), nullable=True, metadata=f.metadata))
         return out
 
 
@@ -996,13 +940,13 @@ def cast_table_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
         )
     arrays = []
     for f in schema:
-        i = index.get(f.name)
-        if i is None:
+        pos = index.get(f.name)
+        if pos is None:
             if not f.nullable:
                 raise SchemaError(f"{_col(f.name)}: missing from the data and the table schema does not allow nulls")
             arrays.append(pa.nulls(table.num_rows, f.type))
             continue
-        col = table.column(i)
+        col = table.column(pos)
         if has_float_to_double(col.type, f.type):
             col = promote_floats(col, f.type)
         elif col.type != f.type:

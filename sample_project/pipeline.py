@@ -110,7 +110,7 @@ def checkpoints(dwd_path: str) -> list[tuple[str, dict]]:
 def run(dbt, spark_of, schema: str, warehouse: str) -> dict:
     """Drive the pipeline. `dbt(*args, ok=True)` runs one dbt command (and checks its success/failure);
     `spark_of()` returns the process's SparkSession. Returns what the drill observed."""
-    from hudilite.reader.changes import completion_map
+    from hudilite.reader.ranges import completion_map
     from hudilite.table import HoodieTable
 
     ods = os.path.join(warehouse, schema, "ods_orders")

@@ -12,7 +12,7 @@ if not os.path.isdir(SHARED):
 @pytest.fixture(scope="session")
 def spark():
     """One SparkSession for the whole test session."""
-    from hudilite.session import local_session
+    from hudilite.spark.session import local_session
 
     s = local_session("local[2]", app_name="hudilite-tests")
     yield s

@@ -19,7 +19,7 @@ import hudilite
 from hudilite.aggregate.query import GROUP_KEY, ROWS, AggregateQuery, Item, default_name
 from hudilite.reader.changes import changes, snapshot_plan
 from hudilite.reader.planner import table_schema
-from hudilite.reader.spark_read import plan_to_dataframe
+from hudilite.spark.read import plan_to_dataframe
 from hudilite.table import HoodieTable
 
 

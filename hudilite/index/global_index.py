@@ -37,11 +37,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hudilite.errors import damaged_file
+from hudilite.columns import DELETE_COL, KEY_COL, MOVED_COL, PART_COL
+from hudilite.errors import InvalidWriteError, damaged_file
 from hudilite.index.range_index import FileRange, RangeIndex
 from hudilite.options import BLOOM_UPDATE_PARTITION_PATH, INDEX_TYPE, SIMPLE_UPDATE_PARTITION_PATH
 from hudilite.reader.merge import MergeSpec, SliceDesc, merge_slice
-from hudilite.writer.context import DELETE_COL, KEY_COL, MOVED_COL, PART_COL
 from hudilite.writer.handle import sort_indices
 
 INDEX_TYPE_KEY = INDEX_TYPE.key

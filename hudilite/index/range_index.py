@@ -1,11 +1,12 @@
 """Key-range index: per latest base file, the [min, max] of its record keys, from parquet footers.
 
-Lookups are scoped to the record's partition (a record key is unique within a partition, as in Hudi's
-non-global indexes); `global_index.py` first sends each row of a global write to the partition holding its key. In a partition whose files have pairwise disjoint key ranges, a key covered by one
-file's range goes to that file group (the merge task finds out whether it is an update or an insert) and a
-key covered by none is a new insert; this is a broadcast range join in the JVM. Partitions with overlapping
-or unknown ranges get an exact key lookup (a join against the keys stored in their files). Auto-increment
-and time-ordered keys give disjoint ranges, so the exact lookup is rarely needed.
+Lookups are scoped to the record's partition (a record key is unique within a partition, as in Hudi's non-global
+indexes); `global_index.py` first sends each row of a global write to the partition holding its key. In a partition
+whose files have pairwise disjoint key ranges, a key covered by one file's range goes to that file group (the merge
+task finds out whether it is an update or an insert) and a key covered by none is a new insert; this is a broadcast
+range join in the JVM. Partitions with overlapping or unknown ranges get an exact key lookup (a join against the
+keys stored in their files). Auto-increment and time-ordered keys give disjoint ranges, so the exact lookup is
+rarely needed.
 
 Numeric single-column keys use the key column's own parquet statistics (numeric order); other keys use
 `_hoodie_record_key` (string order).
@@ -19,9 +20,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hudilite.columns import KEY_COL
 from hudilite.errors import damaged_file
 from hudilite.file_group import FileSlice
-from hudilite.writer.context import KEY_COL
 
 
 @dataclass

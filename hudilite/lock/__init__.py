@@ -2,8 +2,14 @@
 `hoodie.write.lock.provider` (default: the file-based lock, which works across processes and machines
 sharing a file system; `in_process` for threads of one process)."""
 
-from hudilite.lock.base import (InProcessLock, LockLostError, LockProvider, check_lock_provider, lock_for,
-                                register_lock_provider)
+from hudilite.lock.base import (
+                                InProcessLock,
+                                LockLostError,
+                                LockProvider,
+                                check_lock_provider,
+                                lock_for,
+                                register_lock_provider,
+)
 from hudilite.lock.file_lock import FileLock
 
 __all__ = ["LockProvider", "FileLock", "InProcessLock", "LockLostError", "lock_for", "register_lock_provider",

@@ -77,6 +77,7 @@ class LogBlock:
     @property
     def content(self) -> bytes:
         if self._content is None:
+            assert self._loader is not None  # __init__ sets one of the two
             self._content = self._loader()
         return self._content
 
@@ -132,9 +133,9 @@ class AvroDataBlock(LogBlock):
         cls, table: pa.Table, schema: str | Mapping, instant_time: str, *, header: Mapping | None = None
     ) -> AvroDataBlock:
         schema_json = _schema_json(schema)
-        codec = _avro_codec(schema_json)
-        content = _encode_avro_rows(_table_to_rows(table, codec), codec.raw_parsed)
-        return cls(_data_header(instant_time, schema_json, header), content)
+        codec = avro_codec(schema_json)
+        content = encode_avro_rows(_table_to_rows(table, codec), codec.raw_parsed)
+        return cls(data_header(instant_time, schema_json, header), content)
 
     @classmethod
     def from_records(
@@ -147,8 +148,8 @@ class AvroDataBlock(LogBlock):
     ) -> AvroDataBlock:
         """Records are dicts of Python values as fastavro takes them (datetime, date, Decimal...)."""
         schema_json = _schema_json(schema)
-        content = _encode_avro_rows(records, _avro_codec(schema_json).parsed)
-        return cls(_data_header(instant_time, schema_json, header), content)
+        content = encode_avro_rows(records, avro_codec(schema_json).parsed)
+        return cls(data_header(instant_time, schema_json, header), content)
 
     @property
     def record_count(self) -> int:
@@ -156,18 +157,18 @@ class AvroDataBlock(LogBlock):
 
     def record_dicts(self) -> list[dict]:
         """Records as dicts, logical types decoded by fastavro."""
-        return _decode_avro_rows(self.content, self._codec().parsed)
+        return decode_avro_rows(self.content, self._codec().parsed)
 
     def records(self, arrow_schema: pa.Schema | None = None) -> pa.Table:
         """Records as a Table; with `arrow_schema`, columns are selected, cast or null-filled to it."""
         codec = self._codec()
-        table = _rows_to_table(_decode_avro_rows(self.content, codec.raw_parsed), codec)
+        table = _rows_to_table(decode_avro_rows(self.content, codec.raw_parsed), codec)
         return table if arrow_schema is None else _conform(table, arrow_schema)
 
     def _codec(self) -> _AvroCodec:
         if not self.schema:
             raise LogFormatError("AVRO_DATA block has no SCHEMA header")
-        return _avro_codec(self.schema)
+        return avro_codec(self.schema)
 
 
 class ParquetDataBlock(LogBlock):
@@ -192,7 +193,7 @@ class ParquetDataBlock(LogBlock):
         sink = io.BytesIO()
         pq.write_table(table, sink, compression=compression, use_dictionary=use_dictionary)
         schema_json = None if schema is None else _schema_json(schema)
-        block = cls(_data_header(instant_time, schema_json, header), sink.getvalue())
+        block = cls(data_header(instant_time, schema_json, header), sink.getvalue())
         block._table = table  # its records, without decoding them again (a writer that goes on to read them)
         return block
 
@@ -230,7 +231,7 @@ class DeleteBlock(LogBlock):
         Python type of the first non-None ordering value. Without any ordering
         value every record gets int 0, the natural value Spark SQL DELETE writes.
         """
-        return cls(_data_header(instant_time, None, header), encode_delete_content(keys, ordering_type))
+        return cls(data_header(instant_time, None, header), encode_delete_content(keys, ordering_type))
 
     def delete_keys(self) -> list[DeleteRecord]:
         return list(self._decode()[0])
@@ -246,7 +247,7 @@ class DeleteBlock(LogBlock):
         return self._decoded
 
 
-_BLOCK_CLASSES: dict[BlockType, type[LogBlock]] = {
+_BLOCK_CLASSES: dict[BlockType, Callable[..., LogBlock]] = {  # (header, content, footer, ...)
     BlockType.COMMAND: CommandBlock,
     BlockType.DELETE: DeleteBlock,
     BlockType.AVRO_DATA: AvroDataBlock,
@@ -262,7 +263,7 @@ def make_block(block_type: BlockType | int, header=None, content: bytes | None =
     return cls(header, content, footer, **kw)
 
 
-def _data_header(instant_time: str, schema_json: str | None, extra: Mapping | None) -> dict:
+def data_header(instant_time: str, schema_json: str | None, extra: Mapping | None) -> dict:
     header: dict = {HeaderKey.INSTANT_TIME: instant_time}
     if schema_json is not None:
         header[HeaderKey.SCHEMA] = schema_json
@@ -343,7 +344,7 @@ def avro_to_arrow_schema(schema: str | Mapping) -> pa.Schema:
     `date32`, decimals `decimal128/256`, enums strings, maps `map<string, _>`.
     A union is allowed only as `null` plus one type.
     """
-    return _avro_codec(_schema_json(schema)).arrow_schema
+    return avro_codec(_schema_json(schema)).arrow_schema
 
 
 def _arrow_type(avro_type: Any) -> tuple[pa.DataType, bool]:
@@ -453,11 +454,11 @@ class _AvroCodec:
 
 
 @functools.lru_cache(maxsize=64)
-def _avro_codec(schema_json: str) -> _AvroCodec:
+def avro_codec(schema_json: str) -> _AvroCodec:
     return _AvroCodec(schema_json)
 
 
-def _encode_avro_rows(rows: Iterable[Mapping[str, Any]], parsed: dict) -> bytes:
+def encode_avro_rows(rows: Iterable[Mapping[str, Any]], parsed: dict) -> bytes:
     out = bytearray(struct.pack(">ii", DATA_BLOCK_VERSION, 0))
     buf = io.BytesIO()
     count = 0
@@ -487,7 +488,7 @@ def _avro_content_header(content: bytes) -> tuple[int, int]:
     return version, count
 
 
-def _decode_avro_rows(content: bytes, parsed: dict) -> list[dict]:
+def decode_avro_rows(content: bytes, parsed: dict) -> list[dict]:
     _, count = _avro_content_header(content)
     end = len(content)
     buf = io.BytesIO(content)
@@ -551,7 +552,8 @@ def _map_fixer(arrow_type: pa.DataType) -> Callable[[Any], Any] | None:
         inner = _map_fixer(arrow_type.item_type)
         if inner is None:
             return lambda v: None if v is None else dict(v)
-        return lambda v: None if v is None else {k: inner(x) for k, x in v}
+        fix = inner
+        return lambda v: None if v is None else {k: fix(x) for k, x in v}
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type):
         inner = _map_fixer(arrow_type.value_type)
         if inner is None:
@@ -737,7 +739,8 @@ def _ordering_datum(kind: str, value: Any) -> Any:
             raise LogFormatError(f"ordering type 'null' cannot hold {value!r}")
         return None
     if kind == "array":
-        items = None if value is None else [None if v is None else _ordering_datum(infer_ordering_type(v), v) for v in value]
+        items = None if value is None else [None if v is None else _ordering_datum(infer_ordering_type(v), v)
+                                            for v in value]
         return (_WRAPPER_OF["array"], {"wrappedValues": items})
     if kind not in _WRAPPER_OF:
         raise LogFormatError(f"unknown ordering type {kind!r}; expected one of {ORDERING_TYPES}")

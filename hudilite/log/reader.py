@@ -34,6 +34,7 @@ from hudilite.log.format import (
     list_log_files,
     log_file_sort_key,
 )
+from hudilite.storage.local import storage_for
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -152,6 +153,7 @@ def _scan(buf, size: int, loader, path: str | None) -> list[LogBlock | CorruptBl
                 pos = nxt
             else:
                 items.append(block)
+                assert block.size is not None  # _parse_block sets it
                 pos += block.size
         else:
             nxt = _next_magic(buf, pos, size)
@@ -166,9 +168,7 @@ def _next_magic(buf, start: int, size: int) -> int:
 
 
 def _read_range(path: str, offset: int, length: int) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(offset)
-        data = f.read(length)
+    data = storage_for(path).read_range(path, offset, length)
     if len(data) != length:
         raise OSError(f"{path}: block content at {offset} is {len(data)} of {length} bytes (file changed?)")
     return data

@@ -16,6 +16,8 @@ import struct
 import numpy as np
 import pyarrow as pa
 
+from hudilite.log.blocks import AvroDataBlock, avro_codec, data_header
+
 _PRIM = {"boolean", "int", "long", "float", "double", "string", "bytes"}
 _LOGICAL = {("int", "date"): "date", ("long", "timestamp-micros"): "ts_us", ("long", "timestamp-millis"): "ts_ms",
             ("long", "local-timestamp-micros"): "lts_us", ("long", "local-timestamp-millis"): "lts_ms"}
@@ -299,8 +301,9 @@ def decode_records(content: bytes, schema_json: str, arrow_schema: pa.Schema | N
                 big = total >= 2 ** 31 - 1
                 typ = (pa.large_string() if big else pa.string()) if kind == "string" else \
                     (pa.large_binary() if big else pa.binary())
-                arr = pa.Array.from_buffers(typ, count, [validity, pa.py_buffer(offs.astype(np.int64 if big else np.int32)),
-                                                         pa.py_buffer(data)], null_count=int((~valid).sum()))
+                offsets = pa.py_buffer(offs.astype(np.int64 if big else np.int32))
+                arr = pa.Array.from_buffers(typ, count, [validity, offsets, pa.py_buffer(data)],
+                                            null_count=int((~valid).sum()))
                 if kind == "string":
                     arr.validate(full=True)  # UTF-8 check
                 ln = sl + slen
@@ -326,12 +329,10 @@ def decode_records(content: bytes, schema_json: str, arrow_schema: pa.Schema | N
 
 def fast_records(block) -> pa.Table:
     """`block.records()` of an AvroDataBlock, decoded vectorized when its schema allows."""
-    from hudilite.log.blocks import _avro_codec
-
     schema = block.schema
     if schema:
         try:
-            target = _avro_codec(schema).arrow_schema
+            target = avro_codec(schema).arrow_schema
         except Exception:  # noqa: BLE001 - let records() report it
             target = None
         if target is not None:
@@ -343,9 +344,7 @@ def fast_records(block) -> pa.Table:
 
 def avro_block(table: pa.Table, schema_json: str, instant: str):
     """An AvroDataBlock for `table` (vectorized encoding when the schema allows, else fastavro)."""
-    from hudilite.log.blocks import AvroDataBlock, _data_header
-
     content = encode_records(table, schema_json)
     if content is None:
         return AvroDataBlock.from_table(table, schema_json, instant)
-    return AvroDataBlock(_data_header(instant, schema_json, None), content)
+    return AvroDataBlock(data_header(instant, schema_json, None), content)

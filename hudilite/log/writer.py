@@ -37,7 +37,7 @@ def append_blocks(path: str | os.PathLike, blocks: Iterable[LogBlock], *, fsync:
 
 def next_log_version(directory: str | os.PathLike, file_id: str, base_instant: str) -> int:
     """1 + the highest log version of (file_id, base_instant) in `directory`; 1 if none."""
-    if not os.path.isdir(directory):
+    if not storage_for(os.fspath(directory)).isdir(os.fspath(directory)):
         return 1
     return version_after(list_log_files(directory, file_id, base_instant))
 
@@ -88,7 +88,8 @@ class LogWriter:
         storage_for(self.directory).makedirs(self.directory)
         locations: list[BlockLocation] = []
         pending: list[bytes] = []
-        size = os.path.getsize(self.path) if os.path.exists(self.path) else 0
+        fs = storage_for(self.path)
+        size = fs.size(self.path) if fs.exists(self.path) else 0
         for block in blocks:
             if size > self.max_file_size:
                 locations += _append_encoded(self.path, pending, self.fsync)

@@ -1,11 +1,25 @@
 """Markers: a record of every data file a write creates, made before the file, for rollback."""
 
 from hudilite.markers.direct import (
-    CREATE, MERGE, APPEND, DirectMarkers, marker_dir, list_markers, delete_markers,
+    APPEND,
+    CREATE,
+    MERGE,
+    DirectMarkers,
+    delete_markers,
+    list_markers,
+    marker_dir,
 )
 from hudilite.markers.service import (
-    DIRECT, OPT_BATCH_INTERVAL_MS, OPT_MARKERS_TYPE, OPT_NUM_THREADS, OPT_SERVICE_URL, TIMELINE_SERVER_BASED,
-    MarkerExistsError, MarkerService, MarkerServiceError, ServiceMarkers,
+    DIRECT,
+    OPT_BATCH_INTERVAL_MS,
+    OPT_MARKERS_TYPE,
+    OPT_NUM_THREADS,
+    OPT_SERVICE_URL,
+    TIMELINE_SERVER_BASED,
+    MarkerExistsError,
+    MarkerService,
+    MarkerServiceError,
+    ServiceMarkers,
 )
 from hudilite.options import MARKERS_SERVICE_URL, MARKERS_TYPE
 

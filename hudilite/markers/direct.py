@@ -13,7 +13,7 @@ from hudilite.storage.local import storage_for
 CREATE = "CREATE"
 MERGE = "MERGE"
 APPEND = "APPEND"
-_SUFFIX = ".marker."
+SUFFIX = ".marker."
 MARKER_TYPE_FILE = "MARKERS.type"
 
 
@@ -33,14 +33,14 @@ class DirectMarkers:
         fs = storage_for(self.root)
         fs.makedirs(self.root)
         p = os.path.join(self.root, MARKER_TYPE_FILE)
-        if not os.path.exists(p):
+        if not fs.exists(p):
             fs.write_plain(p, b"DIRECT")
 
     def create(self, partition: str, file_name: str, kind: str) -> str:
         d = os.path.join(self.root, partition) if partition else self.root
         fs = storage_for(d)
         fs.makedirs(d)
-        path = os.path.join(d, f"{file_name}{_SUFFIX}{kind}")
+        path = os.path.join(d, f"{file_name}{SUFFIX}{kind}")
         fs.touch(path)
         return path
 
@@ -51,30 +51,28 @@ def list_markers(base_path: str, instant: str) -> list[tuple[str, str, str]]:
     line)."""
     root = marker_dir(base_path, instant)
     out: list[tuple[str, str, str]] = []
-    if not os.path.isdir(root):
+    if not storage_for(root).isdir(root):
         return out
     for dirpath, _dirs, files in os.walk(root):
         rel = os.path.relpath(dirpath, root)
         rel = "" if rel == "." else rel
         for f in files:
-            if _SUFFIX in f:
-                name, kind = f.rsplit(_SUFFIX, 1)
+            if SUFFIX in f:
+                name, kind = f.rsplit(SUFFIX, 1)
                 out.append((rel, name, kind))
             elif f.startswith("MARKERS") and f != MARKER_TYPE_FILE and not rel:
                 with open(os.path.join(dirpath, f), "r", encoding="utf-8", errors="replace") as fh:
                     for line in fh:
                         line = line.strip()
-                        if _SUFFIX not in line:
+                        if SUFFIX not in line:
                             continue  # a torn last line of a crashed service
-                        path, kind = line.rsplit(_SUFFIX, 1)
+                        path, kind = line.rsplit(SUFFIX, 1)
                         part, _, name = path.rpartition("/")
                         out.append((part, name, kind))
     return out
 
 
 def delete_markers(base_path: str, instant: str) -> None:
-    from hudilite.storage import storage_for
-
     # a completed instant's markers may be deleted by its writer and by another writer's leftover cleanup at
     # once: a tree that vanishes under the walk is retried until it is gone
     for attempt in range(5):

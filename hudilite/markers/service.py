@@ -43,7 +43,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from hudilite.errors import HudiliteError
 from hudilite.options import MARKERS_BATCH_INTERVAL_MS, MARKERS_NUM_THREADS, MARKERS_SERVICE_URL, MARKERS_TYPE
-from hudilite.markers.direct import MARKER_TYPE_FILE, _SUFFIX, delete_markers, list_markers, marker_dir
+from hudilite.markers.direct import MARKER_TYPE_FILE, SUFFIX, delete_markers, list_markers, marker_dir
 from hudilite.storage.local import fsync_path, storage_for
 
 TIMELINE_SERVER_BASED = "TIMELINE_SERVER_BASED"
@@ -66,7 +66,7 @@ class MarkerExistsError(MarkerServiceError):
 
 
 def marker_line(partition: str, file_name: str, kind: str) -> str:
-    return f"{partition}/{file_name}{_SUFFIX}{kind}" if partition else f"{file_name}{_SUFFIX}{kind}"
+    return f"{partition}/{file_name}{SUFFIX}{kind}" if partition else f"{file_name}{SUFFIX}{kind}"
 
 
 
@@ -309,7 +309,7 @@ class MarkerService:
             return 400, {"error": f"invalid instant {instant!r}"}
         if path == "/v1/markers/create" and method == "POST":
             part, name, kind = str(a.get("partition") or ""), str(a["file"]), str(a["type"])
-            if kind not in _VALID_KINDS or not name or "/" in name or "\n" in part + name or _SUFFIX in name:
+            if kind not in _VALID_KINDS or not name or "/" in name or "\n" in part + name or SUFFIX in name:
                 return 400, {"error": f"invalid marker {part!r}/{name!r} type {kind!r}"}
             part = part.strip("/")
             req = _Req(instant, marker_line(part, name, kind), a.get("token"))
@@ -336,7 +336,7 @@ class MarkerService:
                 lines = sorted(st.markers)
             out = []
             for line in lines:
-                p, kind = line.rsplit(_SUFFIX, 1)
+                p, kind = line.rsplit(SUFFIX, 1)
                 part, _, name = p.rpartition("/")
                 out.append([part, name, kind])
             return 200, {"markers": out}
@@ -359,11 +359,12 @@ class MarkerService:
         if st.loaded:
             return
         root = marker_dir(self.base_path, st.instant)
-        if not os.path.isdir(root):
+        fs = storage_for(root)
+        if not fs.isdir(root):
             top = root
-            while not os.path.isdir(os.path.dirname(top)):
+            while not fs.isdir(os.path.dirname(top)):
                 top = os.path.dirname(top)
-            storage_for(root).makedirs(root)
+            fs.makedirs(root)
             d, n = root, 0
             while True:  # make every new directory entry durable, from the instant's directory up
                 d = os.path.dirname(d)
@@ -373,7 +374,7 @@ class MarkerService:
                     break
             self.stats.add(dirs_created=n, fsyncs=n)
         self._write_type_file(root)
-        for f in os.listdir(root):
+        for f in fs.listdir(root):
             if _MARKERS_FILE.match(f):
                 self._repair_torn_tail(os.path.join(root, f))
         n = 0
@@ -385,35 +386,32 @@ class MarkerService:
 
     def _write_type_file(self, root: str) -> None:
         p = os.path.join(root, MARKER_TYPE_FILE)
-        if os.path.exists(p):
-            with open(p) as f:
-                cur = f.read().strip()
+        fs = storage_for(p)
+        if fs.exists(p):
+            cur = fs.read_bytes(p).decode().strip()
             # `DirectMarkers.init()` may have written DIRECT before any marker existed: take the instant over
             # only then (a real Hudi reader trusts this file to know which markers to read).
-            if cur == TIMELINE_SERVER_BASED or any(e != MARKER_TYPE_FILE for e in os.listdir(root)):
+            if cur == TIMELINE_SERVER_BASED or any(e != MARKER_TYPE_FILE for e in fs.listdir(root)):
                 return
-        storage_for(p).write_bytes(p, TIMELINE_SERVER_BASED.encode())
+        fs.write_bytes(p, TIMELINE_SERVER_BASED.encode())
         fsync_path(root)
         self.stats.add(files_created=1, fsyncs=2)
 
     def _repair_torn_tail(self, path: str) -> None:
         """A service killed mid-write may leave a partial last line; it was never acknowledged, drop it so the
         next append starts on a line of its own."""
-        size = os.path.getsize(path)
+        fs = storage_for(path)
+        size = fs.size(path)
         if size == 0:
             return
-        with open(path, "rb") as f:
-            f.seek(max(0, size - 65536))
-            tail = f.read()
-            if tail.endswith(b"\n"):
-                return
-            cut = tail.rfind(b"\n")
-            keep = (size - len(tail) + cut + 1) if cut >= 0 else (0 if size <= 65536 else None)
-            if keep is None:  # an absurdly long torn line: fall back to scanning the whole file
-                f.seek(0)
-                data = f.read()
-                keep = data.rfind(b"\n") + 1
-        fs = storage_for(path)
+        start = max(0, size - 65536)
+        tail = fs.read_range(path, start, size - start)
+        if tail.endswith(b"\n"):
+            return
+        cut = tail.rfind(b"\n")
+        keep = (size - len(tail) + cut + 1) if cut >= 0 else (0 if size <= 65536 else None)
+        if keep is None:  # an absurdly long torn line: fall back to scanning the whole file
+            keep = fs.read_bytes(path).rfind(b"\n") + 1
         fs.truncate(path, keep)
         fs.fsync_file(path)
         self.stats.add(torn_tails_repaired=1, fsyncs=1)
@@ -534,8 +532,9 @@ class MarkerService:
             if fd is None:
                 root = marker_dir(self.base_path, st.instant)
                 path = os.path.join(root, f"MARKERS{w}")
-                existed = os.path.exists(path)
-                fd = storage_for(path).open_append_fd(path)
+                fs = storage_for(path)
+                existed = fs.exists(path)
+                fd = fs.open_append_fd(path)
                 st.fds[w] = fd
                 if not existed:
                     fsync_path(root)  # the new file's directory entry is durable too

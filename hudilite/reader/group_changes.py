@@ -1,6 +1,6 @@
 """Change classification of one file group between two points of its timeline, with pyarrow (one task per group).
 
-Engine-independent and picklable: `hudilite.reader.changes` runs these functions in Spark tasks (`mapInArrow`).
+Engine-independent and picklable: `hudilite.spark.changes` runs these functions in Spark tasks (`mapInArrow`).
 Two passes:
 
 1. `classify(task, ctx)` reads only the record keys (and commit times) of the group's slice as of `begin`

@@ -35,7 +35,7 @@ from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
 from hudilite.log.vector_avro import fast_records  # numpy Avro decoding of flat records (fastavro otherwise)
 from hudilite.reader import delete_vec
-from hudilite.schema import has_float_to_double, promote_floats
+from hudilite.schema import has_float_to_double, map_leaves, promote_floats, spark_leaf
 
 EVENT_TIME = "EVENT_TIME_ORDERING"
 COMMIT_TIME = "COMMIT_TIME_ORDERING"
@@ -230,7 +230,7 @@ def _delete_kinds(natural: np.ndarray, values, t: pa.DataType | None) -> tuple[n
         return np.full(n, _NATURAL_DELETE, dtype=np.int8), pa.nulls(n, t)
 
 
-def _log_records(blocks: list[LogBlock], spec: MergeSpec):
+def log_records(blocks: list[LogBlock], spec: MergeSpec):
     """(data rows in the table schema, events) where events = (keys, kinds, ordering values, data row index
     or -1), in processing order."""
     schema = spec.schema
@@ -419,7 +419,7 @@ def merge_slice(desc: SliceDesc, spec: MergeSpec) -> pa.Table:
     blocks = valid_blocks(desc.log_paths, spec)
     if not blocks:
         return in_row_range(base, spec)
-    data, events = _log_records(blocks, spec)
+    data, events = log_records(blocks, spec)
     if not spec.keyed:  # no record keys: append-only
         return in_row_range(pa.concat_tables([base, data]) if data.num_rows else base, spec)
     return in_row_range(merge_records(base, data, events, spec), spec)
@@ -449,7 +449,7 @@ def merge_slices(descs, spec: MergeSpec) -> pa.Table:
         blocks = valid_blocks(d.log_paths, spec) if d.log_paths else []
         if not blocks:
             continue
-        data, events = _log_records(blocks, spec)
+        data, events = log_records(blocks, spec)
         if data.num_rows:
             datas.append(data)
         if events is None:
@@ -535,7 +535,7 @@ def slice_overlay(desc: SliceDesc, spec: MergeSpec, blocks: list[LogBlock] | Non
         blocks = valid_blocks(desc.log_paths, spec) if desc.log_paths else []
     if not blocks:
         return SliceOverlay(empty, none)
-    data, events = _log_records(blocks, spec)
+    data, events = log_records(blocks, spec)
     if not spec.keyed:  # no record keys: append-only
         return SliceOverlay(in_row_range(data, spec), none)
     if events is None:
@@ -556,6 +556,4 @@ def slice_overlay(desc: SliceDesc, spec: MergeSpec, blocks: list[LogBlock] | Non
 
 def to_spark_arrow(schema: pa.Schema) -> pa.Schema:
     """The Arrow schema Spark expects for `arrow_to_spark(schema)` (timestamps in us/UTC, etc.), all nullable."""
-    from hudilite.schema import _map_leaves, _spark_leaf
-
-    return pa.schema([pa.field(f.name, _map_leaves(f.type, _spark_leaf, f.name), True) for f in schema])
+    return pa.schema([pa.field(f.name, map_leaves(f.type, spark_leaf, f.name), True) for f in schema])

@@ -1,7 +1,7 @@
 """Merged-read overlays kept beside the table.
 
-What a merge-on-read file slice's log files change in its base file (the winning log rows, and the superseded
-base rows as 64-row blocks: see `spark_merge`) is written as two parquet files by the deltacommit that makes the
+What a merge-on-read file slice's log files change in its base file (the winning log rows, and the superseded base
+rows as 64-row blocks: see `hudilite.spark.merge`) is written as two parquet files by the deltacommit that makes the
 slice state, or else by the first snapshot read that needs it, then read by Spark's native parquet scan, by every
 read of the same slice state:
 
@@ -28,7 +28,7 @@ bits are honoured for root too, so a read-only table is never written to - and t
 "false". Incremental reads (each range is read once) and read-only tables take the path without files.
 A deltacommit writes the entries of the slice states it makes (`WRITE_OPTION`, on by default): each log append
 writes its slice's entry in the write task, with the merge spec of the reads that follow the commit (the write's
-instant counted as committed; `spark_merge.write_slice_entry`), so that the first read finds it. For the first
+instant counted as committed; `write_slice_entry`), so that the first read finds it. For the first
 deltacommit on a slice (no late records: the writer drops them against the base file) the rows file is a copy of
 the log's Parquet block. An entry of a write that never commits is never looked for (its blocks do not count).
 
@@ -40,6 +40,7 @@ hundreds of partitions) does not leave two files per slice nor make its reads op
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -51,15 +52,31 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hudilite.options import OVERLAY_CACHE, OVERLAY_MIN_LOG_BYTES, READ_OVERLAYS, spark_conf
+from hudilite import auxfiles
+from hudilite.errors import UnsupportedTableError
+from hudilite.file_group import parse_base_file_name
+from hudilite.log.blocks import AvroDataBlock, ParquetDataBlock
+from hudilite.log.format import try_parse_log_file_name
+from hudilite.reader.merge import SliceDesc, slice_overlay, to_spark_arrow, valid_blocks
+from hudilite.reader.planner import ReadPlan
+from hudilite.schema import avro_to_arrow, with_meta_fields_arrow
 from hudilite.storage.local import storage_for
+from hudilite.version import __version__
 
-DIR = os.path.join(".hoodie", ".aux", "hudilite_overlays")
+DIR = auxfiles.relative(auxfiles.OVERLAYS)
 CONF = OVERLAY_CACHE.key
 # "true" (default): a deltacommit's log appends also write the overlay entries of the slices they make
 WRITE_OPTION = READ_OVERLAYS.key
 # slices whose log files total fewer bytes have no entries (see the module docstring)
 MIN_LOG_BYTES_CONF = OVERLAY_MIN_LOG_BYTES.key
 MIN_LOG_BYTES = OVERLAY_MIN_LOG_BYTES.default
+# base rows superseded by log rows, as (block key, bit mask) pairs of 64-row blocks (see hudilite.spark.merge)
+ROW_BITS = 32  # base files of up to 2**32 rows (Hudi base files are ~100 MB); 32-bit file ids
+BLOCK_BITS = 6  # superseded rows travel as blocks of 2**6 = 64 rows: (block key, 64-bit mask)
+KEY_BITS = ROW_BITS - BLOCK_BITS  # block index bits of a block key
+BLOCK = "_hl_block"  # a block key
+MASK = "_hl_mask"  # the bit mask of a block's superseded rows (bit i: row i of the block)
+BLOCKS_ARROW = pa.schema([pa.field(BLOCK, pa.int64(), False), pa.field(MASK, pa.int64(), False)])
 FORMAT = 1  # bump when the entries' content or layout changes: old entries are then never read
 ROWS, BLOCKS = ".rows.parquet", ".blocks.parquet"
 
@@ -91,12 +108,6 @@ def for_write(spark, table, schema_json: str, instant: str):
     """(merge spec, rows schema, `min_log_bytes`) of the snapshot reads that follow the write `instant`, whose
     commit records `schema_json`: its log appends write the overlay entries those reads look for
     (`WRITE_OPTION`). None when the table keeps no overlay files."""
-    import dataclasses
-
-    from hudilite.reader.merge import to_spark_arrow
-    from hudilite.reader.planner import ReadPlan
-    from hudilite.schema import avro_to_arrow, with_meta_fields_arrow
-
     if not _usable(spark, table):
         return None
     schema = with_meta_fields_arrow(avro_to_arrow(schema_json))
@@ -112,7 +123,6 @@ def slice_dir(base_path: str, partition: str, file_id: str, base_instant: str) -
 def entry_path(base_path: str, base_instant: str, desc, spec, fid: int | None, blocks: list) -> str:
     """The path prefix (without ROWS / BLOCKS) of the entry for the slice `desc` (base instant `base_instant`)
     read with `spec`; `blocks`: the slice's `merge.valid_blocks` (read from its log block headers)."""
-    from hudilite import __version__
     ident = [FORMAT, __version__, desc.partition, desc.file_id,
              os.path.basename(desc.base_path) if desc.base_path else None,
              [(os.path.basename(b.path), b.offset, b.size, b.instant_time) for b in blocks],
@@ -124,7 +134,7 @@ def entry_path(base_path: str, base_instant: str, desc, spec, fid: int | None, b
 
 
 def is_complete(prefix: str) -> bool:
-    return os.path.exists(prefix + ROWS)
+    return storage_for(prefix).exists(prefix + ROWS)
 
 
 def write_entry(prefix: str, rows: pa.Table | bytes, block_keys: np.ndarray, masks: np.ndarray,
@@ -160,9 +170,6 @@ def sweep(base_path: str, keep_seconds: float = KEEP_SECONDS) -> int:
     the entries and leftover temp files older than `keep_seconds`, except its newest entry. Returns how many
     slice directories and entries were removed. A slice exists while its base file or one of its log files does
     (a log file names its slice's base instant in table version 6, the version written here)."""
-    from hudilite.file_group import parse_base_file_name
-    from hudilite.log.format import try_parse_log_file_name
-
     fs = storage_for(base_path)
     root = os.path.join(base_path, DIR)
     cutoff = time.time() - keep_seconds
@@ -208,3 +215,74 @@ def _prune(fs, slice_path: str, cutoff: float) -> int:
         if written < cutoff and (name.startswith(".") or unfinished):
             fs.delete(os.path.join(slice_path, name))
     return removed
+
+
+def compute_entry(prefix: str, desc, spec, fid, blocks: list, out_schema: pa.Schema,
+                   base_columns: pa.Table | None = None) -> None:
+    """Compute and write the overlay entry `prefix` of the slice `desc` (`blocks`: its valid log blocks;
+    `base_columns`: see `merge.read_base_keys`)."""
+    ov = slice_overlay(desc, spec, blocks, base_columns)
+    copy = _whole_block(blocks, ov.rows.num_rows, spec, out_schema)
+    write_entry(prefix, ov.rows if copy is None else copy, *block_masks(ov, desc, fid), out_schema,
+                              BLOCKS_ARROW)
+
+
+
+def _whole_block(blocks: list, n_rows: int, spec, out_schema: pa.Schema) -> bytes | None:
+    """The content of the slice's only data block when it is a Parquet block whose `n_rows` rows all win and
+    whose columns are the rows file's (names and types): the rows file is then a copy of it, no encoding (the
+    first deltacommit on a slice, whose late records the writer drops, gives exactly this)."""
+    data = [b for b in blocks if isinstance(b, (AvroDataBlock, ParquetDataBlock))]
+    if len(data) != 1 or not isinstance(data[0], ParquetDataBlock) or not n_rows:
+        return None
+    content = data[0].content
+    f = pq.ParquetFile(pa.BufferReader(content))
+    columns = [(x.name, x.type) for x in f.schema_arrow]
+    if f.metadata.num_rows != n_rows or columns != [(x.name, x.type) for x in out_schema] \
+            or columns != [(x.name, x.type) for x in spec.schema]:
+        return None
+    return content
+
+
+
+def write_slice_entry(spec, out_schema: pa.Schema, table_path: str, partition: str, file_id: str,
+                      base_file: str | None, base_instant: str, log_paths: list[str], blocks: list,
+                      base_columns: pa.Table | None = None) -> str | None:
+    """For a writer that appended `blocks` (written: their path, offset and size set) as the last of `log_paths`
+    to the slice (`base_file`, `base_instant`): write the overlay entry a snapshot read of the slice will look
+    for once the write commits (`spec`: that read's merge spec, the write's instant counted as committed). Its
+    block keys use the base file's size as file id, as reads do when their base files' sizes are distinct (other
+    reads compute their own). `base_columns`: see `merge.read_base_keys`. Returns the entry's prefix, None when
+    no read would find it."""
+    fid = storage_for(base_file).size(base_file) if base_file else None
+    if fid is not None and not 0 < fid < 1 << ROW_BITS:
+        return None
+    desc = SliceDesc(partition, file_id, base_file, tuple(log_paths))
+    # the blocks of earlier instants that count, then this write's (a new instant: no rollback targets it)
+    blocks = (valid_blocks(log_paths[:-1], spec) if len(log_paths) > 1 else []) + list(blocks)
+    prefix = entry_path(table_path, base_instant, desc, spec, fid, blocks)
+    if not is_complete(prefix):
+        compute_entry(prefix, desc, spec, fid, blocks, out_schema, base_columns)
+    return prefix
+
+
+
+def slice_blocks(desc, spec) -> list:
+    """The valid log blocks of the slice `desc` read with `spec` (none without log files)."""
+    return valid_blocks(desc.log_paths, spec) if desc.log_paths else []
+
+
+
+def block_masks(ov, desc, fid) -> tuple[np.ndarray, np.ndarray]:
+    """(block key, bit mask) of each 64-row block of the base file with superseded rows (uint64 arrays)."""
+    if not len(ov.superseded):
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64)
+    if ov.superseded[-1] >> ROW_BITS:
+        raise UnsupportedTableError(f"{desc.base_path}: more than 2**{ROW_BITS} rows in a base file")
+    pos = ov.superseded.astype(np.uint64)  # ascending
+    blocks = pos >> np.uint64(BLOCK_BITS)
+    starts = np.flatnonzero(np.r_[True, blocks[1:] != blocks[:-1]])
+    masks = np.bitwise_or.reduceat(np.uint64(1) << (pos & np.uint64((1 << BLOCK_BITS) - 1)), starts)
+    # two's complement, as the JVM's `shiftleft(id, 26) | ((row >> 6) ^ (id & (2**26 - 1)))`
+    f = np.uint64(fid)
+    return (f << np.uint64(KEY_BITS)) | (blocks[starts] ^ (f & np.uint64((1 << KEY_BITS) - 1))), masks

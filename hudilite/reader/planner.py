@@ -11,8 +11,20 @@ import pyarrow as pa
 
 from hudilite.errors import InvalidWriteError, RangeUnavailableError, UnsupportedTableError
 from hudilite.file_group import FileSlice
-from hudilite.keygen import DEFAULT_PARTITION, KeySpec, partition_values
-from hudilite.reader.changes import _archived
+from hudilite.keygen import DEFAULT_PARTITION, KeySpec, integer_key_column, partition_values
+from hudilite.reader.merge import MergeSpec
+from hudilite.reader.ranges import (
+    archived as _archived,
+)
+from hudilite.reader.ranges import (
+    check_incremental,
+    resolve_range,
+    slices_at,
+    touched,
+)
+from hudilite.reader.ranges import (
+    replaced_upto as _replaced_upto,
+)
 from hudilite.schema import SchemaError, avro_to_arrow, with_meta_fields_arrow
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMPLETED
@@ -28,7 +40,8 @@ class ReadPlan:
     slices: list[FileSlice]
     query: str  # snapshot | incremental
     as_of: str | None = None
-    commit_times: list[str] | None = None  # incremental: keep rows whose _hoodie_commit_time is one of these (None: no filter)
+    # incremental: keep rows whose _hoodie_commit_time is one of these (None: no filter)
+    commit_times: list[str] | None = None
     begin: str | None = None
     end: str | None = None
     filters: list[tuple] = field(default_factory=list)
@@ -58,8 +71,6 @@ class ReadPlan:
 
     def merge_spec(self):
         """The MergeSpec for merging this plan's slices with log files."""
-        from hudilite.reader.merge import MergeSpec
-
         tl = self.table.timeline
         cfg = self.table.config
         return MergeSpec(
@@ -84,8 +95,6 @@ def _int_key(cfg, schema: pa.Schema) -> str | None:
     """The record-key column when the table's keys are the decimal strings of one signed integer column (a
     simple, non-partitioned or complex key generator over that one field). Readers still check that the log
     records' keys are such strings before matching on the integers."""
-    from hudilite.keygen import integer_key_column
-
     column = integer_key_column(cfg.record_key_fields, schema)
     kg = cfg.keygen.split(".")[-1].upper()
     return column if kg in ("", "SIMPLEKEYGENERATOR", "NONPARTITIONEDKEYGENERATOR", "COMPLEXKEYGENERATOR",
@@ -301,17 +310,15 @@ def _finish(plan: ReadPlan, read_optimized: bool) -> ReadPlan:
     if plan.read_optimized:
         plan.slices = [FileSlice(s.partition, s.file_id, s.base_instant, s.base_file)
                        for s in plan.slices if s.base_file is not None]
-    _check_readable(plan.table, plan.slices)
+    check_readable(plan.table, plan.slices)
     return plan
 
 
 def _plan_incremental(table: HoodieTable, schema: pa.Schema, begin, end, filters,
                       completion_bounds: bool = False) -> ReadPlan:
     """The file groups the instants of the range wrote, as the range left them. The range is in completion
-    order (`hudilite.reader.changes.resolve_range`): an instant requested before `begin` that completed after
+    order (`hudilite.reader.ranges.resolve_range`): an instant requested before `begin` that completed after
     it is in the range. Raises RangeUnavailableError when the range's files were cleaned away."""
-    from hudilite.reader.changes import _replaced_upto, check_incremental, resolve_range, slices_at, touched
-
     rng = resolve_range(table, begin, end, completion_bounds=completion_bounds)
     t = touched(rng)
     groups = t.groups - t.replaced
@@ -329,7 +336,7 @@ def _plan_incremental(table: HoodieTable, schema: pa.Schema, begin, end, filters
                     filters=filters, range_instants=list(in_range), visible=visible)
 
 
-def _check_readable(table: HoodieTable, slices: list[FileSlice]) -> None:
+def check_readable(table: HoodieTable, slices: list[FileSlice]) -> None:
     if any(sl.log_files for sl in slices):
         mode = merge_mode(table.config)
         if mode not in ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"):

@@ -31,14 +31,31 @@ from __future__ import annotations
 import logging
 import os
 
-from hudilite import change_images
+from hudilite import auxfiles
 from hudilite.errors import InvalidWriteError, UnsupportedTableError
+from hudilite.file_group import parse_base_file_name
+from hudilite.log.format import try_parse_log_file_name
 from hudilite.options import ARCHIVE_AUTOMATIC, KEEP_MAX_COMMITS, KEEP_MIN_COMMITS
+from hudilite.services.clean import last_clean
 from hudilite.services.common import open_table
+from hudilite.storage.local import storage_for
 from hudilite.table import HoodieTable
-from hudilite.timeline import (CLEAN, COMMIT, COMPACTION, COMPLETED, DELTA_COMMIT, INFLIGHT, REPLACE_COMMIT,
-                               REQUESTED, WRITE_ACTIONS, Instant, Timeline)
-from hudilite.timeline.archive import SERVICE_OPERATIONS
+from hudilite.timeline import (
+    CLEAN,
+    COMMIT,
+    COMPACTION,
+    COMPLETED,
+    DELTA_COMMIT,
+    INFLIGHT,
+    REPLACE_COMMIT,
+    REQUESTED,
+    WRITE_ACTIONS,
+    Instant,
+    Timeline,
+)
+from hudilite.timeline.archive import SERVICE_OPERATIONS, append_archive_records, archive_dir
+from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, commit_metadata_record, from_container, parsed
+from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +67,6 @@ def check_options(options: dict | None) -> None:
 
 
 def _replaced_files_exist(table: HoodieTable, tl: Timeline, inst: Instant) -> bool:
-    from hudilite.file_group import parse_base_file_name
-    from hudilite.log.format import try_parse_log_file_name
-
     for part, fids in (tl.read_metadata(inst).get("partitionToReplaceFileIds") or {}).items():
         fids = set(fids or [])
         if not fids:
@@ -75,8 +89,6 @@ def _replaced_files_exist(table: HoodieTable, tl: Timeline, inst: Instant) -> bo
 def instants_to_archive(table: HoodieTable, tl: Timeline, options: dict | None, *, force: bool = False
                         ) -> tuple[list[Instant], str]:
     """The instants archival would move now (a prefix of the active timeline), and the reason it stops."""
-    from hudilite.services.clean import last_clean
-
     mn, mx = KEEP_MIN_COMMITS.get(options), KEEP_MAX_COMMITS.get(options)
     writes = tl.completed(WRITE_ACTIONS)
     if len(writes) <= (mn if force else mx):
@@ -130,17 +142,14 @@ def _state_files(tl: Timeline, inst: Instant) -> list[tuple[str, str, str]]:
         for a in actions:
             i = Instant(inst.timestamp, a, state)
             p = os.path.join(tl.meta_dir, i.file_name(tl.layout))
-            if os.path.exists(p) and not any(x[0] == p for x in out):
+            if storage_for(p).exists(p) and not any(x[0] == p for x in out):
                 out.append((p, a, state))
     return out
 
 
 def _entry(tl: Timeline, inst: Instant, path: str, action: str, state: str) -> dict:
-    from hudilite.timeline.avro_models import commit_metadata_record, from_container
-
     rec = {"commitTime": inst.timestamp, "actionType": action, "actionState": state, "version": 1}
-    with open(path, "rb") as f:
-        data = f.read()
+    data = storage_for(path).read_bytes(path)
     if not data.strip():
         return rec
     try:
@@ -163,10 +172,6 @@ def _entry(tl: Timeline, inst: Instant, path: str, action: str, state: str) -> d
 
 def archive(table_or_path, options: dict | None = None, *, force: bool = False) -> list[str]:
     """Archive old instants (see the module doc). Returns the archived instant times."""
-    from hudilite.timeline.archive import append_archive_records, archive_dir
-    from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, parsed
-    from hudilite.writer.transaction import Transaction
-
     import fastavro
 
     check_options(options)
@@ -198,7 +203,7 @@ def archive(table_or_path, options: dict | None = None, *, force: bool = False) 
         # deleted nothing would remove them any more (a process killed in between left them forever), while
         # images missing for an instant still active only make a change read compute the diff instead
         for inst in todo:
-            change_images.remove(table.base_path, inst.timestamp)
+            auxfiles.remove_instant(table.base_path, inst.timestamp, "archival")
         for path in files:  # oldest instant first; requested -> inflight -> completed within one
             table.fs.delete(path)
         table.reload()

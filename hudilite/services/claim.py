@@ -26,12 +26,14 @@ import socket
 import time
 import uuid
 
-from hudilite.errors import HudiliteError
+from hudilite import auxfiles
+from hudilite.errors import HudiliteError, InvalidWriteError
 from hudilite.file_group import parse_base_file_name
 from hudilite.lock import lock_for
 from hudilite.markers import list_markers
 from hudilite.options import FSYNC, HEARTBEAT_INTERVAL_MS, HEARTBEAT_MISSES
 from hudilite.services.common import rollback_partial_attempt
+from hudilite.storage.local import storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline.heartbeat import Heartbeat, heartbeat_expired, write_heartbeat
 
@@ -47,13 +49,13 @@ class ClaimLostError(HudiliteError):
 
 
 def claim_path(base_path: str, instant: str) -> str:
-    return os.path.join(base_path, ".hoodie", ".aux", "service_claims", instant)
+    return auxfiles.path(base_path, auxfiles.SERVICE_CLAIMS, instant)
 
 
 def read_claim(base_path: str, instant: str) -> dict | None:
     try:
-        with open(claim_path(base_path, instant), "rb") as f:
-            d = json.loads(f.read() or b"null")
+        path = claim_path(base_path, instant)
+        d = json.loads(storage_for(path).read_bytes(path) or b"null")
     except FileNotFoundError:
         return None
     except ValueError:  # torn by a crash mid-write (write_bytes is atomic, so only a foreign writer): dead

@@ -28,15 +28,24 @@ import logging
 import os
 import time
 
+from hudilite import auxfiles
 from hudilite.errors import CorruptTableError, HudiliteError, InvalidWriteError
+from hudilite.fs_view import FileSystemView
 from hudilite.reader import overlay_cache
 from hudilite.options import CLEANER_COMMITS_RETAINED, CLEANER_POLICY, CLEANER_VERSIONS_RETAINED
 from hudilite.services.common import Progress, open_table, pending_plan, schedule_plan
+from hudilite.storage.local import storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline import CLEAN, COMPLETED, INFLIGHT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, Timeline
+from hudilite.timeline.avro_models import CLEAN_METADATA, CLEANER_PLAN, from_container, to_container
 from hudilite.timeline.plans import pending_service_groups, read_requested
+from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
+
+# the sweep of every auxiliary file kind clean owns (hudilite.auxfiles: `clean=True`); looked up at call time
+_SWEEPS = {auxfiles.OVERLAYS: lambda base_path: overlay_cache.sweep(base_path)}
+_SWEEP_NAMES = {auxfiles.OVERLAYS: "overlay"}
 
 POLICIES = CLEANER_POLICY.choices
 KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS = POLICIES
@@ -66,8 +75,6 @@ def earliest_retained(tl: Timeline, options: dict | None) -> Instant | None:
 
 def plan_clean(table: HoodieTable, tl: Timeline, options: dict | None) -> dict | None:
     """The HoodieCleanerPlan record for this timeline, or None when nothing is to be removed."""
-    from hudilite.fs_view import FileSystemView
-
     policy = CLEANER_POLICY.get(options)
     versions = CLEANER_VERSIONS_RETAINED.get(options)
     e_inst = earliest_retained(tl, options) if policy == KEEP_LATEST_COMMITS else None
@@ -122,8 +129,6 @@ def plan_clean(table: HoodieTable, tl: Timeline, options: dict | None) -> dict |
 
 def schedule_clean(table_or_path, options: dict | None = None) -> str | None:
     """Plan a clean (`<t>.clean.requested`). Returns its instant, or None when nothing is to be removed."""
-    from hudilite.timeline.avro_models import CLEANER_PLAN
-
     check_options(options)
     return schedule_plan(open_table(table_or_path), options, CLEAN, CLEANER_PLAN, plan_clean)
 
@@ -131,9 +136,6 @@ def schedule_clean(table_or_path, options: dict | None = None) -> str | None:
 def execute_clean(table: HoodieTable, instant: Instant, options: dict | None = None, *,
                   progress: bool = False) -> dict:
     """Execute a pending clean plan; returns its HoodieCleanMetadata record."""
-    from hudilite.timeline.avro_models import CLEAN_METADATA, to_container
-    from hudilite.writer.transaction import Transaction
-
     t0 = time.monotonic()
     tl, cur, plan = pending_plan(table, instant, CLEAN, CleanError, CorruptTableError)
     base = os.path.realpath(table.base_path)
@@ -153,9 +155,8 @@ def execute_clean(table: HoodieTable, instant: Instant, options: dict | None = N
                                  f"directories; nothing deleted")
             paths.append((part, p))
     if cur.state != INFLIGHT:
-        table.fs.write_bytes(tl.instant_path(cur.with_state(INFLIGHT)),
-                             open(os.path.join(tl.meta_dir, cur.with_state("REQUESTED").file_name(tl.layout)),
-                                  "rb").read())
+        requested = os.path.join(tl.meta_dir, cur.with_state("REQUESTED").file_name(tl.layout))
+        table.fs.write_bytes(tl.instant_path(cur.with_state(INFLIGHT)), table.fs.read_bytes(requested))
     bar = Progress(len(paths), f"clean {cur.timestamp}", progress)
     results: dict[str, dict] = {}
     for part, p in paths:
@@ -172,10 +173,12 @@ def execute_clean(table: HoodieTable, instant: Instant, options: dict | None = N
             r["failedDeleteFiles"].append(name)
         bar.update()
     bar.close()
-    try:  # merged-read overlays go with their slices; they never keep the clean from completing
-        overlay_cache.sweep(table.base_path)
-    except OSError as e:
-        log.warning("clean %s could not remove overlay files: %s", cur.timestamp, e)
+    for kind in auxfiles.KINDS:  # auxiliary files of removed slices go with them; they never fail the clean
+        if kind.clean:
+            try:
+                _SWEEPS[kind](table.base_path)
+            except OSError as e:
+                log.warning("clean %s could not remove %s files: %s", cur.timestamp, _SWEEP_NAMES[kind], e)
     eir = plan.get("earliestInstantToRetain") or {}
     last = tl.latest_completed()
     md = {
@@ -222,13 +225,10 @@ def run_clean(table_or_path, options: dict | None = None, *, progress: bool = Fa
 
 def last_clean(tl: Timeline) -> dict | None:
     """The HoodieCleanMetadata of the newest completed clean (None without one)."""
-    from hudilite.timeline.avro_models import from_container
-
     for inst in reversed(tl.completed((CLEAN,))):
         path = tl.instant_path(inst)
         try:
-            with open(path, "rb") as f:
-                return from_container(f.read())
+            return from_container(storage_for(path).read_bytes(path))
         except Exception as e:  # noqa: BLE001
             raise CorruptTableError(f"cannot parse clean metadata {path}: {e}") from e
     return None

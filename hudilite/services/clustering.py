@@ -32,18 +32,35 @@ import time
 import pyarrow as pa
 
 from hudilite.errors import CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError
+from hudilite.file_group import new_file_id
+from hudilite.fs_view import FileSystemView
+from hudilite.lock import lock_for
+from hudilite.markers import delete_markers
+from hudilite.reader.merge import KEY, SliceDesc, merge_slice
+from hudilite.reader.planner import table_schema
 from hudilite.services.claim import CLAIMED, COMPLETED, MISSING, acquire
 from hudilite.options import (CLUSTER_GROUP_BYTES, CLUSTER_MAX_GROUPS, CLUSTER_PARALLELISM, CLUSTER_SMALL_FILE_LIMIT,
                               CLUSTER_SORT_COLUMNS, CLUSTER_TARGET_FILE_BYTES)
 from hudilite.services.claim import check_options as claim_options
-from hudilite.services.common import (begin_execution, commit_metadata, default_parallelism, open_table,
-                                      run_parallel, run_pending, schedule_plan,
-                                      write_base_file, write_stat)
-from hudilite.services.compaction import _log_instants
+from hudilite.services.common import (
+    begin_execution,
+    commit_metadata,
+    default_parallelism,
+    open_table,
+    run_parallel,
+    run_pending,
+    schedule_plan,
+    write_base_file,
+    write_stat,
+)
+from hudilite.services.compaction import log_instants
 from hudilite.table import HoodieTable
 from hudilite.timeline import INFLIGHT, REPLACE_COMMIT, Instant, Timeline
+from hudilite.timeline.avro_models import REQUESTED_REPLACE
 from hudilite.timeline.plans import clustering_plan, pending_service_groups
 from hudilite.writer.handle import sort_indices
+from hudilite.writer.rollback import rollback_instant
+from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +80,6 @@ def check_options(options: dict | None) -> None:
 
 
 def _check_sort_columns(table: HoodieTable, cols: list[str]) -> None:
-    from hudilite.reader.planner import table_schema
-
     names = table_schema(table).names
     bad = [c for c in cols if c not in names]
     if bad:
@@ -73,8 +88,6 @@ def _check_sort_columns(table: HoodieTable, cols: list[str]) -> None:
 
 
 def plan_clustering(table: HoodieTable, tl: Timeline, options: dict | None) -> dict | None:
-    from hudilite.fs_view import FileSystemView
-
     small = CLUSTER_SMALL_FILE_LIMIT.get(options)
     group_bytes = CLUSTER_GROUP_BYTES.get(options)
     target = CLUSTER_TARGET_FILE_BYTES.get(options)
@@ -91,7 +104,7 @@ def plan_clustering(table: HoodieTable, tl: Timeline, options: dict | None) -> d
         if size >= small:
             continue
         if sl.log_files:
-            data, rolled = _log_instants([lf.path for lf in sl.log_files])
+            data, rolled = log_instants([lf.path for lf in sl.log_files])
             if any(t in pending_writes and t not in rolled for t in data):
                 continue
         by_part.setdefault(sl.partition, []).append((size, sl))
@@ -120,7 +133,8 @@ def plan_clustering(table: HoodieTable, tl: Timeline, options: dict | None) -> d
                 "deltaFilePaths": [os.path.basename(lf.path) for lf in sl.log_files],
                 "fileId": sl.file_id, "partitionPath": sl.partition, "bootstrapFilePath": "", "version": 1,
             } for sl in slices],
-            "metrics": {"TOTAL_FILE_SIZE": float(nbytes), "TOTAL_LOG_FILES": float(sum(len(s.log_files) for s in slices))},
+            "metrics": {"TOTAL_FILE_SIZE": float(nbytes),
+                        "TOTAL_LOG_FILES": float(sum(len(s.log_files) for s in slices))},
             "numOutputFileGroups": max(1, math.ceil(nbytes / target)),
             "extraMetadata": None, "version": 1,
         })
@@ -139,8 +153,6 @@ def plan_clustering(table: HoodieTable, tl: Timeline, options: dict | None) -> d
 def schedule_clustering(table_or_path, options: dict | None = None) -> str | None:
     """Schedule a clustering plan; returns its instant, or None when no partition has small file groups to
     combine."""
-    from hudilite.timeline.avro_models import REQUESTED_REPLACE
-
     check_options(options)
     table = open_table(table_or_path)
     _check_sort_columns(table, CLUSTER_SORT_COLUMNS.get(options))
@@ -154,9 +166,6 @@ def pending_clusterings(table: HoodieTable) -> list[Instant]:
 
 def _cluster_group(table: HoodieTable, ctx, spec, group: dict, sort_cols: list[str], target: int, gi: int,
                    claim=None) -> list[dict]:
-    from hudilite.file_group import new_file_id
-    from hudilite.reader.merge import KEY, SliceDesc, merge_slice
-
     parts = []
     in_bytes = 0
     for s in group.get("slices") or []:
@@ -165,10 +174,10 @@ def _cluster_group(table: HoodieTable, ctx, spec, group: dict, sort_cols: list[s
         base = os.path.join(pdir, s["dataFilePath"]) if s.get("dataFilePath") else None
         logs = tuple(os.path.join(pdir, n) for n in s.get("deltaFilePaths") or [])
         for p in ([base] if base else []) + list(logs):
-            if not os.path.exists(p):
+            if not table.fs.exists(p):
                 raise ClusteringError(f"clustering {ctx.instant}: planned file {p} is missing (file group "
                                       f"{s['fileId']}); the table is left as it was")
-            in_bytes += os.path.getsize(p)
+            in_bytes += table.fs.size(p)
         parts.append((part, merge_slice(SliceDesc(part, s["fileId"], base, logs), spec)))
     partitions = {p for p, _ in parts}
     if len(partitions) != 1:
@@ -198,10 +207,6 @@ def execute_clustering(table: HoodieTable, instant: Instant, options: dict | Non
     """Execute one pending clustering plan under its claim (services/claim.py); returns its instant once
     completed. Another executor holding the plan: None (skipped), or with `wait` the instant once that executor
     completed it (or its claim died and this one took over and completed it)."""
-    from hudilite.lock import lock_for
-    from hudilite.markers import delete_markers
-    from hudilite.writer.transaction import Transaction
-
     claim = acquire(table, instant.timestamp, REPLACE_COMMIT, options, wait=wait)
     if claim == COMPLETED:
         return instant.timestamp
@@ -234,8 +239,6 @@ def execute_clustering(table: HoodieTable, instant: Instant, options: dict | Non
         Transaction(table, options).complete(Instant(cur.timestamp, REPLACE_COMMIT, INFLIGHT), md,
                                              validate=claim.completion_check(replaced, stats))
     except CommitConflictError as e:  # a write touched an input group after the plan: the plan is stale
-        from hudilite.services.rollback import rollback_instant
-
         with lock_for(table.base_path, options):
             held = claim.held()
             now = table.reload().get(cur.timestamp)

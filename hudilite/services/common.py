@@ -10,11 +10,25 @@ import time
 
 import pyarrow as pa
 
+from hudilite.columns import META_FIELDS
+from hudilite.errors import InvalidWriteError
+from hudilite.file_group import base_file_name
+from hudilite.markers import CREATE, delete_markers
 from hudilite.options import BLOCK_ROWS, COMPRESSION, FSYNC, MAX_FILE_SIZE
+from hudilite.reader.planner import ReadPlan, table_schema
+from hudilite.schema import arrow_to_avro, avro_to_json, cast_table_to_schema
 from hudilite.storage.local import storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline import INFLIGHT, REQUESTED, Instant, Timeline
+from hudilite.timeline.avro_models import to_container
 from hudilite.timeline.plans import read_requested
+
+# through the module: crash-point runs (tests/functional/crash_writer.py) replace handle.write_parquet
+from hudilite.writer import handle
+from hudilite.writer.context import WriteContext
+from hudilite.writer.handle import const_string
+from hudilite.writer.rollback import files_of_instant
+from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +91,6 @@ def schedule_plan(table: HoodieTable, options: dict | None, action: str, avro_sc
     """Start a `action` instant whose requested file is the plan `make_plan(table, tl, options)` (a record of
     `avro_schema`), decided under the table lock on one timeline. Returns the instant, or None when
     `make_plan` returns None (nothing to do: no instant)."""
-    from hudilite.timeline.avro_models import to_container
-    from hudilite.writer.transaction import Transaction
-
     def plan(tl: Timeline, t: str):
         rec = make_plan(table, tl, options)
         return None if rec is None else to_container(avro_schema, rec)
@@ -140,16 +151,10 @@ def merge_spec(table: HoodieTable, as_of: str | None = None):
     log blocks count iff their instant is a completed write of the whole timeline (archive included), not
     rolled back, and (with `as_of`) not newer than it. The timeline is the table's current one (services reload
     it before they execute a plan)."""
-    from hudilite.reader.planner import ReadPlan, table_schema
-
     return ReadPlan(table, table_schema(table), [], "snapshot", as_of=as_of).merge_spec()
 
 
 def write_context(table: HoodieTable, instant: str, spec, options: dict | None):
-    from hudilite.writer.context import WriteContext
-
-    from hudilite.schema import META_FIELDS
-
     data_schema = pa.schema([f for f in spec.schema if f.name not in META_FIELDS])
     return WriteContext(
         base_path=table.base_path, instant=instant, table_name=table.config.name, data_schema=data_schema,
@@ -166,11 +171,6 @@ def write_base_file(ctx, partition: str, fid: str, token: str, rows: pa.Table, c
     `claim` (services/claim.py), the claim is checked before the file is started and after it is written (a
     file written by an executor that lost its claim is deleted again: it would be a second base file of the
     group at the instant). Returns (relative path, absolute path, size)."""
-    from hudilite.file_group import base_file_name
-    from hudilite.markers import CREATE
-    from hudilite.schema import cast_table_to_schema
-    from hudilite.writer.handle import _write_parquet, const_string
-
     name = base_file_name(fid, token, ctx.instant)
     out = cast_table_to_schema(rows, ctx.file_schema)
     i = out.schema.get_field_index("_hoodie_file_name")
@@ -182,7 +182,7 @@ def write_base_file(ctx, partition: str, fid: str, token: str, rows: pa.Table, c
         claim.check()
     ctx.markers().create(partition, name, CREATE)
     path = os.path.join(d, name)
-    size = _write_parquet(path, out, ctx)
+    size = handle.write_parquet(path, out, ctx)
     if claim is not None and not claim.held():
         fs.delete(path)
         claim.check()
@@ -206,9 +206,6 @@ def write_stat(fid: str, rel: str, partition: str, size: int, *, prev: str, writ
 
 def commit_metadata(stats: list[dict], op_type: str, table: HoodieTable, *, compacted: bool = False,
                     replaced: dict | None = None) -> dict:
-    from hudilite.reader.planner import table_schema
-    from hudilite.schema import META_FIELDS, arrow_to_avro, avro_to_json
-
     pts: dict[str, list[dict]] = {}
     for s in stats:
         pts.setdefault(s["partitionPath"], []).append(s)
@@ -226,9 +223,6 @@ def commit_metadata(stats: list[dict], op_type: str, table: HoodieTable, *, comp
 def rollback_partial_attempt(table: HoodieTable, instant: str) -> list[str]:
     """Delete the data files a previous, failed execution of a service instant left (from its markers), so
     the plan can be executed again from scratch. Returns the deleted files."""
-    from hudilite.markers import delete_markers
-    from hudilite.services.rollback import files_of_instant
-
     cur = table.reload().get(instant)
     if cur is not None and cur.is_completed:  # it failed after its commit: its files are the table's now
         log.warning("%s completed before its executor failed: its files stay", instant)

@@ -41,20 +41,33 @@ import os
 import time
 
 from hudilite.errors import CorruptTableError, HudiliteError, InvalidWriteError
+from hudilite.fs_view import FileSystemView
 from hudilite.log.blocks import CommandBlock, LogBlock
 from hudilite.log.format import BlockType
 from hudilite.options import (COMPACT_LOG_SIZE, COMPACT_MAX_DELTA_COMMITS, COMPACT_MAX_DELTA_SECONDS,
                               COMPACT_PARALLELISM, COMPACT_TRIGGER)
 from hudilite.log.reader import scan_log_file
+from hudilite.markers import delete_markers
+from hudilite.reader.merge import KEY, conform, log_records, merge_records, read_base, valid_blocks
 from hudilite.services.claim import CLAIMED, COMPLETED, MISSING, acquire
 from hudilite.services.claim import check_options as claim_options
-from hudilite.services.common import (begin_execution, commit_metadata, default_parallelism, open_table,
-                                      pending_plan, run_parallel, run_pending, write_base_file,
-                                      write_stat)
+from hudilite.services.common import (
+    begin_execution,
+    commit_metadata,
+    default_parallelism,
+    open_table,
+    pending_plan,
+    run_parallel,
+    run_pending,
+    write_base_file,
+    write_stat,
+)
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, COMPACTION, DELTA_COMMIT, INFLIGHT, Instant, Timeline
+from hudilite.timeline.avro_models import COMPACTION_PLAN, to_container
 from hudilite.timeline.instant_time import now_ms, parse_instant
 from hudilite.timeline.plans import pending_service_groups
+from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +124,7 @@ def trigger_fires(tl: Timeline, options: dict | None, *, clock=now_ms) -> tuple[
     return fires, f"{strategy}: {why}"
 
 
-def _log_instants(paths) -> tuple[set[str], set[str]]:
+def log_instants(paths) -> tuple[set[str], set[str]]:
     """(instants of data/delete blocks, rollback targets) in the given log files."""
     data, rolled = set(), set()
     for p in paths:
@@ -129,8 +142,6 @@ def _log_instants(paths) -> tuple[set[str], set[str]]:
 def plan_operations(table: HoodieTable, tl: Timeline, options: dict | None) -> tuple[list[dict], list[str]]:
     """The compaction operations for the current timeline (see the module doc), and the skipped groups with
     the reason."""
-    from hudilite.fs_view import FileSystemView
-
     threshold = COMPACT_LOG_SIZE.get(options)
     if COMPACT_TRIGGER.get(options) == "LOG_SIZE" and threshold <= 0:
         raise InvalidWriteError(f"{TRIGGER_KEY}=LOG_SIZE needs {LOG_SIZE_KEY} > 0 (bytes of log per file group)")
@@ -149,7 +160,7 @@ def plan_operations(table: HoodieTable, tl: Timeline, options: dict | None) -> t
         if size < threshold:
             skipped.append(f"{sl.file_id}: {size} bytes of logs < {threshold}")
             continue
-        data, rolled = _log_instants([lf.path for lf in sl.log_files])
+        data, rolled = log_instants([lf.path for lf in sl.log_files])
         inflight = sorted(t for t in data if t in pending_writes and t not in rolled)
         if inflight:
             skipped.append(f"{sl.file_id}: holds log blocks of in-flight instant(s) {', '.join(inflight)}")
@@ -173,9 +184,6 @@ def schedule_compaction(table_or_path, options: dict | None = None, *, force: bo
                         clock=now_ms) -> str | None:
     """Schedule a compaction if the trigger fires (or `force`) and some file group qualifies. Returns the
     instant of the new plan, or None."""
-    from hudilite.timeline.avro_models import COMPACTION_PLAN, to_container
-    from hudilite.writer.transaction import Transaction
-
     check_options(options)
     table = open_table(table_or_path)
     if table.config.table_type != "MERGE_ON_READ":
@@ -215,19 +223,17 @@ def pending_compactions(table: HoodieTable) -> list[Instant]:
 def _compact_slice(table: HoodieTable, ctx, spec, op: dict, token: str, claim=None) -> dict:
     import pyarrow as pa
 
-    from hudilite.reader.merge import KEY, _log_records, conform, merge_records, read_base, valid_blocks
-
     part = op.get("partitionPath") or ""
     pdir = table.partition_dir(part)
     base_path = os.path.join(pdir, op["dataFilePath"]) if op.get("dataFilePath") else None
     log_paths = [os.path.join(pdir, n) for n in op.get("deltaFilePaths") or []]
     for p in ([base_path] if base_path else []) + log_paths:
-        if not os.path.exists(p):
+        if not table.fs.exists(p):
             raise CompactionError(f"compaction {ctx.instant}: planned file {p} is missing (file group "
                                   f"{op['fileId']}); the table is left as it was")
     base = read_base(base_path, spec) if base_path else conform(pa.table({}), spec.schema).slice(0, 0)
     blocks = valid_blocks(log_paths, spec)
-    data, events = _log_records(blocks, spec) if blocks else (None, None)
+    data, events = log_records(blocks, spec) if blocks else (None, None)
     if events is None:
         merged = base
     elif not spec.keyed:
@@ -243,7 +249,7 @@ def _compact_slice(table: HoodieTable, ctx, spec, op: dict, token: str, claim=No
         kept_base = int(pc.sum(pc.is_in(merged.column(KEY), value_set=base.column(KEY).combine_chunks())
                                ).as_py() or 0)
     rel, _path, size = write_base_file(ctx, part, op["fileId"], token, merged, claim)
-    log_size = sum(os.path.getsize(p) for p in log_paths)
+    log_size = sum(table.fs.size(p) for p in log_paths)
     return write_stat(
         op["fileId"], rel, part, size, prev=op.get("baseInstantTime") or "null", writes=merged.num_rows,
         updates=updated, deletes=base.num_rows - kept_base, inserts=merged.num_rows - kept_base,
@@ -257,9 +263,6 @@ def execute_compaction(table: HoodieTable, instant: Instant, options: dict | Non
     """Execute one pending compaction plan under its claim (services/claim.py); returns its instant time once
     completed. Another executor holding the plan: None (skipped), or with `wait` the instant once that executor
     completed it (or its claim died and this one took over and completed it)."""
-    from hudilite.markers import delete_markers
-    from hudilite.writer.transaction import Transaction
-
     claim = acquire(table, instant.timestamp, COMPACTION, options, wait=wait)
     if claim == COMPLETED:
         return instant.timestamp

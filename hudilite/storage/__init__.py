@@ -1,5 +1,6 @@
-"""Storage access: the file operations the table format needs, with put-if-absent."""
+"""Storage access: the file operations the table format needs (`Storage`), with put-if-absent."""
 
+from hudilite.storage.base import Storage
 from hudilite.storage.local import LocalStorage, storage_for
 
-__all__ = ["LocalStorage", "storage_for"]
+__all__ = ["LocalStorage", "Storage", "storage_for"]

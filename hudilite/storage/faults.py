@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from typing import cast
 
 from hudilite.storage.local import LocalStorage
 
@@ -65,7 +66,7 @@ def install(injector: CrashInjector | None) -> CrashInjector | None:
 
 
 def installed() -> CrashInjector | None:
-    return LocalStorage.fault
+    return cast("CrashInjector | None", LocalStorage.fault)
 
 
 def install_from_env(environ=None) -> CrashInjector | None:

@@ -1,19 +1,20 @@
 """Local / shared POSIX file system storage.
 
-Everything the table format needs from storage is here, so another backend (object stores) only has to
-implement this class. Paths handed in are absolute; `file://` URIs are accepted.
+`LocalStorage` implements the `Storage` interface (hudilite/storage/base.py) plus the POSIX primitives of the local
+lock provider, heartbeats and direct markers. Paths handed in are absolute; `file://` URIs are accepted.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hudilite.options import FSYNC
+from hudilite.storage.base import Storage
 
 
 def normalize_path(path: str) -> str:
@@ -77,7 +78,7 @@ def directories_of(base_path: str, rel_paths) -> list[str]:
     return sorted(dirs, key=lambda x: (-x.count(os.sep), x))
 
 
-class LocalStorage:
+class LocalStorage(Storage):
     """POSIX file operations. `put_if_absent` is atomic: content is written to a temp file and hard-linked
     into place, which fails if the target exists (no reader ever sees a half-written file).
 
@@ -85,7 +86,7 @@ class LocalStorage:
     injection); unset (the class default) that is one attribute check. `fault(op, path, torn)`: `torn`, when
     given, performs a partial version of the operation (a process killed in the middle of it)."""
 
-    fault = None
+    fault: Callable[..., None] | None = None
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
@@ -99,6 +100,14 @@ class LocalStorage:
     def read_bytes(self, path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(length)
+
+    def open_input(self, path: str) -> pa.NativeFile:
+        return pa.OSFile(path, "rb")
 
     def size(self, path: str) -> int:
         return os.path.getsize(path)
@@ -284,7 +293,8 @@ class LocalStorage:
         entry too). Returns the offset the first chunk landed at."""
         created = not os.path.exists(path)
         if self.fault is not None:
-            self.fault("append", path, lambda: _append_file(path, [b"".join(chunks)[:max(1, sum(map(len, chunks)) // 2)]], False))
+            half = [b"".join(chunks)[:max(1, sum(map(len, chunks)) // 2)]]  # a torn append
+            self.fault("append", path, lambda: _append_file(path, half, False))
         offset = _append_file(path, chunks, fsync)
         if created and fsync:
             fsync_path(os.path.dirname(os.path.abspath(path)))
@@ -386,5 +396,6 @@ _LOCAL = LocalStorage()
 
 
 def storage_for(path: str) -> LocalStorage:
+    """The storage of `path` (local and shared file systems: the one LocalStorage; other backends by scheme)."""
     normalize_path(path)  # validates the scheme
     return _LOCAL

@@ -22,9 +22,13 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from hudilite.log.blocks import AvroDataBlock, LogBlock, decode_avro_rows, encode_avro_rows
+from hudilite.log.format import BlockType, HeaderKey
+from hudilite.log.reader import scan_log_file
+from hudilite.log.writer import append_blocks
 from hudilite.storage.local import storage_for
-from hudilite.timeline.instant import COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
-from hudilite.timeline.timeline import COMPLETION_KEY
+from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, parsed
+from hudilite.timeline.instant import COMPLETED, COMPLETION_KEY, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
 
 log = logging.getLogger(__name__)
 
@@ -140,9 +144,6 @@ class ArchivedTimeline:
 
 
 def load_archive(directory: str) -> ArchivedTimeline:
-    from hudilite.log.blocks import AvroDataBlock, _decode_avro_rows
-    from hudilite.log.reader import scan_log_file
-
     import fastavro
 
     entries: list[ArchivedEntry] = []
@@ -161,7 +162,7 @@ def load_archive(directory: str) -> ArchivedTimeline:
                 if parsed is None:
                     parsed = fastavro.parse_schema(json.loads(b.schema), named_schemas={})
                     parsed_cache[b.schema] = parsed
-                rows = _decode_avro_rows(b.content, parsed)
+                rows = decode_avro_rows(b.content, parsed)
             except Exception as e:  # noqa: BLE001 - a damaged block is skipped, the rest still counts
                 log.warning("skipping an undecodable archive block in %s at %s: %s", path, b.offset, e)
                 continue
@@ -187,19 +188,14 @@ def append_archive_records(directory: str, records: list[dict], *, max_file_byte
     version once the current one is over `max_file_bytes`). Returns the file written."""
     import struct
 
-    from hudilite.log.blocks import LogBlock, _encode_avro_rows
-    from hudilite.log.format import BlockType, HeaderKey
-    from hudilite.log.writer import append_blocks
-    from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, parsed
-
     storage_for(directory).makedirs(directory)
     files = list_archive_files(directory)
-    if files and os.path.getsize(files[-1][1]) < max_file_bytes:
+    if files and storage_for(directory).size(files[-1][1]) < max_file_bytes:
         path = files[-1][1]
     else:
         path = os.path.join(directory, archive_file_name((files[-1][0] + 1) if files else 1))
     schema_json = json.dumps(ARCHIVED_META_ENTRY)
-    content = _encode_avro_rows(records, parsed(ARCHIVED_META_ENTRY))
+    content = encode_avro_rows(records, parsed(ARCHIVED_META_ENTRY))
     assert struct.unpack(">i", content[4:8])[0] == len(records)
     block = LogBlock(BlockType.AVRO_DATA, {HeaderKey.SCHEMA: schema_json}, content)
     append_blocks(path, [block])

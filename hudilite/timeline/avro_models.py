@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import io
+from typing import Any
 
 import fastavro
 
@@ -139,7 +140,7 @@ CLEAN_METADATA = {
 _WRITE_STAT_LONGS = ("numWrites", "numDeletes", "numUpdateWrites", "totalWriteBytes", "totalWriteErrors")
 _WRITE_STAT_LONGS2 = ("totalLogRecords", "totalLogFiles", "totalUpdatedRecordsCompacted", "numInserts",
                       "totalLogBlocks", "totalCorruptLogBlock", "totalRollbackBlocks", "fileSizeInBytes")
-WRITE_STAT = {
+WRITE_STAT: dict[str, Any] = {
     "type": "record", "name": "HoodieWriteStat", "namespace": NS, "fields": [
         {"name": "fileId", **_opt("string")},
         {"name": "path", **_opt("string")},
@@ -212,25 +213,25 @@ def from_container(data: bytes) -> dict | None:
 def commit_metadata_record(md: dict, replace: bool) -> dict:
     """Hudi's JSON commit metadata (hudilite or Java v6) -> a HoodieCommitMetadata / HoodieReplaceCommitMetadata
     record (the write-stat fields of the Avro model; others dropped; numbers as longs, text as strings)."""
-    pts = {}
+    pts: dict[str, list[dict[str, Any]]] = {}
     for part, stats in (md.get("partitionToWriteStats") or {}).items():
         out = []
         for s in stats or []:
-            rec = {}
+            stat: dict[str, Any] = {}
             for f in WRITE_STAT["fields"]:
                 v = (s or {}).get(f["name"])
                 if v is None:
-                    rec[f["name"]] = None
+                    stat[f["name"]] = None
                 elif f["type"][1] == "long":
                     try:
-                        rec[f["name"]] = int(v)
+                        stat[f["name"]] = int(v)
                     except (TypeError, ValueError):
-                        rec[f["name"]] = None
+                        stat[f["name"]] = None
                 else:
-                    rec[f["name"]] = str(v)
-            out.append(rec)
+                    stat[f["name"]] = str(v)
+            out.append(stat)
         pts[str(part)] = out
-    rec = {
+    rec: dict[str, Any] = {
         "partitionToWriteStats": pts,
         "extraMetadata": {str(k): str(v) for k, v in (md.get("extraMetadata") or {}).items()},
         "version": 1,

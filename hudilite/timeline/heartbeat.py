@@ -93,7 +93,7 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        if not os.path.exists(self.path):
+        if not storage_for(self.path).exists(self.path):
             write_heartbeat(self.base_path, self.instant, self.interval_ms, self.tolerable_misses)
         else:
             self._beat()

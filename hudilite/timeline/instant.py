@@ -22,6 +22,8 @@ INFLIGHT = "INFLIGHT"
 COMPLETED = "COMPLETED"
 
 WRITE_ACTIONS = (COMMIT, DELTA_COMMIT, REPLACE_COMMIT)
+# extraMetadata key of a write commit: its completion time (version-6 tables have no completion time in file names)
+COMPLETION_KEY = "hudilite.completion.time"
 KNOWN_ACTIONS = {
     COMMIT, DELTA_COMMIT, REPLACE_COMMIT, CLEAN, ROLLBACK, COMPACTION, CLUSTERING, SAVEPOINT, RESTORE,
     INDEXING, LOG_COMPACTION,

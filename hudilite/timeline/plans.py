@@ -8,14 +8,13 @@ import os
 
 from hudilite.errors import CorruptTableError
 from hudilite.storage.local import read_nonblank
+from hudilite.timeline.avro_models import from_container
 from hudilite.timeline.instant import CLUSTERING, COMPACTION, REPLACE_COMMIT, REQUESTED, Instant
 from hudilite.timeline.timeline import Timeline
 
 
 def read_requested(tl: Timeline, inst: Instant) -> dict | None:
     """The Avro record of a requested plan file (compaction / clustering / clean), None if empty or absent."""
-    from hudilite.timeline.avro_models import from_container  # fastavro: imported when a plan is read
-
     path = os.path.join(tl.meta_dir, inst.with_state(REQUESTED).file_name(tl.layout))
     data = read_nonblank(path)
     if data is None:
@@ -48,8 +47,7 @@ def pending_service_groups(tl: Timeline) -> dict[tuple[str, str], tuple[str, str
             for op in plan.get("operations") or []:
                 out[(op.get("partitionPath") or "", op["fileId"])] = (inst.timestamp, "compaction")
         else:
-            plan = clustering_plan(tl, inst)
-            for g in (plan or {}).get("inputGroups") or []:
+            for g in (clustering_plan(tl, inst) or {}).get("inputGroups") or []:
                 for s in g.get("slices") or []:
                     out[(s.get("partitionPath") or "", s["fileId"])] = (inst.timestamp, "clustering")
     return out

@@ -9,11 +9,18 @@ from functools import cached_property
 
 from hudilite.errors import CorruptTableError
 from hudilite.storage import storage_for
+from hudilite.timeline.archive import ArchivedTimeline, list_archive_files, load_archive
 from hudilite.timeline.instant import (
-    COMPLETED, COMPACTION, CLUSTERING, COMMIT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, parse_instant_file,
+    CLUSTERING,
+    COMMIT,
+    COMPACTION,
+    COMPLETED,
+    COMPLETION_KEY,
+    REPLACE_COMMIT,
+    WRITE_ACTIONS,
+    Instant,
+    parse_instant_file,
 )
-
-COMPLETION_KEY = "hudilite.completion.time"
 
 
 class Timeline:
@@ -81,7 +88,8 @@ class Timeline:
         if arch:
             if t in arch.completed_write_times:
                 return True
-            return t < self.timeline_start and t not in self.known_times
+            start = self.timeline_start  # not None: the active timeline has a first write (above)
+            return start is not None and t < start and t not in self.known_times
         return t not in self.all_times
 
     # ---- the archived timeline (v6 `.hoodie/archived`) -----------------------------------------------
@@ -89,8 +97,6 @@ class Timeline:
     def archived(self):
         """The archived timeline (empty for layout 2: its LSM history is not read, and for tables never
         archived). Loaded on first use."""
-        from hudilite.timeline.archive import ArchivedTimeline
-
         if self.layout >= 2:
             return ArchivedTimeline()
         return _load_archive_cached(os.path.join(self.meta_dir, self.archive_folder))
@@ -172,19 +178,17 @@ class Timeline:
 _ARCHIVE_CACHE: dict[str, tuple] = {}
 
 
+def _stat(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+
+
 def _load_archive_cached(directory: str):
     """The archive of `directory`, cached while its files are unchanged (name, size, mtime)."""
-    from hudilite.timeline.archive import list_archive_files, load_archive
-
     files = list_archive_files(directory)
-    key = []
-    for _v, p in files:
-        try:
-            st = os.stat(p)
-        except FileNotFoundError:
-            continue
-        key.append((p, st.st_size, st.st_mtime_ns))
-    key = tuple(key)
+    key = tuple((p, st.st_size, st.st_mtime_ns) for p, st in ((p, _stat(p)) for _v, p in files) if st is not None)
     hit = _ARCHIVE_CACHE.get(directory)
     if hit is not None and hit[0] == key:
         return hit[1]

@@ -19,30 +19,33 @@ import re
 import pyarrow as pa
 
 from hudilite import change_images, options as o
-from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ, TableConfig
+from hudilite.columns import DELETE_COL, IS_DELETED_FIELD, KEY_COL, META_FIELDS, PART_COL, SEQ_COL
+from hudilite.config import MERGE_ON_READ, TableConfig
 from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableError
-from hudilite.index.global_index import FOUND_PART, FOUND_PC, META_KEY as INDEX_META_KEY, explode_found, \
-    index_choice, relocate, slice_keys
-from hudilite.keygen import KeySpec, integer_key_column, partition_path_expr, record_key_expr
+from hudilite.index.global_index import META_KEY as INDEX_META_KEY
+from hudilite.index.global_index import index_choice
+from hudilite.keygen import KeySpec, arrow_keygen, integer_key_column
 from hudilite.markers import TIMELINE_SERVER_BASED, MarkerService, delete_markers, list_markers
 from hudilite.reader import overlay_cache
-from hudilite.schema import META_FIELDS, SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve, \
-    spark_to_arrow
-from hudilite.services import check_service_options, run_inline_services
-from hudilite.services.rollback import rollback_instant
-from hudilite.session import check_workers
-from hudilite.table import HoodieTable
+from hudilite.schema import SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve
+from hudilite.services.inline import check_service_options, run_inline_services
+from hudilite.spark.keygen import partition_path_expr, record_key_expr
+from hudilite.spark.schema import spark_to_arrow
+from hudilite.spark.session import check_workers
+from hudilite.spark.write import SparkPlanner, collect_stats, stat_struct
+from hudilite.storage.local import normalize_path, storage_for
+from hudilite.table import PROPS_FILE, HoodieTable
 from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
 from hudilite.writer import local as local_write
-from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, MOVED_COL, PART_COL, \
-    SEQ_COL, WriteContext
+from hudilite.writer.conflict import read_basis
+from hudilite.writer.context import WriteContext
 from hudilite.writer.handle import StreamingBaseFileWriter, stats_table
 from hudilite.writer.log_handle import block_format_option, state_spec
 from hudilite.writer.options import UNSET, WriteOptions, resolve
-from hudilite.writer.planning import PlannerBase, merge_group
+from hudilite.writer.pending import PendingWrite, WriteResult
 from hudilite.writer.queue import run_bounded
+from hudilite.writer.rollback import rollback_instant
 from hudilite.writer.source_files import plain_parquet_units, read_units
-from hudilite.writer.conflict import read_basis
 from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -51,17 +54,6 @@ OPERATION_TYPES = {
     "bulk_insert": "BULK_INSERT", "insert": "INSERT", "upsert": "UPSERT", "delete": "DELETE",
     "insert_overwrite": "INSERT_OVERWRITE", "insert_overwrite_table": "INSERT_OVERWRITE_TABLE",
 }
-
-
-class WriteResult(str):
-    """The committed instant time (a str), with the write's statistics attached."""
-
-    stats: dict
-
-    def __new__(cls, instant: str, stats: dict):
-        obj = super().__new__(cls, instant)
-        obj.stats = stats
-        return obj
 
 
 def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), operation="upsert",
@@ -117,16 +109,14 @@ class WriteClient:
         # Profile before anything is written: bad input fails with the table untouched.
         plan = None
         if wo.operation in ("insert", "upsert", "delete", "insert_overwrite", "insert_overwrite_table"):
-            plan = (local_write.LocalPlanner if local else _SparkPlanner)(self, table, data_schema, prepared)
+            plan = (local_write.LocalPlanner if local else SparkPlanner)(self, table, data_schema, prepared)
             plan.mor, plan.block_format = mor, block_format
             plan.profile()
 
         created = None  # a table this write creates: removed again if the write fails (path as it was)
         if table is None:
-            from hudilite.storage.local import normalize_path
-
             base = normalize_path(wo.path)
-            created = (base, os.path.exists(base))
+            created = (base, storage_for(base).exists(base))
             table = HoodieTable.create(base, new_config)
         txn = self.transaction_factory(table, wo.options)
         # under the table lock; lazy (the default mode): only writers whose heartbeat expired by their own
@@ -193,8 +183,6 @@ class WriteClient:
             if service is not None:
                 service.stop()
         if not commit:  # written, not visible: the caller completes or aborts it (heartbeat keeps running)
-            from hudilite.writer.pending import PendingWrite
-
             return PendingWrite(table, txn, inst, md, hb, _summary(stats + counted, replaced))
         hb.stop()
         delete_markers(table.base_path, inst.timestamp)
@@ -306,8 +294,6 @@ class WriteClient:
     def _bulk_insert(self, df, prepared, ctx: WriteContext, spec: KeySpec) -> list[dict]:
         from pyspark.sql import functions as F
 
-        from hudilite.keygen import arrow_keygen
-
         mode = self.wo.get(o.BULK_SORT_MODE)
         # unsorted: the key and partition path are computed in the Python worker where that gives the same
         # strings, so Spark converts and ships only the data columns - or nothing at all, see source_files.py
@@ -353,7 +339,7 @@ class WriteClient:
             for rb in stats_table(write_batches(batches)).to_batches():
                 yield rb
 
-        return _collect_stats(rows.mapInArrow(write_task, _stat_struct()))
+        return collect_stats(rows.mapInArrow(write_task, stat_struct()))
 
     def _reconcile(self, table: HoodieTable, inst: Instant, stats: list[dict]) -> list[dict]:
         """Delete files that markers name but no write stat claims (failed or speculative task attempts), and
@@ -368,210 +354,11 @@ class WriteClient:
         return stats
 
 
-class _SparkPlanner(PlannerBase):
-    """Index tagging, profiling, routing and the per-file-group merge job for insert/upsert/delete/overwrite of
-    a Spark DataFrame.
-
-    Tagging and insert assignment are JVM-only (broadcast range joins, hash bucketing); the only Python step
-    is the merge, one call per file group.
-    """
-
-    def __init__(self, client: WriteClient, table: HoodieTable | None, data_schema: pa.Schema, prepared):
-        super().__init__(client.wo, table, data_schema)
-        self.spark = client.spark
-        self.prepared = prepared
-        self.tagged = None
-        self.persisted = False
-
-    def profile(self) -> None:
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
-
-        wo = self.wo
-        self.load_slices()
-        if self.global_lookup:
-            self.prepared = self._globalize(self.prepared)
-        tagged = self.prepared.withColumn(FID_COL, F.lit(None).cast("string")) if self.overwrite \
-            else self._tag(self.prepared)
-        # The profile reads only the key columns (column pruning); the write pass recomputes the input. Persisting
-        # instead costs more for cheap inputs; `hoodie.write.input.persist=true` opts in for expensive ones.
-        self.persisted = wo.get(o.INPUT_PERSIST)
-        self.tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK) if self.persisted else tagged
-        pcf = wo.precombine_field
-        null_pc = (F.col(f"`{pcf}`").isNull() & ~F.col(DELETE_COL)) if (pcf and pcf in self.prepared.columns) \
-            else F.lit(False)
-        rows = self.tagged.groupBy(F.col(PART_COL).alias("part")).agg(
-            F.count(F.lit(1)).alias("n"),
-            F.sum(F.col(KEY_COL).isNull().cast("long")).alias("null_keys"),
-            F.sum(null_pc.cast("long")).alias("null_pc"),
-            F.sum((F.col(FID_COL).isNull() & ~F.col(DELETE_COL)).cast("long")).alias("inserts"),
-        ).collect()
-        try:
-            self.check_profile([r.asDict() for r in rows])
-        except InvalidWriteError:
-            self.release()
-            raise
-
-    def release(self) -> None:
-        if self.tagged is not None and self.persisted:
-            self.tagged.unpersist()
-        self.tagged = None
-
-    # ------------------------------------------------------------------------------------------
-    def _globalize(self, rows):
-        """Global index (hudilite/index/global_index.py) in Spark: one row per key (the batch's latest), the
-        stored keys of the files whose key ranges cover incoming keys (a broadcast range join picks the files,
-        one task per file reads them), joined to the rows by key; `relocate` assigns the partitions."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
-
-        from hudilite.reader.merge import SliceDesc
-
-        wo, spark = self.wo, self.spark
-        pcf = wo.precombine_field if wo.precombine_field in rows.columns else None
-        order = ([F.col(f"`{pcf}`").desc_nulls_last()] if pcf else []) + [F.col(SEQ_COL).desc()]
-        rows = (rows.withColumn("_hl_rn", F.row_number().over(Window.partitionBy(KEY_COL).orderBy(*order)))
-                .filter(F.col("_hl_rn") == 1).drop("_hl_rn"))
-        numeric = self.index.numeric_key
-        kt = LongType() if numeric else StringType()
-        key = F.col(f"`{numeric}`").cast("long") if numeric else F.col(KEY_COL)
-        ranges = [r for r in self.index.files() if r.path]
-        hit = {i for i, r in enumerate(ranges) if r.lo is None}
-        known = [(i, r.lo, r.hi) for i, r in enumerate(ranges) if r.lo is not None]
-        if known:
-            rdf = spark.createDataFrame(known, StructType([StructField("_r_i", IntegerType()),
-                                                           StructField("_r_lo", kt), StructField("_r_hi", kt)]))
-            hit |= {r[0] for r in rows.select(key.alias("_k")).join(
-                F.broadcast(rdf), (F.col("_k") >= F.col("_r_lo")) & (F.col("_k") <= F.col("_r_hi")))
-                .select("_r_i").distinct().collect()}
-        by_id = {(s.partition, s.file_id): s for s in self.slices}
-        descs = [SliceDesc.of(by_id[(ranges[i].partition, ranges[i].file_id)]).to_json() for i in sorted(hit)
-                 if (ranges[i].partition, ranges[i].file_id) in by_id]
-        pc_type = rows.schema[pcf].dataType if pcf else StringType()
-        found_schema = StructType([StructField("key", kt), StructField(FOUND_PART, StringType()),
-                                   StructField(FOUND_PC, pc_type)])
-        found_arrow = spark_to_arrow(found_schema)
-        key_col, spec = numeric or KEY_COL, self.merge_spec()
-
-        def keys_task(batches):
-            for b in batches:
-                for d in b.column(0).to_pylist():
-                    t = slice_keys(SliceDesc.from_json(d), key_col, pcf, spec)
-                    yield from t.cast(found_arrow).to_batches()
-
-        found = (spark.createDataFrame([(d,) for d in descs], "d string").repartition(max(len(descs), 1))
-                 .mapInArrow(keys_task, found_schema)) if descs else spark.createDataFrame([], found_schema)
-        agg = found.groupBy(F.col("key").alias("_hl_gk")).agg(
-            F.collect_list(F.struct(F.col(FOUND_PART), F.col(FOUND_PC))).alias("_hl_found"))
-        joined = rows.join(agg, key == F.col("_hl_gk"), "left").drop("_hl_gk")
-        out = StructType([StructField(f.name, f.dataType, True) for f in rows.schema.fields]
-                         + [StructField(MOVED_COL, BooleanType(), False)])
-        choice, event_time = self.choice, bool(wo.precombine_field)
-
-        def relocate_task(batches):
-            for b in batches:
-                t, found_rows = explode_found(pa.Table.from_batches([b]), "_hl_found")
-                yield from relocate(t, found_rows, choice, pcf, event_time).to_batches()
-
-        return joined.mapInArrow(relocate_task, out)
-
-    def _tag(self, rows):
-        """Add FID_COL: the file group holding (or whose key range covers) each row's key, else null."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-        disjoint, exact = self.index.split_partitions()
-        parts: list = []
-        if disjoint:
-            numeric = self.index.numeric_key
-            kt = LongType() if numeric else StringType()
-            rdf = self.spark.createDataFrame(
-                [(r.partition, r.file_id, r.lo, r.hi) for r in disjoint],
-                StructType([StructField("_r_part", StringType()), StructField("_r_fid", StringType()),
-                            StructField("_r_lo", kt), StructField("_r_hi", kt)]))
-            key = F.col(f"`{numeric}`").cast("long") if numeric else F.col(KEY_COL)
-            a = rows.filter(~F.col(PART_COL).isin(list(exact))) if exact else rows
-            a = (a.join(F.broadcast(rdf), (F.col(PART_COL) == F.col("_r_part"))
-                        & (key >= F.col("_r_lo")) & (key <= F.col("_r_hi")), "left")
-                 .withColumnRenamed("_r_fid", FID_COL).drop("_r_part", "_r_lo", "_r_hi"))
-            parts.append(a)
-        elif not exact:
-            parts.append(rows.withColumn(FID_COL, F.lit(None).cast("string")))
-        if exact:
-            files = [r.path for r in self.index.files(exact) if r.path]
-            name = F.col("_metadata.file_name")
-            keys = (self.spark.read.parquet(*files)
-                    .select(F.col(KEY_COL).alias("_k"), F.col(PART_COL).alias("_p"),
-                            F.substring_index(name, "_", 1).alias(FID_COL)))
-            if self.mor:  # a key in several base files: the newest one owns it (the owner rule, writer/planning.py)
-                inst = F.substring_index(F.substring_index(name, "_", -1), ".", 1)
-                keys = (keys.select("_k", "_p", F.struct(inst.alias("i"), F.col(FID_COL).alias("f")).alias("_o"))
-                        .groupBy("_k", "_p").agg(F.max("_o").getField("f").alias(FID_COL)))
-            b = (rows.filter(F.col(PART_COL).isin(list(exact)))
-                 .join(keys, (F.col(KEY_COL) == F.col("_k")) & (F.col(PART_COL) == F.col("_p")), "left")
-                 .drop("_k", "_p"))
-            parts.append(b)
-            if not disjoint:  # rows of partitions without files
-                parts.append(rows.filter(~F.col(PART_COL).isin(list(exact)))
-                             .withColumn(FID_COL, F.lit(None).cast("string")))
-        out = parts[0]
-        for p in parts[1:]:
-            out = out.unionByName(p)
-        return out
-
-    def _route(self, buckets):
-        """Rows with a file group keep it; rows of new keys are spread over their partition's buckets by a hash
-        of the key, deletes included (all rows of one key meet in one task, where the batch's latest row per key
-        decides: a new key inserted and then deleted in one batch stays absent); deletes of new keys in a
-        partition without inserts are dropped."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-        brows = []
-        for part, bs in buckets.items():
-            total = sum(w for _, w in bs)
-            start = 0
-            for fid, w in bs:
-                brows.append((part, fid, start, start + w, total))
-                start += w
-        if not brows:
-            return self.tagged.filter(F.col(FID_COL).isNotNull())
-        bdf = self.spark.createDataFrame(brows, StructType([
-            StructField("_b_part", StringType()), StructField("_b_fid", StringType()),
-            StructField("_b_lo", LongType()), StructField("_b_hi", LongType()), StructField("_b_total", LongType())]))
-        # one pass over the input: untagged inserts pick up their bucket's group, tagged rows keep theirs
-        w = F.pmod(F.xxhash64(F.col(KEY_COL)), F.col("_b_total"))
-        cond = (F.col(FID_COL).isNull() & (F.col(PART_COL) == F.col("_b_part"))
-                & (w >= F.col("_b_lo")) & (w < F.col("_b_hi")))
-        return (self.tagged.join(F.broadcast(bdf), cond, "left")
-                .withColumn(FID_COL, F.coalesce(F.col(FID_COL), F.col("_b_fid")))
-                .drop("_b_part", "_b_fid", "_b_lo", "_b_hi", "_b_total")
-                .filter(F.col(FID_COL).isNotNull()))
-
-    def execute(self, ctx: WriteContext):
-        buckets, new_groups = self.insert_buckets()
-        lookup = self.targets(new_groups)
-        routed = self._route(buckets)
-        mor, block_format = self.mor, self.block_format
-        n_tasks = max(1, min(len(lookup), 4 * self.spark.sparkContext.defaultParallelism))
-
-        def merge(key, table):  # no type hints: Spark picks the (key, pyarrow.Table) form
-            fid = key[0].as_py()
-            return stats_table(merge_group(ctx, lookup[fid], fid, table, mor, block_format))
-
-        stats = _collect_stats(routed.repartition(n_tasks, FID_COL).groupBy(FID_COL)
-                               .applyInArrow(merge, _stat_struct())) if lookup else []
-        return stats, self.replaced()
-
-
 # ---------------------------------------------------------------------------------------------
 def _remove_unused_new_table(table: HoodieTable, base: str, dir_existed: bool) -> None:
     """After the failed (and rolled back) first write of a table: remove the table it created, under the table
     lock and only while its timeline is still empty (another writer that started on the new table meanwhile
     keeps it), so the path is as it was before the write."""
-    from hudilite.table import PROPS_FILE
-
     meta = table.meta_path
     try:
         with Transaction(table, {}).lock:
@@ -608,13 +395,12 @@ def check_no_foreign_data(path: str) -> None:
     """Refuse to create a table in a directory that already holds another format's data (a Delta `_delta_log`,
     Iceberg `metadata/*.metadata.json`, plain parquet / ORC / Avro files, Spark's `_SUCCESS`): a Hudi table on
     top would hide it from its own readers and never read it. Looks a few levels deep, stops at the first."""
-    from hudilite.storage.local import normalize_path
-
     base = normalize_path(path)
-    if not os.path.isdir(base):
+    fs = storage_for(base)
+    if not fs.isdir(base):
         return
     found = None
-    if os.path.isdir(os.path.join(base, "_delta_log")):
+    if fs.isdir(os.path.join(base, "_delta_log")):
         found = "a Delta Lake table (_delta_log)"
     elif any(n.endswith(".metadata.json") for n in _listdir(os.path.join(base, "metadata"))):
         found = "an Iceberg table (metadata/*.metadata.json)"
@@ -636,16 +422,6 @@ def _listdir(d: str) -> list[str]:
         return os.listdir(d)
     except OSError:
         return []
-
-
-def _stat_struct():
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    return StructType([StructField("stat", StringType())])
-
-
-def _collect_stats(df) -> list[dict]:
-    return [json.loads(r["stat"]) for r in df.collect()]
 
 
 def _check_keys(batch: pa.RecordBatch, key_fields) -> None:

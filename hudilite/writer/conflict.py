@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from hudilite.errors import CommitConflictError
+from hudilite.log.format import try_parse_log_file_name
+from hudilite.storage.local import read_nonblank
 from hudilite.timeline import CLUSTERING, COMPACTION, INFLIGHT, REPLACE_COMMIT, REQUESTED, WRITE_ACTIONS, Instant
 from hudilite.timeline.timeline import Timeline
 
@@ -72,8 +74,6 @@ class Footprint:
     @classmethod
     def from_metadata(cls, md: dict | None) -> "Footprint":
         """From commit metadata (HoodieCommitMetadata / HoodieReplaceCommitMetadata shape)."""
-        from hudilite.log.format import try_parse_log_file_name
-
         md = md or {}
         written, replaced = set(), set()
         bases: dict = {}
@@ -116,8 +116,6 @@ def _unseen(tl: Timeline, inst: Instant, basis) -> bool:
 # ---- pending plans --------------------------------------------------------------------------
 def _read(path: str) -> dict | None:
     """A plan or inflight file as a dict (Avro container or JSON); None when absent, blank or unreadable."""
-    from hudilite.storage.local import read_nonblank
-
     data = read_nonblank(path)
     if data is None:
         return None

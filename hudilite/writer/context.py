@@ -6,17 +6,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from hudilite.schema import META_FIELDS
-
-# Internal columns added by the write pipeline; never stored.
-KEY_COL = "_hoodie_record_key"
-PART_COL = "_hoodie_partition_path"
-DELETE_COL = "_hl_delete"
-SEQ_COL = "_hl_seq"
-FID_COL = "_hl_fid"
-MOVED_COL = "_hl_moved"  # global index: the row is one side of a key changing partition
-INTERNAL_COLS = (DELETE_COL, SEQ_COL, FID_COL, MOVED_COL)
-IS_DELETED_FIELD = "_hoodie_is_deleted"
+from hudilite.columns import META_FIELDS
+from hudilite.markers import markers_for
 
 
 @dataclass
@@ -52,8 +43,6 @@ class WriteContext:
     partition_depth: int = 0
 
     def markers(self):
-        from hudilite.markers import markers_for
-
         return markers_for(self.base_path, self.instant, self.marker_options)
 
     @property

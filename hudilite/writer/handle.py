@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import secrets
+import sys
 import threading
 
 import numpy as np
@@ -18,13 +19,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hudilite import change_images
+from hudilite.columns import DELETE_COL, KEY_COL, META_FIELDS, MOVED_COL, PART_COL, SEQ_COL
 from hudilite.errors import damaged_file
-from hudilite.file_group import base_file_name
+from hudilite.file_group import base_file_name, new_file_id
 from hudilite.keygen import partition_path_problem
 from hudilite.markers import CREATE, MERGE
-from hudilite.schema import META_FIELDS, cast_table_to_schema
+from hudilite.schema import cast_table_to_schema
 from hudilite.storage.local import storage_for
-from hudilite.writer.context import DELETE_COL, KEY_COL, MOVED_COL, PART_COL, SEQ_COL, WriteContext
+from hudilite.writer.context import WriteContext
 
 STAT_SCHEMA = pa.schema([pa.field("stat", pa.string())])
 
@@ -62,10 +64,10 @@ def task_info() -> tuple[int, int, int]:
     appends) and append into one file, whose rollback by the loser could then delete the winner's blocks. The
     attempt id keeps tasks of one application apart, the per-process number applications. Outside Spark:
     (0, the random per-process number, a fresh counter value) (see `_local_attempt`)."""
+    # A Spark Python worker has pyspark loaded; a process without it is no Spark task (and need not import it).
+    pyspark = sys.modules.get("pyspark")
     try:
-        from pyspark import TaskContext
-
-        tc = TaskContext.get()
+        tc = pyspark.TaskContext.get() if pyspark is not None else None
         if tc is not None:
             return tc.partitionId(), _process_tokens()["stage"], tc.taskAttemptId()
     except Exception:  # noqa: BLE001 - not in a Spark worker
@@ -125,7 +127,7 @@ def _meta_for_new_rows(n: int, ctx: WriteContext, file_name: str, pid: int, star
     }
 
 
-def _with_meta(rows: pa.Table, ctx: WriteContext, file_name: str, pid: int, start: int) -> pa.Table:
+def with_meta(rows: pa.Table, ctx: WriteContext, file_name: str, pid: int, start: int) -> pa.Table:
     """Incoming rows (data + key + partition columns) -> rows in file schema with fresh meta values."""
     meta = _meta_for_new_rows(rows.num_rows, ctx, file_name, pid, start)
     data = cast_table_to_schema(rows.select([c for c in ctx.data_schema.names if c in rows.column_names]),
@@ -178,7 +180,7 @@ def dictionary_columns(table: pa.Table) -> list[str]:
     return out
 
 
-def _write_parquet(path: str, table: pa.Table, ctx: WriteContext, *, new_rows_from: int | None = None) -> int:
+def write_parquet(path: str, table: pa.Table, ctx: WriteContext, *, new_rows_from: int | None = None) -> int:
     """Write one base file. `new_rows_from`: the rows from this index on are this commit's (a merge puts the
     carried-over rows first); they start a row group of their own, so the row-group statistics on
     `_hoodie_commit_time` let incremental reads skip every row group of unchanged rows."""
@@ -257,8 +259,8 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
         if mv.any():  # moved rows first: their change images are updates
             order = np.concatenate([np.flatnonzero(mv), np.flatnonzero(~mv)])
             ins = ins.take(pa.array(order, pa.int64()))
-        out = _with_meta(ins, ctx, name, pid, 0)
-        size = _write_parquet(_data_path(ctx, partition, name), out, ctx)
+        out = with_meta(ins, ctx, name, pid, 0)
+        size = write_parquet(_data_path(ctx, partition, name), out, ctx)
         stat = _stat(ctx, partition, fid, name, size, prev="null", writes=out.num_rows, inserts=out.num_rows,
                      updates=0, deletes=0)
         if ctx.change_images and mv.any():
@@ -301,12 +303,12 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
     ins_inc = np.concatenate([ins_inc[moved[ins_inc]], ins_inc[~moved[ins_inc]]])  # moved in: images are updates
     changed_idx = np.concatenate([upd_inc, ins_inc])
     changed_src = incoming.take(pa.array(changed_idx, pa.int64()))
-    changed = _with_meta(changed_src, ctx, name, pid, 0)
+    changed = with_meta(changed_src, ctx, name, pid, 0)
     if ctx.partial_update and len(upd_inc):
         changed = _carry_missing_columns(ctx, changed, old, upd_old, len(upd_inc))
     out = pa.concat_tables([kept, changed])
     ctx.markers().create(partition, name, MERGE)
-    size = _write_parquet(_data_path(ctx, partition, name), out, ctx, new_rows_from=kept.num_rows)
+    size = write_parquet(_data_path(ctx, partition, name), out, ctx, new_rows_from=kept.num_rows)
     stat = _stat(ctx, partition, fid, name, size, prev=old_instant or "null", writes=out.num_rows,
                  inserts=len(ins_inc), updates=len(upd_inc), deletes=len(del_inc), ignored=ignored)
     if ctx.change_images:
@@ -351,8 +353,6 @@ class StreamingBaseFileWriter:
     at the target file size (measured on the bytes actually written)."""
 
     def __init__(self, ctx: WriteContext, file_ids=None):
-        from hudilite.file_group import new_file_id
-
         self.ctx = ctx
         self.pid, self.stage, self.attempt = task_info()
         self.markers = ctx.markers()
@@ -394,7 +394,7 @@ class StreamingBaseFileWriter:
             return
         rows = pa.concat_tables(st["pending"])
         st["pending"], st["pending_rows"] = [], 0
-        out = _with_meta(rows, self.ctx, st["name"], self.pid, self.counter)
+        out = with_meta(rows, self.ctx, st["name"], self.pid, self.counter)
         self.counter += out.num_rows
         keys = out.column("_hoodie_record_key")
         if len(keys):
@@ -421,7 +421,7 @@ class StreamingBaseFileWriter:
         st["sink"].close()
         if self.ctx.fsync:
             storage_for(st["path"]).fsync_file(st["path"])
-        size = os.path.getsize(st["path"])
+        size = storage_for(st["path"]).size(st["path"])
         self.stats.append(_stat(self.ctx, partition, st["fid"], st["name"], size, prev="null", writes=st["rows"],
                                 inserts=st["rows"], updates=0, deletes=0))
 

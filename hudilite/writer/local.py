@@ -21,12 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from hudilite.columns import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, PART_COL, SEQ_COL
 from hudilite.errors import InvalidWriteError, damaged_file
 from hudilite.index.global_index import find_local, relocate
 from hudilite.keygen import KeySpec, arrow_keygen
-from hudilite.schema import SchemaError, _canonical
-from hudilite.writer.context import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, PART_COL, SEQ_COL, \
-    WriteContext
+from hudilite.schema import SchemaError, canonical
+from hudilite.writer.context import WriteContext
 from hudilite.writer.handle import StreamingBaseFileWriter, dedup_latest
 from hudilite.writer.planning import PlannerBase, merge_group
 
@@ -43,7 +43,7 @@ def as_table(data) -> pa.Table:
     cols, fields = [], []
     for f, col in zip(data.schema, data.columns):
         try:
-            t = _canonical(f.type, f.name)
+            t = canonical(f.type, f.name)
         except SchemaError as e:
             raise InvalidWriteError(str(e)) from None
         if t != col.type:

@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hudilite.errors import damaged_file
+from hudilite.columns import DELETE_COL, KEY_COL, PART_COL
+from hudilite.errors import InvalidWriteError, damaged_file
 from hudilite.file_group import new_file_id, parse_base_file_name
 from hudilite.log.blocks import DeleteBlock, ParquetDataBlock
 from hudilite.log.format import format_log_file_name, list_log_files
@@ -33,12 +34,21 @@ from hudilite.log.writer import append_blocks, version_after
 from hudilite.markers import APPEND
 from hudilite.options import LOG_BLOCK_FORMAT
 from hudilite.reader.merge import SliceDesc, conform, slice_overlay
+from hudilite.reader.overlay_cache import write_slice_entry
 from hudilite.reader.planner import ReadPlan
 from hudilite.schema import arrow_to_avro, avro_to_arrow, avro_to_json, with_meta_fields_arrow, with_meta_fields_avro
 from hudilite.storage.local import storage_for
-from hudilite.writer.context import DELETE_COL, KEY_COL, PART_COL, WriteContext
-from hudilite.writer.handle import _with_meta, dedup_latest, dictionary_columns, incoming_wins, key_columns, \
-    merge_file_group, orders_by_event_time, task_info
+from hudilite.writer.context import WriteContext
+from hudilite.writer.handle import (
+    dedup_latest,
+    dictionary_columns,
+    incoming_wins,
+    key_columns,
+    merge_file_group,
+    orders_by_event_time,
+    task_info,
+    with_meta,
+)
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +119,7 @@ def _delete_blocks(ctx: WriteContext, dels: pa.Table) -> list[DeleteBlock]:
 
 def _log_rows(ctx: WriteContext, rows: pa.Table, fid: str, pid: int) -> pa.Table:
     """Incoming rows -> log records: file schema, fresh commit time and seqno, `_hoodie_file_name` = fileId."""
-    return _with_meta(rows, ctx, fid, pid, 0)
+    return with_meta(rows, ctx, fid, pid, 0)
 
 
 def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: str | None, base_instant: str,
@@ -123,7 +133,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     incoming = dedup_latest(incoming, ctx)
     is_del = incoming.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
     directory = os.path.join(ctx.base_path, partition) if partition else ctx.base_path
-    prior = list_log_files(directory, fid, base_instant) if os.path.isdir(directory) else []
+    prior = list_log_files(directory, fid, base_instant) if storage_for(directory).isdir(directory) else []
     late = np.zeros(incoming.num_rows, dtype=bool)
     # the base file is the slice's own, not the previous slice's behind a pending compaction (whose logs the
     # read of this slice merges too)
@@ -185,20 +195,21 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     if dels.num_rows:
         blocks.extend(_delete_blocks(ctx, dels))
 
-    storage_for(directory).makedirs(directory)
+    fs = storage_for(directory)
+    fs.makedirs(directory)
     token = f"{pid}-{stage}-{attempt}"
     version = version_after(prior)
     while True:
         name = format_log_file_name(fid, base_instant, version, token)
-        if not os.path.exists(os.path.join(directory, name)):
+        if not fs.exists(os.path.join(directory, name)):
             break
         version += 1
     ctx.markers().create(partition, name, APPEND)
     path = os.path.join(directory, name)
     locations = append_blocks(path, blocks, fsync=ctx.fsync)
-    size = os.path.getsize(path)
+    size = fs.size(path)
     # (not behind a pending compaction: no read would find that entry; not for small logs: reads merge them)
-    if entry and size + sum(os.path.getsize(os.path.join(directory, f.name)) for f in prior) >= ctx.overlays[2]:
+    if entry and size + sum(fs.size(os.path.join(directory, f.name)) for f in prior) >= ctx.overlays[2]:
         for b, loc in zip(blocks, locations):
             b.path, b.offset, b.size = loc.path, loc.offset, loc.size
         _write_overlay_entry(ctx, partition, fid, base_path, base_instant,
@@ -255,8 +266,6 @@ def _write_overlay_entry(ctx: WriteContext, partition: str, fid: str, base_path:
     """Write the merged-read overlay entry of the slice state this log file (`blocks`, written) makes
     (`reader/overlay_cache.py`), so that the first snapshot read after the commit finds it. A cache: failing to
     write it is logged, never fails the write (a read computes what it does not find)."""
-    from hudilite.reader.spark_merge import write_slice_entry
-
     spec, out_schema, _ = ctx.overlays
     try:
         write_slice_entry(spec, out_schema, ctx.base_path, partition, fid, base_path, base_instant, log_paths,

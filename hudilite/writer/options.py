@@ -10,6 +10,7 @@ from hudilite.errors import InvalidWriteError
 from hudilite import options as o
 from hudilite.options import check_options
 
+
 class _Unset:
     """Default of `precombine_field=` / `table_type=`: take the existing table's (a new table: none / COW).
     An explicit value, None included, must match an existing table's."""

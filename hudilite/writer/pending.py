@@ -1,4 +1,5 @@
-"""A write that is not committed yet (`hudilite.write(..., commit=False)`): write-audit-publish.
+"""The outcome of a write: its result (`WriteResult`), or a write that is not committed yet
+(`hudilite.write(..., commit=False)`): write-audit-publish.
 
 The data files are written and reconciled, the instant is inflight (its heartbeat keeps running, so other
 writers in multi-writer mode leave it alone), and nothing is visible to readers. Then exactly one of:
@@ -19,10 +20,25 @@ import threading
 
 from hudilite.errors import HudiliteError
 from hudilite.file_group import BaseFile, FileSlice, parse_base_file_name
+from hudilite.markers import delete_markers
+from hudilite.reader.planner import ReadPlan, table_schema
+from hudilite.ready import READY_KEY, remember_ready
+from hudilite.schema import avro_to_arrow, with_meta_fields_arrow
+from hudilite.spark.read import plan_to_dataframe
+from hudilite.writer.rollback import rollback_instant
 
 log = logging.getLogger(__name__)
 
-READY_KEY = "hudilite.ready.partitions"
+
+class WriteResult(str):
+    """The committed instant time (a str), with the write's statistics attached."""
+
+    stats: dict
+
+    def __new__(cls, instant: str, stats: dict):
+        obj = super().__new__(cls, instant)
+        obj.stats = stats
+        return obj
 
 
 class PendingWrite:
@@ -54,9 +70,6 @@ class PendingWrite:
     # ---- audit ------------------------------------------------------------------------------
     def plan(self):
         """A ReadPlan of the table as it would be with this write committed."""
-        from hudilite.reader.planner import ReadPlan, table_schema
-        from hudilite.schema import avro_to_arrow, with_meta_fields_arrow
-
         self._check()
         table = self.table
         table.reload()
@@ -84,24 +97,19 @@ class PendingWrite:
                 if not parsed or parsed[2] != ts:
                     continue  # log files (merge-on-read): already in the view, their blocks count below
                 full = os.path.join(table.partition_dir(part or ""), name)
-                bf = BaseFile(part or "", parsed[0], parsed[1], ts, name, full, os.path.getsize(full))
+                bf = BaseFile(part or "", parsed[0], parsed[1], ts, name, full, table.fs.size(full))
                 slices[(part or "", parsed[0])] = FileSlice(part or "", parsed[0], ts, bf)
         visible = frozenset(tl.completed_write_times | {ts})
         return ReadPlan(table, schema, [s for _, s in sorted(slices.items())], "snapshot", visible=visible)
 
     def read(self, spark):
         """The table's rows as they will be once this write completes (committed data + this write)."""
-        from hudilite.reader.spark_read import plan_to_dataframe
-
         return plan_to_dataframe(spark, self.plan())
 
     # ---- publish / discard --------------------------------------------------------------------
     def complete(self, extra_metadata: dict | None = None, ready_partitions=None):
         """Commit: the write becomes visible. `extra_metadata` is added to the commit metadata;
         `ready_partitions` (True: every partition written) marks partitions ready in the same commit."""
-        from hudilite.markers import delete_markers
-        from hudilite.writer.client import WriteResult
-
         with self._lock:
             self._check()
             md = self.metadata
@@ -130,8 +138,6 @@ class PendingWrite:
             self._abort()
 
     def _abort(self) -> None:
-        from hudilite.services.rollback import rollback_instant
-
         self.heartbeat.stop()
         try:
             rollback_instant(self.table, self.table.reload().get(self.instant_time) or self.instant)
@@ -142,42 +148,3 @@ class PendingWrite:
         return f"PendingWrite({self.table.base_path!r}, {self.instant_time}, {self.state})"
 
 
-# ---- partition readiness ----------------------------------------------------------------------------------
-def _ready_file(table) -> str:
-    return os.path.join(table.meta_path, ".aux", "ready_partitions.json")
-
-
-def remember_ready(table, partitions) -> None:
-    """Keep the ready set outside the timeline too, so it survives archival of the marking commits."""
-    cur = set(_read_ready_file(table))
-    new = cur | set(partitions)
-    if new != cur:
-        table.fs.write_bytes(_ready_file(table), json.dumps(sorted(new)).encode())
-
-
-def _read_ready_file(table) -> list[str]:
-    try:
-        with open(_ready_file(table)) as f:
-            return list(json.load(f))
-    except (FileNotFoundError, ValueError):
-        return []
-
-
-def ready_partitions(table, as_of: str | None = None) -> set[str]:
-    """Partitions marked ready by a completed commit (at or before `as_of`)."""
-    from hudilite.timeline.instant import WRITE_ACTIONS
-
-    tl = table.timeline
-    out: set[str] = set()
-    for inst in tl.completed(WRITE_ACTIONS):
-        if as_of is not None and inst.timestamp > as_of:
-            continue
-        v = (tl.read_metadata(inst).get("extraMetadata") or {}).get(READY_KEY)
-        if v:
-            try:
-                out.update(json.loads(v))
-            except ValueError:
-                log.warning("%s: unreadable %s in commit %s", table.base_path, READY_KEY, inst.timestamp)
-    if as_of is None:
-        out.update(_read_ready_file(table))
-    return out

@@ -3,7 +3,7 @@ file slices the write builds on, the key-range index over their base files, the 
 sizing of inserts into small and new file groups, the merge of one file group, and the groups an overwrite
 replaces.
 
-The runners (`hudilite.writer.client._SparkPlanner`, `hudilite.writer.local.LocalPlanner`) tag rows with
+The runners (`hudilite.spark.write.SparkPlanner`, `hudilite.writer.local.LocalPlanner`) tag rows with
 file groups, count them per partition, route inserts to the buckets planned here and call `merge_group` once
 per file group.
 """
@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 
 from hudilite.errors import InvalidWriteError
+from hudilite.file_group import new_file_id
 from hudilite.index import RangeIndex
 from hudilite.index.global_index import index_choice
 from hudilite.keygen import integer_key_column, partition_path_problem
@@ -105,8 +106,6 @@ class PlannerBase:
         """Per partition: [(file id, rows)] for inserts: small existing groups first, then new groups sized to
         the target file size (from the table's average record size, or the configured estimate); and the new
         groups {file id: partition}."""
-        from hudilite.file_group import new_file_id
-
         wo = self.wo
         ranges = [] if self.overwrite else self.index.files()
         sized = [r for r in ranges if r.rows > 0 and r.size > 0]

@@ -34,7 +34,7 @@ import os
 import time
 from typing import Callable
 
-from hudilite import change_images
+from hudilite import auxfiles, change_images
 from hudilite.errors import CommitConflictError, InvalidWriteError
 from hudilite.lock import LockLostError, lock_for
 from hudilite.lock.base import check_lock_provider
@@ -42,12 +42,26 @@ from hudilite.options import CONCURRENCY_MODE, FSYNC, LOCK_EXPIRE_MS, LOCK_WAIT_
 from hudilite.storage.local import directories_of
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
-from hudilite.timeline.heartbeat import (Heartbeat, heartbeat_expired, heartbeat_path, heartbeat_settings,
-                                         read_heartbeat, write_heartbeat)
+from hudilite.timeline.heartbeat import (
+    Heartbeat,
+    heartbeat_expired,
+    heartbeat_path,
+    heartbeat_settings,
+    read_heartbeat,
+    write_heartbeat,
+)
+from hudilite.timeline.instant import COMPLETION_KEY
 from hudilite.timeline.instant_time import next_instant_time, wait_for_skew
-from hudilite.timeline.timeline import COMPLETION_KEY
-from hudilite.writer.conflict import (PREPARED_KEY, Footprint, conflict_error, find_conflicts, pending_guard,
-                                      prepared_metadata, read_basis)
+from hudilite.writer.conflict import (
+    PREPARED_KEY,
+    Footprint,
+    conflict_error,
+    find_conflicts,
+    pending_guard,
+    prepared_metadata,
+    read_basis,
+)
+from hudilite.writer.rollback import clean_completed_leftovers, rollback_instant
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +95,7 @@ def check_concurrency_options(options: dict | None) -> None:
 
 
 def _aux_last_completion(table: HoodieTable) -> str:
-    return os.path.join(table.meta_path, ".aux", "last_completion_time")
+    return auxfiles.path(table.base_path, auxfiles.LAST_COMPLETION)
 
 
 class Transaction:
@@ -110,8 +124,6 @@ class Transaction:
         unprepared instants tagged with this writer's own tag (a restarted streaming query's dead run).
         Prepared commits and table-service plans are never rolled back here. Returns the rolled-back instant
         times."""
-        from hudilite.services.rollback import clean_completed_leftovers, rollback_instant
-
         if lazy is None:
             lazy = concurrency_mode(self.options) == OCC
         if heartbeat_tolerance_ms is None:
@@ -191,8 +203,7 @@ class Transaction:
     def _last_completion(self) -> str | None:
         p = _aux_last_completion(self.table)
         try:
-            with open(p) as f:
-                v = f.read().strip()
+            v = self.table.fs.read_bytes(p).decode().strip()
             return v if v.isdigit() and len(v) == 17 else None
         except FileNotFoundError:
             return None

@@ -120,7 +120,7 @@ def test_nested_widened_floats_read_their_decimal_values(spark, tmp_path, table_
         with pytest.raises(Exception, match="Float32"):
             read_hudi_rs(path)
     assert _nested_values(hudilite.read(spark, path).collect()) == NESTED_WANT, "Spark read"
-    from hudilite.reader import spark_read
+    from hudilite.spark import read as spark_read
 
     spark.conf.set(spark_read.SMALL_SLICE_CONF, "0")  # MOR: the native scan + superseded rows path as well
     try:
@@ -148,7 +148,7 @@ def test_float_columns_decided_from_the_schema_history(spark, tmp_path, monkeypa
     footers; a file whose commit is not on the active timeline falls back to its footer."""
     from pyspark.sql.types import FloatType
 
-    from hudilite.reader import spark_read
+    from hudilite.spark import read as spark_read
     from hudilite.reader.planner import plan_read
 
     path = _table(tmp_path, "COPY_ON_WRITE")

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import hudilite
-from hudilite.reader import spark_read
+from hudilite.spark import read as spark_read
 from hudilite.reader.merge import SliceDesc, merge_slice, merge_slices
 from hudilite.reader.planner import plan_read
 

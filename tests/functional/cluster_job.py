@@ -6,7 +6,7 @@ import os
 import sys
 
 import hudilite
-from hudilite.session import local_session
+from hudilite.spark.session import local_session
 
 master, path = sys.argv[1], sys.argv[2]
 spark = local_session(master, app_name="hudilite-cluster-test",
@@ -24,7 +24,7 @@ c3 = hudilite.write(upd2, path, record_key="id", precombine_field="version", par
                     options={"hoodie.write.markers.type": "TIMELINE_SERVER_BASED"})
 snap = hudilite.read(spark, path)
 # a bulk insert from a plain parquet scan: the executors read the source files themselves
-from hudilite.schema import spark_to_arrow  # noqa: E402
+from hudilite.spark.schema import spark_to_arrow  # noqa: E402
 from hudilite.writer.source_files import plain_parquet_units  # noqa: E402
 
 src = path + "_src"

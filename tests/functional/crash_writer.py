@@ -157,9 +157,9 @@ def _patch_markers(mod) -> None:
 def _patch_handle(mod) -> None:
     if os.environ.get(POINT_ENV) != "torn_data_file":
         return
-    orig = mod._write_parquet
+    orig = mod.write_parquet
 
-    def _write_parquet(path, table, ctx, **kw):
+    def write_parquet(path, table, ctx, **kw):
         n = _count("data_file")
         size = orig(path, table, ctx, **kw)
         if n >= 2:
@@ -168,7 +168,7 @@ def _patch_handle(mod) -> None:
             fire(f"{path} truncated to {size // 2} of {size} bytes")
         return size
 
-    mod._write_parquet = _write_parquet
+    mod.write_parquet = write_parquet
 
 
 _WORKER_PATCHES = {"hudilite.markers.direct": _patch_markers, "hudilite.writer.handle": _patch_handle}
@@ -291,7 +291,7 @@ def main(argv: list[str]) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")]))
 
     import hudilite
-    from hudilite.session import local_session
+    from hudilite.spark.session import local_session
 
     install_driver_hooks(point)
     spark = local_session("local[1]", app_name=f"crash-writer-{point}")

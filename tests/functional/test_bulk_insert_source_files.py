@@ -12,7 +12,7 @@ import pytest
 import hudilite
 import hudilite.writer.client as client
 from hudilite.errors import InvalidWriteError
-from hudilite.schema import spark_to_arrow
+from hudilite.spark.schema import spark_to_arrow
 from hudilite.writer.source_files import OPTION, plain_parquet_units
 
 KW = dict(record_key="id", precombine_field="v", partition_by=("d",), operation="bulk_insert")

@@ -13,7 +13,7 @@ import pytest
 
 import hudilite
 from hudilite import change_images
-from hudilite.reader import changes as changes_mod
+from hudilite.spark import changes as changes_mod
 from hudilite.table import HoodieTable
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -75,7 +75,7 @@ def test_change_read_from_images_equals_the_diff(spark, upserted, monkeypatch, k
     monkeypatch.setattr(changes_mod, "_image_changes", lambda *a, **k: calls.append(1) or real(*a, **k))
     from_images = _rows(changes_mod.changes(spark, path, begin=c1, end=c2, **kw))
     assert calls, "the single-commit range was read from the change images"
-    monkeypatch.setattr(changes_mod, "_imaged", lambda table, rng: None)
+    monkeypatch.setattr(changes_mod, "image_files", lambda table, rng: None)
     assert from_images == _rows(changes_mod.changes(spark, path, begin=c1, end=c2, **kw))
 
 

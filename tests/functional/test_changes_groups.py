@@ -10,7 +10,7 @@ import os
 import pytest
 
 import hudilite
-from hudilite.reader.changes import changes as reader_changes
+from hudilite.spark.changes import changes as reader_changes
 from hudilite.table import HoodieTable
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")

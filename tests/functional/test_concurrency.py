@@ -31,7 +31,8 @@ from hudilite.timeline import COMMIT, REPLACE_COMMIT
 from hudilite.timeline.instant_time import format_instant, now_ms
 from hudilite.timeline.timeline import parse_commit_metadata
 from hudilite.writer.conflict import Footprint, check_conflicts, find_conflicts, read_basis
-from hudilite.writer.context import DELETE_COL, KEY_COL, PART_COL, SEQ_COL, WriteContext
+from hudilite.columns import DELETE_COL, KEY_COL, PART_COL, SEQ_COL
+from hudilite.writer.context import WriteContext
 from hudilite.writer.handle import merge_file_group
 from hudilite.writer.options import resolve
 from hudilite.writer.transaction import Transaction
@@ -65,7 +66,7 @@ def _incoming(rows: list[tuple]) -> pa.Table:
 def core_upsert(path: str, part: str, rows: list[tuple], options: dict, extra: dict | None = None) -> str:
     """Upsert `rows` (all in partition `part`) into that partition's file group (a new one if it has none),
     as one commit through the instant protocol. Returns the instant; a failure rolls it back."""
-    from hudilite.services.rollback import rollback_instant
+    from hudilite.writer.rollback import rollback_instant
     from hudilite.timeline.heartbeat import Heartbeat
 
     table = HoodieTable.open(path)

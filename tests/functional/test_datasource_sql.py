@@ -8,7 +8,7 @@ import pytest
 
 import hudilite
 from hudilite.fs_view import FileSystemView
-from hudilite.reader.datasource import HudiliteDataSource
+from hudilite.spark.datasource import HudiliteDataSource
 from hudilite.services.clean import run_clean
 from hudilite.services.compaction import compact
 from hudilite.storage.local import normalize_path
@@ -145,7 +145,7 @@ def test_catalog_column_list_reads_merged_rows(reg, tmp_path):
     columns of the merged snapshot: updates and deletes in log files applied, no meta columns."""
     from pyspark.sql.types import StructField, StructType
 
-    from hudilite.reader.datasource import PATH_KEY
+    from hudilite.spark.datasource import PATH_KEY
 
     p = str(tmp_path / "t")
     hudilite.write(_rows(), p, record_key="id", partition_by=("dt",), operation="bulk_insert",
@@ -204,7 +204,7 @@ def test_a_narrower_schema_reads_only_its_columns(reg, tmp_path, monkeypatch, ta
     assert narrow.columns == ["id", "v", "dt"]
     assert _sorted(narrow.collect(), "id", "v", "dt") == full
     # in this process (the data source's reader runs in Python workers, so check the column selection directly)
-    from hudilite.reader import datasource
+    from hudilite.spark import datasource
 
     seen = []
     real = pq.ParquetFile.read
@@ -228,7 +228,7 @@ def test_a_narrower_schema_reads_only_its_columns(reg, tmp_path, monkeypatch, ta
 def test_a_task_reads_many_files_into_few_batches(tmp_path, monkeypatch):
     """A task's many small base files come back as one batch per run of equal file schemas (not one per file),
     files written before a column was added read it as nulls: in-process, the way Spark's worker calls it."""
-    from hudilite.reader import datasource
+    from hudilite.spark import datasource
 
     p = str(tmp_path / "t")
     hudilite.write(_rows(), p, record_key="id", partition_by=("dt",), operation="bulk_insert")

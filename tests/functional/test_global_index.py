@@ -13,7 +13,7 @@ import pytest
 
 import hudilite
 from hudilite.errors import InvalidWriteError
-from hudilite.reader.changes import changes
+from hudilite.spark.changes import changes
 from hudilite.table import HoodieTable
 from tests.hudi_rs import read_hudi_rs
 

@@ -7,9 +7,10 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from hudilite.keygen import KeySpec, arrow_keygen, partition_path_expr, record_key_expr
-from hudilite.schema import spark_to_arrow
-from hudilite.writer.context import KEY_COL, PART_COL
+from hudilite.keygen import KeySpec, arrow_keygen
+from hudilite.spark.keygen import partition_path_expr, record_key_expr
+from hudilite.spark.schema import spark_to_arrow
+from hudilite.columns import KEY_COL, PART_COL
 
 ROWS = [
     (1, -7, "a", "eu", 3, dt.date(2024, 1, 1)),

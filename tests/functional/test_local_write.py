@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import hudilite
-from hudilite.reader.changes import changes
+from hudilite.spark.changes import changes
 from tests.hudi_rs import read_hudi_rs
 
 COLS = ["id", "k2", "version", "dt", "name"]

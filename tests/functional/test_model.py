@@ -442,7 +442,7 @@ class Model(RuleBasedStateMachine):
 
     # ---------------------------------------------------------------- invariants
     def _completions(self) -> dict:
-        from hudilite.reader.changes import completion_map
+        from hudilite.reader.ranges import completion_map
 
         return completion_map(self._table())
 

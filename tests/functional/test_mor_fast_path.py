@@ -1,4 +1,4 @@
-"""The merge-on-read fast path (hudilite/reader/spark_merge.py: native base scan minus superseded rows, plus the
+"""The merge-on-read fast path (hudilite/spark/merge.py: native base scan minus superseded rows, plus the
 winning log rows from `merge.slice_overlay`) against the whole-slice Python merge (`merge.merge_slice`).
 
 Two levels: per slice, base rows minus `SliceOverlay.superseded` plus `SliceOverlay.rows` must equal
@@ -20,10 +20,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import hudilite
-from hudilite.reader import overlay_cache, spark_merge, spark_read
+from hudilite.reader import overlay_cache
+from hudilite.spark import merge as spark_merge, read as spark_read
 from hudilite.reader.merge import COMMIT_TIME_COL, SliceDesc, conform, merge_slice, slice_overlay
 from hudilite.reader.planner import plan_read
-from hudilite.schema import arrow_to_spark
+from hudilite.spark.schema import arrow_to_spark
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 

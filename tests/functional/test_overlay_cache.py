@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 
 import hudilite
-from hudilite.reader import overlay_cache, spark_read
+from hudilite.reader import overlay_cache
+from hudilite.spark import read as spark_read
 from hudilite.services.clean import run_clean
 from hudilite.services.compaction import run_compaction, schedule_compaction
 
@@ -313,7 +314,7 @@ def test_sweep_prunes_a_live_slices_old_entries_keeping_the_newest(spark, mor_ta
 def test_entries_found_on_the_driver_or_by_the_job(spark, mor_table, monkeypatch):
     """Few slices: the driver finds the entries (a read whose entries exist runs no Spark job to plan); many: the
     overlay job finds them (forced here with a limit of 0). Both find the same entries."""
-    from hudilite.reader import spark_merge
+    from hudilite.spark import merge as spark_merge
 
     path, _, _ = mor_table
     expected = _rows(spark, path, cache=False)

@@ -23,7 +23,7 @@ from hudilite.errors import CommitConflictError, InvalidWriteError
 from hudilite.log import AvroDataBlock, ParquetDataBlock, append_blocks, format_log_file_name, scan_log_file
 from hudilite.reader.merge import SliceDesc, merge_slice
 from hudilite.reader.planner import plan_read
-from hudilite.services import TableServiceError
+from hudilite.errors import TableServiceError
 from hudilite.services.archival import archive
 from hudilite.services.clean import run_clean, schedule_clean
 from hudilite.services.clustering import ClusteringError, cluster, run_clustering, schedule_clustering

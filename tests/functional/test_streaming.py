@@ -212,7 +212,7 @@ def test_async_batches_overlap_and_plan_on_prepared_commits(spark, tmp_path):
 # the streaming process killed after Spark marked a batch done but before its commit completed (batch 2 may
 # be writing or prepared meanwhile)
 def _child(src: str, chk: str, path: str) -> None:
-    from hudilite.session import local_session
+    from hudilite.spark.session import local_session
     from tests.functional.crash_writer import kill_tree
 
     spark = local_session("local[1]", app_name="stream-kill")

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import hudilite
-from hudilite.writer import client, log_handle
+from hudilite.writer import client, log_handle, rollback
 from tests.hudi_rs import read_hudi_rs
 
 pytest.importorskip("hudi")
@@ -47,9 +47,7 @@ def test_concurrent_local_appends_to_one_slice_and_a_rollback_keep_the_survivors
             raise RuntimeError("writer A fails before its commit")
         return real_complete(self, *a, **kw)
 
-    import hudilite.log as hlog
-
-    real_scan = hlog.scan_log_file
+    real_scan = rollback.scan_log_file
 
     def scan(p):  # A's rollback looks at its log, then B appends (both used the same name before the fix)
         blocks = list(real_scan(p))
@@ -60,7 +58,7 @@ def test_concurrent_local_appends_to_one_slice_and_a_rollback_keep_the_survivors
 
     monkeypatch.setattr(log_handle, "append_blocks", append)
     monkeypatch.setattr(client.Transaction, "complete", complete)
-    monkeypatch.setattr(hlog, "scan_log_file", scan)
+    monkeypatch.setattr(rollback, "scan_log_file", scan)  # the rollback's look at the log
     out = {}
 
     def run(name, ids, v):

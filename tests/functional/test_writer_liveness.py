@@ -20,7 +20,7 @@ import pytest
 import hudilite
 from hudilite.errors import WorkerEnvironmentError
 from hudilite.lock import FileLock, LockLostError
-from hudilite.session import check_workers
+from hudilite.spark.session import check_workers
 from hudilite.table import HoodieTable
 from hudilite.timeline.heartbeat import heartbeat_path, read_heartbeat
 from hudilite.writer import transaction as tx

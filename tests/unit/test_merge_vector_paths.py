@@ -133,10 +133,10 @@ def test_log_records_same_events_with_and_without_the_vector_decoder(monkeypatch
     rng = random.Random(2)
     blocks = [DeleteBlock.from_keys(_records(rng, "long", 50), "001", ordering_type="long"),
               DeleteBlock.from_keys(_records(rng, None, 20), "002")]
-    _, fast = merge._log_records(blocks, spec)
+    _, fast = merge.log_records(blocks, spec)
     monkeypatch.setattr(delete_vec, "decode", lambda content: None)
     blocks = [DeleteBlock(b.header, b.content) for b in blocks]
-    _, slow = merge._log_records(blocks, spec)
+    _, slow = merge.log_records(blocks, spec)
     assert fast[0].equals(slow[0]) and fast[1].tolist() == slow[1].tolist()
     assert fast[2].equals(slow[2]) and fast[3].tolist() == slow[3].tolist()
 

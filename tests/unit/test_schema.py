@@ -20,20 +20,19 @@ try:
 except ImportError:  # running `pytest` without the repo root on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from hudilite.schema import (  # noqa: E402
-    META_FIELDS,
+from hudilite.columns import META_FIELDS
+from hudilite.schema import (
     SchemaError,
     arrow_to_avro,
-    arrow_to_spark,
     avro_to_arrow,
     avro_to_json,
     cast_table_to_schema,
     evolve,
     parse_avro_schema_string,
-    spark_to_arrow,
     with_meta_fields_arrow,
     with_meta_fields_avro,
 )
+from hudilite.spark.schema import arrow_to_spark, spark_to_arrow
 
 HUDI_TABLES = Path("/work/shared/hudi-tables")
 UTC = dt.timezone.utc

@@ -21,7 +21,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 import hudilite
-from hudilite.session import local_session
+from hudilite.spark.session import local_session
 
 logger = AdapterLogger("Hudilite")
 

@@ -2,9 +2,9 @@
 
 Options: `path` (or `.load(path)`, or a catalog table's `LOCATION`; plain paths, `file:/x` and `file:///x`),
 `as_of`, `begin`, `end` (incremental; `completion_bounds=true`: they are completion times, as checkpoints), and
-`hoodie.datasource.query.type=read_optimized` (or `read_optimized=true`: merge-on-read base files only).
-SQL: `CREATE TABLE t USING hudilite OPTIONS (path ...)` or `... LOCATION '...'`; with a column list the table reads exactly those columns (the dbt adapter's
-merge-on-read catalog entries hide the `_hoodie_*` meta columns that way).
+`hoodie.datasource.query.type=read_optimized` (or `read_optimized=true`: merge-on-read base files only). SQL:
+`CREATE TABLE t USING hudilite OPTIONS (path ...)` or `... LOCATION '...'`; with a column list the table reads
+exactly those columns (the dbt adapter's merge-on-read catalog entries hide the `_hoodie_*` meta columns that way).
 
 Planning: comparisons of partition columns with literals (`=`, `<`, `<=`, `>`, `>=`, `IN`) are pushed into
 `plan_read`'s partition pruning (`pushFilters`, which PySpark only calls with
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
@@ -33,8 +32,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 try:
-    from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan, GreaterThanOrEqual,
-                                        In, InputPartition, LessThan, LessThanOrEqual)
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceReader,
+        EqualTo,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        InputPartition,
+        LessThan,
+        LessThanOrEqual,
+    )
     from pyspark.sql.udf import _wrap_function  # how PySpark's own DataSourceRegistration wraps the class
 except ImportError:  # pragma: no cover - pyspark < 4.1
     DataSource = DataSourceReader = InputPartition = object
@@ -43,8 +51,9 @@ except ImportError:  # pragma: no cover - pyspark < 4.1
 from hudilite.options import QUERY_TYPE, READ_PARTITION_BYTES, check_read_options, parse_bool
 from hudilite.reader.merge import SliceDesc, merge_slices
 from hudilite.reader.planner import plan_read, table_schema
-from hudilite.schema import arrow_to_spark, cast_table_to_schema, spark_to_arrow
-from hudilite.storage.local import normalize_path
+from hudilite.schema import cast_table_to_schema
+from hudilite.spark.schema import arrow_to_spark, spark_to_arrow
+from hudilite.storage.local import normalize_path, storage_for
 from hudilite.table import HoodieTable
 
 PATH_KEY = "hudilite.path"  # field metadata naming the table (catalog tables; see HudiliteDataSource.path)
@@ -212,7 +221,7 @@ def _read_files(files: list[str], needed: set) -> list[pa.Table]:
 
 def _size(path: str) -> int:
     try:
-        return os.path.getsize(path)
+        return storage_for(path).size(path)
     except OSError:
         return 0
 

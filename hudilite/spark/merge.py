@@ -32,24 +32,19 @@ import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from hudilite.errors import UnsupportedTableError
 from hudilite.reader import overlay_cache
+from hudilite.reader.merge import SliceDesc, slice_overlay, to_spark_arrow
+from hudilite.reader.overlay_cache import BLOCK, BLOCK_BITS, BLOCKS_ARROW, KEY_BITS, MASK, ROW_BITS
+from hudilite.spark.files import read_parquet_files
 
 log = logging.getLogger(__name__)
 
-ROW_BITS = 32  # base files of up to 2**32 rows (Hudi base files are ~100 MB); 32-bit file ids
-BLOCK_BITS = 6  # superseded rows travel as blocks of 2**6 = 64 rows: (block key, 64-bit mask)
-KEY_BITS = ROW_BITS - BLOCK_BITS  # block index bits of a block key
 GONE = "_hl_superseded"  # the superseded blocks (array of (key, mask) structs); null on log rows
-BLOCK = "_hl_block"  # a block key
-MASK = "_hl_mask"  # the bit mask of a block's superseded rows (bit i: row i of the block)
 BLOCKS_PER_ROW = 1 << 16  # superseded blocks travel as arrays of up to this many (one output row per chunk)
 FILE = "_hl_file"
 SIZE = "_hl_file_size"
 ROW = "_hl_row"
-BLOCKS_ARROW = pa.schema([pa.field(BLOCK, pa.int64(), False), pa.field(MASK, pa.int64(), False)])
 # Above this much log data the superseded positions are not broadcast (Spark plans a shuffled join instead).
 BROADCAST_LOG_BYTES = 2 << 30
 
@@ -87,9 +82,6 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, LongType, StructField, StructType
-
-    from hudilite.reader.merge import SliceDesc, slice_overlay, to_spark_arrow
-    from hudilite.reader.spark_read import read_parquet_files
 
     spec = plan.merge_spec()
     out_schema = to_spark_arrow(plan.schema)
@@ -171,7 +163,7 @@ def overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
     items = [(d, fid, s.base_instant) for s, (d, fid) in zip(slices, descs)]
     found = None
     if len(items) <= DRIVER_ENTRY_LOOKUPS:
-        found = [overlay_cache.entry_path(base_path, inst, d, spec, fid, _valid_blocks(d, spec))
+        found = [overlay_cache.entry_path(base_path, inst, d, spec, fid, overlay_cache.slice_blocks(d, spec))
                  for d, fid, inst in items]
         todo = [(item, p) for item, p in zip(items, found) if not overlay_cache.is_complete(p)]
         if not todo:
@@ -185,12 +177,12 @@ def overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
             for t in b.column(0).to_pylist():
                 prefixes, errors = [], []
                 for (desc, fid, base_instant), prefix in todo[t::n]:
-                    blocks = _valid_blocks(desc, spec)  # once: for the entry's key and its overlay
+                    blocks = overlay_cache.slice_blocks(desc, spec)  # once: for the entry's key and its overlay
                     prefix = prefix or overlay_cache.entry_path(base_path, base_instant, desc, spec, fid, blocks)
                     error = None
                     if not any(errors) and not overlay_cache.is_complete(prefix):
                         try:
-                            _compute_entry(prefix, desc, spec, fid, blocks, out_schema)
+                            overlay_cache.compute_entry(prefix, desc, spec, fid, blocks, out_schema)
                         except OSError as e:
                             error = f"{prefix}: {e}"
                     prefixes.append(prefix)
@@ -204,65 +196,6 @@ def overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
         log.warning("merged read of %s without overlay files: cannot write %s", base_path, failed[0])
         return None
     return _entry_files(found if found is not None else [r.prefix for r in got])
-
-
-def _compute_entry(prefix: str, desc, spec, fid, blocks: list, out_schema: pa.Schema,
-                   base_columns: pa.Table | None = None) -> None:
-    """Compute and write the overlay entry `prefix` of the slice `desc` (`blocks`: its valid log blocks;
-    `base_columns`: see `merge.read_base_keys`)."""
-    from hudilite.reader.merge import slice_overlay
-
-    ov = slice_overlay(desc, spec, blocks, base_columns)
-    copy = _whole_block(blocks, ov.rows.num_rows, spec, out_schema)
-    overlay_cache.write_entry(prefix, ov.rows if copy is None else copy, *_blocks(ov, desc, fid), out_schema,
-                              BLOCKS_ARROW)
-
-
-def _whole_block(blocks: list, n_rows: int, spec, out_schema: pa.Schema) -> bytes | None:
-    """The content of the slice's only data block when it is a Parquet block whose `n_rows` rows all win and
-    whose columns are the rows file's (names and types): the rows file is then a copy of it, no encoding (the
-    first deltacommit on a slice, whose late records the writer drops, gives exactly this)."""
-    from hudilite.log.blocks import AvroDataBlock, ParquetDataBlock
-
-    data = [b for b in blocks if isinstance(b, (AvroDataBlock, ParquetDataBlock))]
-    if len(data) != 1 or not isinstance(data[0], ParquetDataBlock) or not n_rows:
-        return None
-    content = data[0].content
-    f = pq.ParquetFile(pa.BufferReader(content))
-    columns = [(x.name, x.type) for x in f.schema_arrow]
-    if f.metadata.num_rows != n_rows or columns != [(x.name, x.type) for x in out_schema] \
-            or columns != [(x.name, x.type) for x in spec.schema]:
-        return None
-    return content
-
-
-def write_slice_entry(spec, out_schema: pa.Schema, table_path: str, partition: str, file_id: str,
-                      base_file: str | None, base_instant: str, log_paths: list[str], blocks: list,
-                      base_columns: pa.Table | None = None) -> str | None:
-    """For a writer that appended `blocks` (written: their path, offset and size set) as the last of `log_paths`
-    to the slice (`base_file`, `base_instant`): write the overlay entry a snapshot read of the slice will look
-    for once the write commits (`spec`: that read's merge spec, the write's instant counted as committed). Its
-    block keys use the base file's size as file id, as reads do when their base files' sizes are distinct (other
-    reads compute their own). `base_columns`: see `merge.read_base_keys`. Returns the entry's prefix, None when
-    no read would find it."""
-    from hudilite.reader.merge import SliceDesc, valid_blocks
-
-    fid = os.path.getsize(base_file) if base_file else None
-    if fid is not None and not 0 < fid < 1 << ROW_BITS:
-        return None
-    desc = SliceDesc(partition, file_id, base_file, tuple(log_paths))
-    # the blocks of earlier instants that count, then this write's (a new instant: no rollback targets it)
-    blocks = (valid_blocks(log_paths[:-1], spec) if len(log_paths) > 1 else []) + list(blocks)
-    prefix = overlay_cache.entry_path(table_path, base_instant, desc, spec, fid, blocks)
-    if not overlay_cache.is_complete(prefix):
-        _compute_entry(prefix, desc, spec, fid, blocks, out_schema, base_columns)
-    return prefix
-
-
-def _valid_blocks(desc, spec) -> list:
-    from hudilite.reader.merge import valid_blocks
-
-    return valid_blocks(desc.log_paths, spec) if desc.log_paths else []
 
 
 def _entry_files(prefixes) -> tuple[list[str], list[str]]:
@@ -280,7 +213,7 @@ def _overlay_batches(ov, desc, fid, out_schema: pa.Schema, ov_arrow: pa.Schema):
         yield from rows.to_batches(max_chunksize=65536)
     if not len(ov.superseded):
         return
-    keys, masks = _blocks(ov, desc, fid)
+    keys, masks = overlay_cache.block_masks(ov, desc, fid)
     structs = pa.StructArray.from_arrays([pa.array(keys.view(np.int64)), pa.array(masks.view(np.int64))],
                                          fields=list(ov_arrow.field(GONE).type.value_type))
     offsets = np.append(np.arange(0, len(structs), BLOCKS_PER_ROW), len(structs)).astype(np.int32)
@@ -289,16 +222,3 @@ def _overlay_batches(ov, desc, fid, out_schema: pa.Schema, ov_arrow: pa.Schema):
     yield pa.RecordBatch.from_arrays(cols, schema=ov_arrow)
 
 
-def _blocks(ov, desc, fid) -> tuple[np.ndarray, np.ndarray]:
-    """(block key, bit mask) of each 64-row block of the base file with superseded rows (uint64 arrays)."""
-    if not len(ov.superseded):
-        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64)
-    if ov.superseded[-1] >> ROW_BITS:
-        raise UnsupportedTableError(f"{desc.base_path}: more than 2**{ROW_BITS} rows in a base file")
-    pos = ov.superseded.astype(np.uint64)  # ascending
-    blocks = pos >> np.uint64(BLOCK_BITS)
-    starts = np.flatnonzero(np.r_[True, blocks[1:] != blocks[:-1]])
-    masks = np.bitwise_or.reduceat(np.uint64(1) << (pos & np.uint64((1 << BLOCK_BITS) - 1)), starts)
-    # two's complement, as the JVM's `shiftleft(id, 26) | ((row >> 6) ^ (id & (2**26 - 1)))`
-    f = np.uint64(fid)
-    return (f << np.uint64(KEY_BITS)) | (blocks[starts] ^ (f & np.uint64((1 << KEY_BITS) - 1))), masks

@@ -7,9 +7,16 @@ import os
 import pyarrow as pa
 
 from hudilite.options import SMALL_SLICE_BYTES as SMALL_SLICE_BYTES_OPTION, spark_conf
+from hudilite.file_group import parse_base_file_name
+from hudilite.reader import overlay_cache
+from hudilite.reader.merge import SliceDesc, merge_slices, to_spark_arrow
+from hudilite.reader.overlay_cache import ROW_BITS
 from hudilite.reader.planner import ReadPlan, plan_read
-from hudilite.reader.spark_merge import FILE, ROW, SIZE, file_ids, merged_dataframe
-from hudilite.schema import arrow_to_spark
+from hudilite.ready import ready_partitions
+from hudilite.schema import SchemaError, avro_to_arrow
+from hudilite.spark.files import read_parquet_files
+from hudilite.spark.merge import FILE, ROW, SIZE, file_ids, merged_dataframe
+from hudilite.spark.schema import arrow_to_spark
 
 
 def plan_to_dataframe(spark, plan: ReadPlan):
@@ -71,8 +78,6 @@ def small_slice_bytes(spark) -> int:
 def _split_small(spark, plan: ReadPlan, merged) -> tuple[list, list]:
     """(slices for the native merged scan, small slices merged whole in Python: `SMALL_SLICE_CONF`; never a
     slice that would use overlay cache files)."""
-    from hudilite.reader import overlay_cache
-
     limit = small_slice_bytes(spark)
     if limit <= 0 or not merged:
         return merged, []
@@ -95,8 +100,6 @@ def _riders(plan: ReadPlan, merged, ids) -> tuple[list, tuple]:
     """(plain slices scanned with the merged slices' base files, file ids of merged + riders): riders only when
     the merged slices' ids are their file sizes and the riders' sizes keep every id distinct (no per-row hash);
     else ([], ids)."""
-    from hudilite.reader.spark_merge import ROW_BITS
-
     shift, fids = ids
     plain = [s for s in plan.slices if s.base_file is not None and not s.log_files]
     merged_bytes = sum(s.base_file.size for s in merged if s.base_file is not None)
@@ -143,8 +146,6 @@ def _merged(spark, plan: ReadPlan, schema, slices):
     the table schema: groups of slices (`_groups`: about as many as twice Spark's default parallelism, up to
     MERGE_GROUP_BYTES of files each), each group one vectorized merge (`merge.merge_slices`) in one task.
     A Python task costs tens of ms however little it merges, so tiny slices must not get one each."""
-    from hudilite.reader.merge import SliceDesc, merge_slices, to_spark_arrow
-
     spec = plan.merge_spec()
     out_schema = to_spark_arrow(plan.schema)
     groups = _groups([(SliceDesc.of(s), sum(lf.size for lf in s.log_files)
@@ -199,8 +200,6 @@ def _overrides_from(schema, file_schema: pa.Schema, floats_only: bool = False) -
     columns are read with the file's type and cast afterwards (hudi-rs casts the same way); floats are promoted
     through their decimal form (`_cast_column`). `floats_only`: only the float promotions."""
     from pyspark.sql.types import ArrayType, MapType, StructType
-
-    from hudilite.schema import SchemaError
 
     nested = (ArrayType, MapType, StructType)
     target = {f.name: f.dataType for f in schema.fields}
@@ -312,9 +311,6 @@ def _type_overrides_fn(plan: ReadPlan, schema):
         return None
     if _keygen_retypes(plan.table.config):
         return lambda path: _file_type_overrides(schema, path)
-    from hudilite.file_group import parse_base_file_name
-    from hudilite.schema import avro_to_arrow
-
     timeline = plan.table.timeline
     by_time = {i.timestamp: i for i in timeline.completed()}
     at_instant: dict[str, tuple | None] = {}
@@ -338,25 +334,6 @@ def _type_overrides_fn(plan: ReadPlan, schema):
         return got if got is not None else _file_type_overrides(schema, path)
 
     return overrides
-
-
-_DISCOVERY_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
-
-
-def read_parquet_files(spark, schema, files):
-    """`spark.read.parquet(*files)`, the files' status taken on the driver: the planned files are known to exist,
-    and above 32 paths Spark would otherwise run a listing job per read (~0.2 s even for local files)."""
-    old = spark.conf.get(_DISCOVERY_THRESHOLD, None)
-    if old is not None and int(old) > len(files):
-        return spark.read.schema(schema).parquet(*files)
-    spark.conf.set(_DISCOVERY_THRESHOLD, str(len(files) + 1))
-    try:
-        return spark.read.schema(schema).parquet(*files)
-    finally:
-        if old is None:
-            spark.conf.unset(_DISCOVERY_THRESHOLD)
-        else:
-            spark.conf.set(_DISCOVERY_THRESHOLD, old)
 
 
 def _scan(spark, schema, files, *, check_file_types=True, row_ids: bool = False):
@@ -395,12 +372,10 @@ def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_op
          completion_bounds=False):
     """Snapshot (latest or `as_of`) or incremental `(begin, end]` read as a Spark DataFrame; `read_optimized`
     reads merge-on-read tables from their base files only; `ready_only` reads only partitions a commit marked
-    ready (hudilite.writer.pending.ready_partitions)."""
+    ready (hudilite.ready.ready_partitions)."""
     plan = plan_read(path, as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized,
                      completion_bounds=completion_bounds)
     if ready_only:
-        from hudilite.writer.pending import ready_partitions
-
         ready = ready_partitions(plan.table, as_of=plan.as_of if plan.query == "snapshot" and as_of else None)
         plan.slices = [s for s in plan.slices if s.partition in ready]
     return plan_to_dataframe(spark, plan)

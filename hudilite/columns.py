@@ -1,0 +1,24 @@
+"""Column names of the format: Hudi's meta columns, and the internal columns hudilite's write pipeline adds to
+the rows it carries (key generation, indexes, writers and readers all name them; none is stored except the meta
+columns)."""
+
+from __future__ import annotations
+
+#: The five Hudi meta columns, in the order Hudi writes them.
+META_FIELDS: tuple[str, ...] = (
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+)
+
+# Internal columns added by the write pipeline; never stored.
+KEY_COL = "_hoodie_record_key"
+PART_COL = "_hoodie_partition_path"
+DELETE_COL = "_hl_delete"
+SEQ_COL = "_hl_seq"
+FID_COL = "_hl_fid"
+MOVED_COL = "_hl_moved"  # global index: the row is one side of a key changing partition
+INTERNAL_COLS = (DELETE_COL, SEQ_COL, FID_COL, MOVED_COL)
+IS_DELETED_FIELD = "_hoodie_is_deleted"

@@ -1,0 +1,166 @@
+"""Change reads as Spark DataFrames (the queries of hudilite.reader.changes): the latest image of every record
+changed in a range, from the change images copy-on-write merges wrote or per file group from the slices at both
+ends of the range (`hudilite.reader.group_changes` run in Spark tasks)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from hudilite.change_images import BEFORE, CHANGE_OP, DELETE, INSERT, UPDATE
+from hudilite.errors import UnsupportedTableError
+from hudilite.reader.changes import check_table, global_writes, image_files, select_columns, snapshot_plan
+from hudilite.reader.group_changes import CANDIDATES, ChangeContext, GroupTask, classify, images, resolve
+from hudilite.reader.merge import SliceDesc, to_spark_arrow
+from hudilite.reader.planner import ReadPlan, check_readable, prune_partitions, table_schema
+from hudilite.reader.ranges import (
+    ChangeRange,
+    Touched,
+    check_after,
+    check_before,
+    replaced_upto,
+    resolve_range,
+    slices_at,
+    touched,
+)
+from hudilite.spark.files import read_parquet_files
+from hudilite.spark.read import apply_filters, plan_to_dataframe
+from hudilite.spark.schema import arrow_to_spark
+from hudilite.table import HoodieTable
+
+
+# ---- the change read ------------------------------------------------------------------------------------
+def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, before_image: bool = False,
+            filters=None, completion_bounds: bool = False, columns=None, table_id: str | None = None):
+    """Latest image of every record changed in `(begin, end]` (completion order) plus `_change_op`:
+    'I' / 'U' / 'D' (deleted: the row as of `begin`), and with `before_image` also 'B' rows (updated records as
+    of `begin`). `begin=None`: the whole snapshot as of `end`, every row 'I'. `columns`: only these columns of
+    the table (plus `_change_op`; filter columns must be among them); None: all. `table_id`: the id of the
+    table `begin` was taken on (see `checkpoint`); another table at `path` raises TableReplacedError."""
+    from pyspark.sql import functions as F
+
+    table = path if isinstance(path, HoodieTable) else HoodieTable.open(path)
+    check_table(table, begin, table_id)
+    if columns is not None:
+        columns = select_columns(table_schema(table), columns, filters)
+    rng = resolve_range(table, begin, end, completion_bounds=completion_bounds)
+    if rng.begin is None:
+        df = plan_to_dataframe(spark, snapshot_plan(table, rng.end, filters, rng=rng))
+        if columns is not None:
+            df = df.select(*[F.col(f"`{c}`") for c in columns])
+        return df.withColumn(CHANGE_OP, F.lit(INSERT))
+    if not table.config.populate_meta_fields:
+        raise UnsupportedTableError(f"{table.base_path}: change reads need record keys (the table does not "
+                                    "populate meta fields)")
+    imaged = image_files(table, rng)
+    if imaged is not None:
+        return _image_changes(spark, table, imaged, filters, include_deletes, before_image, columns)
+    t = touched(rng)
+    view = table.view()
+    after = slices_at(table, t.groups, rng.visible(rng.end), replaced_upto(rng, rng.end), view=view)
+    check_after(rng, t, after)
+    before = slices_at(table, t.groups | t.replaced, rng.visible(rng.begin), replaced_upto(rng, rng.begin),
+                       view=view)
+    check_before(rng, t, before)
+    return _group_changes(spark, table, rng, t, after, before, filters, include_deletes, before_image, columns)
+
+def _image_changes(spark, table: HoodieTable, imaged, filters, include_deletes: bool, before_image: bool,
+                   columns: tuple | None):
+    """The change rows of one commit from its change images: a native scan of the image files (and of the
+    base files of the groups it created: inserts), only the requested operations and columns."""
+    from pyspark.sql import functions as F
+
+    images, inserted = imaged
+    schema = table_schema(table)
+    cols = [F.col(f"`{c}`") for c in (columns or schema.names)]
+    spark_schema = arrow_to_spark(schema)
+    with_op = arrow_to_spark(schema.append(pa.field(CHANGE_OP, pa.string(), True)))
+    ops = [INSERT, UPDATE] + ([DELETE] if include_deletes else []) + ([BEFORE] if before_image else [])
+    parts = []
+    if images:
+        d = read_parquet_files(spark, with_op, images)
+        parts.append(d.filter(F.col(CHANGE_OP).isin(ops)).select(*cols, F.col(CHANGE_OP)))
+    if inserted:
+        parts.append(read_parquet_files(spark, spark_schema, inserted).select(*cols, F.lit(INSERT).alias(CHANGE_OP)))
+    if not parts:
+        return spark.createDataFrame([], with_op).select(*cols, F.col(CHANGE_OP))
+    df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    return apply_filters(df, filters or [])
+
+
+def _group_changes(spark, table, rng: ChangeRange, t: Touched, after: dict, before: dict, filters,
+                   include_deletes: bool, before_image: bool, columns: tuple | None):
+    """The change rows of the touched file groups, computed per group in Spark tasks (one per group) by
+    `hudilite.reader.group_changes`: a first job classifies the record keys (small results, collected), the
+    driver resolves keys that moved between groups, the returned DataFrame reads the full rows of the picks."""
+    schema = table_schema(table)
+    filters = list(filters or [])
+    keep = set(prune_partitions(table, schema, sorted({p for p, _ in after} | {p for p, _ in before}), filters))
+    check_readable(table, [s for g, s in list(after.items()) + list(before.items()) if g[0] in keep])
+    out = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+    out_arrow = to_spark_arrow(out).append(pa.field(CHANGE_OP, pa.string(), True))
+    out_spark = arrow_to_spark(out).add(CHANGE_OP, "string", True)
+    times = tuple(rng.instant_times)
+    vis_b, vis_e = rng.visible(rng.begin), rng.visible(rng.end)
+    # a replaced group's keys may live on in other groups of its partition (clustering keeps commit times)
+    replaced_parts = {g[0] for g in t.replaced if g in before}
+    maybe_before = t.updates | t.deletes | t.replaced
+    tasks = []
+    for g in sorted((t.groups | t.replaced) & (set(after) | set(before))):
+        if g[0] not in keep:
+            continue
+        a = after.get(g)
+        b = before.get(g) if (g in maybe_before or a is None) else None
+        if a is None and b is None:
+            continue
+        tasks.append(GroupTask(len(tasks), g[0], g[1], SliceDesc.of(a) if a else None, SliceDesc.of(b) if b else None,
+                               deletes=g in (t.deletes | t.replaced), present=a is not None and g[0] in replaced_parts))
+    if not tasks or not times:
+        return spark.createDataFrame([], out_spark)
+    ctx = ChangeContext(times, ReadPlan(table, schema, [], "snapshot", visible=vis_e).merge_spec(),
+                        ReadPlan(table, schema, [], "snapshot", visible=vis_b).merge_spec(), before_image, columns)
+
+    def classify_task(batches):
+        for batch in batches:
+            for d in batch.column(0).to_pylist():
+                yield from classify(GroupTask.from_json(d), ctx).to_batches()
+
+    cands = _task_frame(spark, [(x.to_json(),) for x in tasks]).mapInArrow(
+        classify_task, arrow_to_spark(CANDIDATES)).toArrow()
+    picks = resolve(cands.cast(CANDIDATES), [x.partition for x in tasks], include_deletes=include_deletes,
+                    before_image=before_image, by_key=global_writes(table, rng))
+    picks = picks.sort_by("grp")
+    grp = picks.column("grp").to_numpy()
+    bounds = np.searchsorted(grp, np.arange(len(tasks) + 1))  # picks of task i: rows bounds[i]:bounds[i + 1]
+    work = [(x.to_json(), _ipc(picks.slice(bounds[i], bounds[i + 1] - bounds[i]).select(["kind", "pos"])))
+            for i, x in enumerate(tasks) if bounds[i + 1] > bounds[i]]
+    if not work:
+        return spark.createDataFrame([], out_spark)
+
+    def image_task(batches):
+        for batch in batches:
+            for d, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                yield from images(GroupTask.from_json(d), ctx, _from_ipc(blob), out_arrow).to_batches(
+                    max_chunksize=65536)
+
+    df = _task_frame(spark, work).mapInArrow(image_task, out_spark)
+    return apply_filters(df, filters)
+
+def _task_frame(spark, rows: list):
+    """A DataFrame with one input partition (task) per row: (task json[, arrow ipc bytes])."""
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+    fields = [StructField("task", StringType(), False)]
+    if len(rows[0]) > 1:
+        fields.append(StructField("picks", BinaryType(), False))
+    rdd = spark.sparkContext.parallelize(rows, len(rows))
+    return spark.createDataFrame(rdd, StructType(fields))
+
+def _ipc(table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+def _from_ipc(blob: bytes):
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()

@@ -1,0 +1,161 @@
+"""Rolling back failed (pending) writes from their markers: the mechanics the transaction and the services use.
+
+Order matters for crash safety: data files first, then markers, then the instant files last, so a rollback
+that is itself killed leaves a pending instant that the next rollback finishes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+from hudilite import auxfiles
+from hudilite.file_group import parse_base_file_name
+from hudilite.fs_view import PARTITION_METAFILE
+from hudilite.log import CommandBlock, LogBlock, append_blocks, scan_log_file
+from hudilite.markers import APPEND, delete_markers, list_markers, marker_dir
+from hudilite.table import HoodieTable
+from hudilite.timeline import COMPLETED, Instant
+from hudilite.timeline.heartbeat import heartbeat_path
+from hudilite.timeline.instant_time import next_instant_time
+
+log = logging.getLogger(__name__)
+
+
+def files_of_instant(table: HoodieTable, instant: str) -> list[str]:
+    """Data files a write of `instant` may have created: every marker's file, plus any base file named with
+    the instant in the partitions its markers name (belt and braces)."""
+    out: set[str] = set()
+    partitions: set[str] = set()
+    for part, name, kind in list_markers(table.base_path, instant):
+        partitions.add(part)
+        if kind != APPEND:  # log files: see rollback_log_files
+            out.add(os.path.join(table.partition_dir(part), name))
+    for part in partitions:
+        for entry in table.fs.scandir_files(table.partition_dir(part)):
+            parsed = parse_base_file_name(entry.name)
+            if parsed and parsed[2] == instant:
+                out.add(entry.path)
+    return sorted(out)
+
+
+def _remove_empty_partition_dirs(table: HoodieTable, dirs: set[str], instant: str) -> None:
+    """Remove directories the rolled-back write left empty. A partition directory holding nothing but the
+    partition metadata that this very instant wrote (commitTime=<instant>) was created by it: removed too."""
+    for d in sorted(dirs, key=len, reverse=True):
+        cur = d
+        while cur.startswith(table.base_path + os.sep) and cur != table.base_path:
+            try:
+                entries = os.listdir(cur)
+            except FileNotFoundError:
+                cur = os.path.dirname(cur)
+                continue
+            # the temp file of a partition metadata write killed half-way (`put_if_absent`): a directory left with
+            # nothing else is removed with it (a concurrent writer creating the same partition has its data files
+            # there, written before the metadata, so the directory is not empty then)
+            temps = [e for e in entries if e.startswith(f".{PARTITION_METAFILE}.") and e.endswith(".tmp")]
+            entries = [e for e in entries if e not in temps]
+            if entries == [PARTITION_METAFILE] and _partition_created_by(os.path.join(cur, PARTITION_METAFILE),
+                                                                         instant):
+                table.fs.delete(os.path.join(cur, PARTITION_METAFILE))
+                entries = []
+            if entries:
+                break  # other files, or an existing (committed) partition
+            for t in temps:
+                table.fs.delete(os.path.join(cur, t))
+            table.fs.rmdir(cur)
+            cur = os.path.dirname(cur)
+
+
+def _partition_created_by(metafile: str, instant: str) -> bool:
+    try:
+        with open(metafile, encoding="utf-8", errors="replace") as f:
+            return any(line.strip() == f"commitTime={instant}" for line in f)
+    except FileNotFoundError:
+        return False
+
+
+def _delete_instant_temp_files(table: HoodieTable, instant: str) -> None:
+    """Temp files of the atomic writes of `instant`'s timeline files (`.<instant file>.<uuid>.tmp`), left by
+    a writer killed between writing the temp file and linking/renaming it into place."""
+    pattern = re.compile(rf"^\.{instant}[._].*\.tmp$")
+    for entry in list(table.fs.scandir_files(table.timeline.meta_dir)):
+        if pattern.match(entry.name):
+            table.fs.delete(entry.path)
+
+
+def rollback_instant(table: HoodieTable, instant: Instant) -> list[str]:
+    """Undo a pending write instant. Returns the deleted data files."""
+    if instant.state == COMPLETED:
+        raise ValueError(f"instant {instant.timestamp} is completed; rollback of completed commits is a restore")
+    deleted = rollback_log_files(table, instant.timestamp)
+    dirs = {os.path.dirname(p) for p in deleted}
+    for path in files_of_instant(table, instant.timestamp):
+        if table.fs.delete(path):
+            deleted.append(path)
+        dirs.add(os.path.dirname(path))
+    _remove_empty_partition_dirs(table, dirs, instant.timestamp)
+    delete_markers(table.base_path, instant.timestamp)
+    table.fs.delete(heartbeat_path(table.base_path, instant.timestamp))
+    _delete_instant_temp_files(table, instant.timestamp)
+    auxfiles.remove_instant(table.base_path, instant.timestamp, "rollback")
+    tl = table.timeline
+    for state in ("INFLIGHT", "REQUESTED"):
+        table.fs.delete(os.path.join(tl.meta_dir, instant.with_state(state).file_name(tl.layout)))
+    log.info("rolled back %s (%d files)", instant.timestamp, len(deleted))
+    table.reload()
+    return deleted
+
+
+def rollback_log_files(table: HoodieTable, instant: str) -> list[str]:
+    """Merge-on-read: undo the log appends of a failed `instant` named by its APPEND markers. A log file that
+    holds blocks of `instant` only (created by it) is deleted; a log file that also holds other instants' blocks
+    gets a rollback COMMAND block (TARGET_INSTANT_TIME = `instant`), which makes readers drop the failed blocks
+    in any log file of the slice. Returns the deleted files. Idempotent (a rerun after a crash finds the file
+    gone, or the command block already there)."""
+    deleted = []
+    for part, name, kind in list_markers(table.base_path, instant):
+        if kind != APPEND:
+            continue
+        path = os.path.join(table.partition_dir(part), name)
+        if not table.fs.exists(path):
+            continue
+        blocks = [b for b in scan_log_file(path) if isinstance(b, LogBlock)]
+        others = [b for b in blocks if b.instant_time != instant]
+        if not others:
+            if table.fs.delete(path):
+                deleted.append(path)
+            continue
+        if any(isinstance(b, CommandBlock) and b.is_rollback and b.target_instant_time == instant for b in blocks):
+            continue
+        when = next_instant_time(table.timeline.last_instant_time())
+        append_blocks(path, [CommandBlock.rollback(when, instant)])
+        log.info("appended a rollback command block for %s to %s", instant, path)
+    return deleted
+
+
+def clean_completed_leftovers(table: HoodieTable) -> list[str]:
+    """Delete marker directories, heartbeats and timeline temp files of completed instants (a writer killed
+    between its commit and its cleanup), and timeline temp files of instants that are not on the timeline at all
+    (a writer or scheduler killed while writing the instant's first file: its requested file or plan). Runs
+    under the table lock, under which every first instant file is written, so none of those is live. Returns the
+    instant times cleaned."""
+    completed = {i.timestamp for i in table.timeline.instants if i.is_completed}
+    known = {i.timestamp for i in table.timeline.instants}
+    hb_dir = os.path.dirname(heartbeat_path(table.base_path, "x"))
+    cleaned = set()
+    for t in table.fs.listdir(table.temp_path):
+        if t in completed and table.fs.isdir(marker_dir(table.base_path, t)):
+            delete_markers(table.base_path, t)
+            cleaned.add(t)
+    for t in table.fs.listdir(hb_dir):
+        if t in completed and table.fs.delete(heartbeat_path(table.base_path, t)):
+            cleaned.add(t)
+    for entry in list(table.fs.scandir_files(table.timeline.meta_dir)):
+        m = re.match(r"^\.(\d{17}|\d{14})[._].*\.tmp$", entry.name)
+        if m and (m.group(1) in completed or m.group(1) not in known) and table.fs.delete(entry.path):
+            cleaned.add(m.group(1))
+    if cleaned:
+        log.info("removed leftovers of completed instants %s", sorted(cleaned))
+    return sorted(cleaned)

@@ -1,0 +1,46 @@
+"""The import structure of the core (issue 20): the import-linter contracts in .importlinter hold, no import cycle
+hides in function-level imports, and core modules do not import the package root."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import count_deferred_imports as structure  # noqa: E402
+
+
+def test_import_linter_contracts_hold():
+    exe = shutil.which("lint-imports", path=os.path.dirname(sys.executable)) or shutil.which("lint-imports")
+    if exe is None:
+        pytest.fail("lint-imports not installed: pip install -e '.[test]'")
+    r = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+def test_no_hidden_cycles_in_the_core():
+    modules, _, edges, _ = structure.scan(ROOT)
+    core = [c for c in structure.cycles(modules, edges) if any(m.startswith("hudilite") for m in c)]
+    assert core == []
+
+
+def test_core_modules_do_not_import_the_package_root():
+    """`from hudilite import x` where x is not a submodule runs hudilite/__init__.py, the public API, from below."""
+    offenders = []
+    for path in sorted((ROOT / "hudilite").rglob("*.py")):
+        if path == ROOT / "hudilite" / "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "hudilite":
+                for a in node.names:
+                    pkg = ROOT / "hudilite" / a.name
+                    if not (pkg.with_suffix(".py").exists() or (pkg / "__init__.py").exists()):
+                        offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {a.name}")
+    assert offenders == []
