@@ -63,7 +63,8 @@ def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_i
 
 __all__ = [
     "Table", "TableInfo", "TableServices", "OPERATIONS", "write", "read", "changes", "register", "check_workers",
-    "local_session", "check_options", "UNSET", "HudiliteError", "InvalidWriteError", "TableNotFoundError", "CorruptTableError",
+    "local_session", "check_options", "UNSET", "HudiliteError", "InvalidWriteError", "TableNotFoundError",
+    "CorruptTableError",
     "UnsupportedTableError", "CommitConflictError", "LockTimeoutError", "RangeUnavailableError",
     "TableReplacedError", "WorkerEnvironmentError", "RollbackRefusedError",
 ]

@@ -19,15 +19,17 @@ import dataclasses
 from hudilite.errors import HudiliteError, InvalidWriteError
 from hudilite.reader import changes as _changes
 from hudilite.reader.planner import table_schema as _table_schema
-from hudilite.spark.read import read as _spark_read
 from hudilite.services import archival as _archival
 from hudilite.services import clean as _clean
 from hudilite.services import clustering as _clustering
 from hudilite.services import compaction as _compaction
 from hudilite.services.rollback import rollback_failed_writes as _rollback_failed_writes
 from hudilite.services.rollback import rollback_instant as _rollback_instant
+from hudilite.spark.changes import changes as _spark_changes
+from hudilite.spark.read import read as _spark_read
 from hudilite.spark.session import check_workers
-from hudilite.streaming import BATCH_ID_KEY, QUERY_ID_KEY, StreamingSink, last_batch_id as _last_batch_id
+from hudilite.streaming import BATCH_ID_KEY, QUERY_ID_KEY, StreamingSink
+from hudilite.streaming import last_batch_id as _last_batch_id
 from hudilite.streaming import write_stream as _write_stream
 from hudilite.table import HoodieTable
 from hudilite.timeline import Timeline
@@ -36,6 +38,7 @@ from hudilite.writer.client import write as _write
 from hudilite.writer.conflict import pending_guard
 from hudilite.writer.options import OPERATIONS, UNSET
 from hudilite.writer.transaction import Transaction
+
 
 class RollbackRefusedError(HudiliteError):
     """A rollback of one instant was refused: it is unknown, completed, a service plan or prepared commit
@@ -202,7 +205,7 @@ class Table:
         'D', with `before_image` also 'B'). `table_id` (from `position()`): raises TableReplacedError when
         another table now lives at the path; RangeUnavailableError when the range was cleaned/archived."""
         s = self._spark(spark)
-        return _changes.changes(s, self._path, begin=begin, end=end, include_deletes=include_deletes,
+        return _spark_changes(s, self._path, begin=begin, end=end, include_deletes=include_deletes,
                                 before_image=before_image, filters=filters, completion_bounds=completion_bounds,
                                 table_id=table_id)
 

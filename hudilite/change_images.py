@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from hudilite import auxfiles
 from hudilite.options import CHANGE_IMAGES
-from hudilite.storage.local import fsync_path, storage_for
+from hudilite.storage.local import storage_for
 
 DIR = auxfiles.relative(auxfiles.CHANGE_IMAGES)
 META_KEY = "hudilite.change.images"

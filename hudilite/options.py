@@ -17,6 +17,7 @@ import difflib
 import os
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 from hudilite.errors import InvalidWriteError
 
@@ -48,7 +49,7 @@ class Option:
 
     key: str
     type: str
-    default: object
+    default: Any
     doc: str
     scope: str = "write"
     choices: tuple = ()

@@ -16,9 +16,8 @@ the driver with pyarrow for small ranges), `state` (value multisets for min / ma
 """
 
 from hudilite.aggregate.local import full_state, incremental_arrow
-from hudilite.aggregate.query import (GROUP_KEY, ROWS, SIGNATURE_KEY, AggregateQuery, AggregateQueryError, Item,
-                                      parse)
 from hudilite.aggregate.maintain import refresh, stored_signature
+from hudilite.aggregate.query import GROUP_KEY, ROWS, SIGNATURE_KEY, AggregateQuery, AggregateQueryError, Item, parse
 from hudilite.aggregate.spark import full_frame, incremental_frame
 
 __all__ = ["GROUP_KEY", "ROWS", "SIGNATURE_KEY", "AggregateQuery", "AggregateQueryError", "Item", "full_frame",

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-import hudilite
 from hudilite import checkpoints
 from hudilite.aggregate import local
 from hudilite.aggregate.query import GROUP_KEY, SIGNATURE_KEY, AggregateQuery
 from hudilite.aggregate.spark import full_frame, incremental_frame
+from hudilite.api import Table
 from hudilite.table import HoodieTable
 
 
@@ -37,16 +37,16 @@ def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optio
         df, _ = full_frame(spark, q, detail, end)
         op = "insert_overwrite_table" if HoodieTable.exists(agg_path) else "insert"
         extra.update(local.full_state(q, detail, agg_path, end))
-        return hudilite.write(df, agg_path, record_key=GROUP_KEY, operation=op, options=opts, extra_metadata=extra)
+        return Table(agg_path, record_key=GROUP_KEY).write(df, op, options=opts, extra_metadata=extra)
     if end is None or start >= end:
         return None
     arrow = local.incremental_arrow(q, detail, agg_path, start, end)
     if arrow is not None:
-        return hudilite.write(arrow[0], agg_path, record_key=GROUP_KEY, operation="upsert", options=opts,
+        return Table(agg_path, record_key=GROUP_KEY).write(arrow[0], "upsert", options=opts,
                               extra_metadata={**extra, **arrow[2]})
     df, _, release = incremental_frame(spark, q, detail, agg_path, start, end)
     try:
-        return hudilite.write(df, agg_path, record_key=GROUP_KEY, operation="upsert", options=opts,
+        return Table(agg_path, record_key=GROUP_KEY).write(df, "upsert", options=opts,
                               extra_metadata=extra)
     finally:
         for r in release:

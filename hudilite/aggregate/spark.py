@@ -15,10 +15,11 @@ from typing import List, Optional
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, StructField, StructType
 
-import hudilite
 from hudilite.aggregate.query import GROUP_KEY, ROWS, AggregateQuery, Item, default_name
-from hudilite.reader.changes import changes, snapshot_plan
+from hudilite.api import Table
+from hudilite.reader.changes import snapshot_plan
 from hudilite.reader.planner import table_schema
+from hudilite.spark.changes import changes
 from hudilite.spark.read import plan_to_dataframe
 from hudilite.table import HoodieTable
 
@@ -148,7 +149,7 @@ def incremental_frame(spark, q: AggregateQuery, detail: str, agg_path: str, star
     out_schema = _out_schema(spark, q, snap)
     # the per-group deltas, persisted: the change rows are read once, however often the plan below uses them
     delta = spark.sql(_state_sql(q, cview, signed=True)).persist()
-    cur = hudilite.read(spark, agg_path)
+    cur = Table(agg_path, spark=spark).read()
     stored = {f.name: f.dataType for f in cur.schema.fields}
     state_cols = [c for c in delta.columns if c.startswith("_hudilite_agg_") or c == ROWS]
     cur = cur.select(F.col(GROUP_KEY), *[F.col(c).alias(f"__cur_{c}") for c in state_cols])

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hudilite.columns import DELETE_COL, KEY_COL, MOVED_COL, PART_COL
-from hudilite.errors import InvalidWriteError, damaged_file
+from hudilite.errors import damaged_file
 from hudilite.index.range_index import FileRange, RangeIndex
 from hudilite.options import BLOOM_UPDATE_PARTITION_PATH, INDEX_TYPE, SIMPLE_UPDATE_PARTITION_PATH
 from hudilite.reader.merge import MergeSpec, SliceDesc, merge_slice

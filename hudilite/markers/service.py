@@ -42,8 +42,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, urlsplit
 
 from hudilite.errors import HudiliteError
-from hudilite.options import MARKERS_BATCH_INTERVAL_MS, MARKERS_NUM_THREADS, MARKERS_SERVICE_URL, MARKERS_TYPE
 from hudilite.markers.direct import MARKER_TYPE_FILE, SUFFIX, delete_markers, list_markers, marker_dir
+from hudilite.options import MARKERS_BATCH_INTERVAL_MS, MARKERS_NUM_THREADS, MARKERS_SERVICE_URL, MARKERS_TYPE
 from hudilite.storage.local import fsync_path, storage_for
 
 TIMELINE_SERVER_BASED = "TIMELINE_SERVER_BASED"

@@ -51,12 +51,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hudilite.options import OVERLAY_CACHE, OVERLAY_MIN_LOG_BYTES, READ_OVERLAYS, spark_conf
 from hudilite import auxfiles
 from hudilite.errors import UnsupportedTableError
 from hudilite.file_group import parse_base_file_name
 from hudilite.log.blocks import AvroDataBlock, ParquetDataBlock
 from hudilite.log.format import try_parse_log_file_name
+from hudilite.options import OVERLAY_CACHE, OVERLAY_MIN_LOG_BYTES, READ_OVERLAYS, spark_conf
 from hudilite.reader.merge import SliceDesc, slice_overlay, to_spark_arrow, valid_blocks
 from hudilite.reader.planner import ReadPlan
 from hudilite.schema import avro_to_arrow, with_meta_fields_arrow

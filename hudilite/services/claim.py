@@ -27,7 +27,7 @@ import time
 import uuid
 
 from hudilite import auxfiles
-from hudilite.errors import HudiliteError, InvalidWriteError
+from hudilite.errors import HudiliteError
 from hudilite.file_group import parse_base_file_name
 from hudilite.lock import lock_for
 from hudilite.markers import list_markers

@@ -31,8 +31,8 @@ import time
 from hudilite import auxfiles
 from hudilite.errors import CorruptTableError, HudiliteError, InvalidWriteError
 from hudilite.fs_view import FileSystemView
-from hudilite.reader import overlay_cache
 from hudilite.options import CLEANER_COMMITS_RETAINED, CLEANER_POLICY, CLEANER_VERSIONS_RETAINED
+from hudilite.reader import overlay_cache
 from hudilite.services.common import Progress, open_table, pending_plan, schedule_plan
 from hudilite.storage.local import storage_for
 from hudilite.table import HoodieTable

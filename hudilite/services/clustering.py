@@ -36,11 +36,17 @@ from hudilite.file_group import new_file_id
 from hudilite.fs_view import FileSystemView
 from hudilite.lock import lock_for
 from hudilite.markers import delete_markers
+from hudilite.options import (
+    CLUSTER_GROUP_BYTES,
+    CLUSTER_MAX_GROUPS,
+    CLUSTER_PARALLELISM,
+    CLUSTER_SMALL_FILE_LIMIT,
+    CLUSTER_SORT_COLUMNS,
+    CLUSTER_TARGET_FILE_BYTES,
+)
 from hudilite.reader.merge import KEY, SliceDesc, merge_slice
 from hudilite.reader.planner import table_schema
 from hudilite.services.claim import CLAIMED, COMPLETED, MISSING, acquire
-from hudilite.options import (CLUSTER_GROUP_BYTES, CLUSTER_MAX_GROUPS, CLUSTER_PARALLELISM, CLUSTER_SMALL_FILE_LIMIT,
-                              CLUSTER_SORT_COLUMNS, CLUSTER_TARGET_FILE_BYTES)
 from hudilite.services.claim import check_options as claim_options
 from hudilite.services.common import (
     begin_execution,

@@ -11,7 +11,6 @@ import time
 import pyarrow as pa
 
 from hudilite.columns import META_FIELDS
-from hudilite.errors import InvalidWriteError
 from hudilite.file_group import base_file_name
 from hudilite.markers import CREATE, delete_markers
 from hudilite.options import BLOCK_ROWS, COMPRESSION, FSYNC, MAX_FILE_SIZE

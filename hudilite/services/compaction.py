@@ -44,10 +44,15 @@ from hudilite.errors import CorruptTableError, HudiliteError, InvalidWriteError
 from hudilite.fs_view import FileSystemView
 from hudilite.log.blocks import CommandBlock, LogBlock
 from hudilite.log.format import BlockType
-from hudilite.options import (COMPACT_LOG_SIZE, COMPACT_MAX_DELTA_COMMITS, COMPACT_MAX_DELTA_SECONDS,
-                              COMPACT_PARALLELISM, COMPACT_TRIGGER)
 from hudilite.log.reader import scan_log_file
 from hudilite.markers import delete_markers
+from hudilite.options import (
+    COMPACT_LOG_SIZE,
+    COMPACT_MAX_DELTA_COMMITS,
+    COMPACT_MAX_DELTA_SECONDS,
+    COMPACT_PARALLELISM,
+    COMPACT_TRIGGER,
+)
 from hudilite.reader.merge import KEY, conform, log_records, merge_records, read_base, valid_blocks
 from hudilite.services.claim import CLAIMED, COMPLETED, MISSING, acquire
 from hudilite.services.claim import check_options as claim_options

@@ -6,11 +6,18 @@ from __future__ import annotations
 import logging
 
 from hudilite.errors import HudiliteError, TableServiceError
+from hudilite.options import (
+    ARCHIVE_AUTOMATIC,
+    CLEAN_AUTOMATIC,
+    CLUSTER_INLINE,
+    CLUSTER_MAX_COMMITS,
+    CLUSTER_SCHEDULE_INLINE,
+    COMPACT_INLINE,
+    COMPACT_SCHEDULE_INLINE,
+)
 
 # module attributes rather than names: the services stay replaceable (tests inject failures)
 from hudilite.services import archival, clean, clustering, compaction
-from hudilite.options import (ARCHIVE_AUTOMATIC, CLEAN_AUTOMATIC, CLUSTER_INLINE, CLUSTER_MAX_COMMITS,
-                              CLUSTER_SCHEDULE_INLINE, COMPACT_INLINE, COMPACT_SCHEDULE_INLINE)
 from hudilite.timeline import REPLACE_COMMIT, WRITE_ACTIONS
 
 log = logging.getLogger(__name__)

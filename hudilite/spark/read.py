@@ -6,8 +6,9 @@ import os
 
 import pyarrow as pa
 
-from hudilite.options import SMALL_SLICE_BYTES as SMALL_SLICE_BYTES_OPTION, spark_conf
 from hudilite.file_group import parse_base_file_name
+from hudilite.options import SMALL_SLICE_BYTES as SMALL_SLICE_BYTES_OPTION
+from hudilite.options import spark_conf
 from hudilite.reader import overlay_cache
 from hudilite.reader.merge import SliceDesc, merge_slices, to_spark_arrow
 from hudilite.reader.overlay_cache import ROW_BITS

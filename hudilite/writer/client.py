@@ -18,7 +18,8 @@ import re
 
 import pyarrow as pa
 
-from hudilite import change_images, options as o
+from hudilite import change_images
+from hudilite import options as o
 from hudilite.columns import DELETE_COL, IS_DELETED_FIELD, KEY_COL, META_FIELDS, PART_COL, SEQ_COL
 from hudilite.config import MERGE_ON_READ, TableConfig
 from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableError

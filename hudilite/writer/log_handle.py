@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hudilite.columns import DELETE_COL, KEY_COL, PART_COL
-from hudilite.errors import InvalidWriteError, damaged_file
+from hudilite.errors import damaged_file
 from hudilite.file_group import new_file_id, parse_base_file_name
 from hudilite.log.blocks import DeleteBlock, ParquetDataBlock
 from hudilite.log.format import format_log_file_name, list_log_files

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from hudilite import options as o
 from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ
 from hudilite.errors import InvalidWriteError
-from hudilite import options as o
 from hudilite.options import check_options
 
 

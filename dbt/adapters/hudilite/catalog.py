@@ -20,7 +20,7 @@ from dbt.adapters.hudilite.model_config import ModelSpec, is_hidden_column
 from dbt.adapters.hudilite.response import error_text
 from hudilite import metastore as ms
 from hudilite.reader.planner import plan_read
-from hudilite.schema import arrow_to_spark
+from hudilite.spark.schema import arrow_to_spark
 from hudilite.table import HoodieTable
 
 logger = AdapterLogger("Hudilite")

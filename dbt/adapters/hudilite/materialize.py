@@ -29,7 +29,8 @@ from dbt.adapters.hudilite.run_state import model_key
 from dbt.adapters.hudilite.strategies import with_row_id
 from hudilite import metastore as ms
 from hudilite import replace as table_replace
-from hudilite.schema import SchemaError, avro_to_arrow, evolve, spark_to_arrow
+from hudilite.schema import SchemaError, avro_to_arrow, evolve
+from hudilite.spark.schema import spark_to_arrow
 from hudilite.sql_merge import latest_per_key
 from hudilite.table import HoodieTable
 from hudilite.writer.options import UNSET
