@@ -19,7 +19,9 @@ import argparse
 import json
 import sys
 
-from hudilite import HudiliteError, RollbackRefusedError, Table, check_options
+from hudilite.api import RollbackRefusedError, Table
+from hudilite.errors import HudiliteError
+from hudilite.options import check_options
 
 _OPERATION_ACTIONS = ("commit", "deltacommit", "replacecommit")  # their metadata records an operationType
 

@@ -15,6 +15,7 @@ from hudilite.aggregate import local
 from hudilite.aggregate.query import GROUP_KEY, SIGNATURE_KEY, AggregateQuery
 from hudilite.aggregate.spark import full_frame, incremental_frame
 from hudilite.api import Table
+from hudilite.options import INPUT_PERSIST
 from hudilite.table import HoodieTable
 
 
@@ -32,7 +33,7 @@ def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optio
     if HoodieTable.exists(agg_path) and stored_signature(agg_path) == q.signature():
         start, _rebuilt = checkpoints.resume_position(agg_path, detail, detail_id)  # rebuilt detail: recompute in full
     extra = {SIGNATURE_KEY: q.signature(), **checkpoints.entries({detail: (end, detail_id)})}
-    opts = {"hoodie.write.input.persist": "true", **(options or {})}
+    opts = {INPUT_PERSIST.key: "true", **(options or {})}
     if start is None:
         df, _ = full_frame(spark, q, detail, end)
         op = "insert_overwrite_table" if HoodieTable.exists(agg_path) else "insert"

@@ -884,22 +884,6 @@ def test_evolve_rejects_bad_new_columns():
         evolve(table, _s(m=pa.map_(pa.int32(), pa.string())))
 
 
-def test_module_does_not_import_pyspark():
-    import subprocess
-
-    import hudilite.schema as mod
-
-    # load the module file on its own (not via the package, whose __init__ may import more)
-    code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('schema_under_test', {mod.__file__!r})\n"
-        "m = importlib.util.module_from_spec(spec); sys.modules[spec.name] = m\n"
-        "spec.loader.exec_module(m)\n"
-        "sys.exit(1 if 'pyspark' in sys.modules else 0)\n"
-    )
-    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
-
-
 def test_evolve_keeps_table_metadata():
     table = pa.schema([("a", pa.int32())], metadata={"k": "v"})
     assert evolve(table, _s(b=pa.string())).metadata == {b"k": b"v"}
