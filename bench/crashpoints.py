@@ -31,6 +31,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -87,13 +88,16 @@ class Scenario:
     # the number of storage operations depends on timing (the marker service flushes its batches on a timer):
     # a crash point beyond a run's own count is not reached, and that run is checked as an uncrashed one
     timed_ops: bool = False
+    # the child runs a local Spark application (session `SPARK`): its tasks' storage operations are numbered
+    # with the driver's (a shared counter) and a crash kills the whole application (faults.kill_session)
+    spark: bool = False
 
 
-def _setup_commits(n_commits: int, table_type: str, options=None, size: int = 30):
+def _setup_commits(n_commits: int, table_type: str, options=None, size: int = 30, parts: int = PARTS):
     def setup(path):
-        _write(path, _rows(0, size, 1), operation="insert", table_type=table_type, options=options)
+        _write(path, _rows(0, size, 1, parts), operation="insert", table_type=table_type, options=options)
         for c in range(2, n_commits + 1):
-            _write(path, _rows((c * 7) % size, size // 3, c), table_type=table_type, options=options)
+            _write(path, _rows((c * 7) % size, size // 3, c, parts), table_type=table_type, options=options)
     return setup
 
 
@@ -198,6 +202,32 @@ def _op_stream_prepared(path):
         txn.complete_prepared(inst)
 
 
+# ---- Spark scenarios: a small local[2] application per crash point (its startup dominates: few files) ----
+SPARK_PARTS = 2
+SPARK: dict = {}  # the child's session, once started
+
+
+def _spark_session(workdir: str):
+    from hudilite.session import local_session
+
+    # Python workers forked by bench/crash_daemon.py install the injector; Spark's scratch files (a killed JVM
+    # leaves them) go to the crash point's work directory, which the parent removes
+    return local_session("local[2]", app_name="crashpoints", conf={
+        "spark.python.daemon.module": "bench.crash_daemon",
+        "spark.local.dir": os.path.join(workdir, "spark-local"),
+        "spark.sql.shuffle.partitions": "2",
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:-UsePerfData",
+    })
+
+
+def _spark_write(path: str, data: pa.Table, **kw):
+    return _write(path, SPARK["session"].createDataFrame(data), **kw)
+
+
+def _op_spark_upsert(path):
+    _spark_write(path, pa.concat_tables([_rows(3, 6, 50, SPARK_PARTS), _rows(100, 3, 50, SPARK_PARTS)]))
+
+
 SCENARIOS = {s.name: s for s in [
     Scenario("cow_insert_new_table", "COPY_ON_WRITE", lambda p: os.makedirs(p),
              lambda p: _write(p, _rows(0, 20, 1), operation="insert")),
@@ -229,6 +259,10 @@ SCENARIOS = {s.name: s for s in [
     Scenario("rollback_mor", "MERGE_ON_READ", _setup_failed_write("MERGE_ON_READ"), _op_rollback, timed_ops=True),
     Scenario("stream_prepared_commit", "MERGE_ON_READ", _setup_commits(2, "MERGE_ON_READ"), _op_stream_prepared,
              recover="stream"),
+    Scenario("spark_cow_upsert", "COPY_ON_WRITE", _setup_commits(2, "COPY_ON_WRITE", size=12, parts=SPARK_PARTS),
+             _op_spark_upsert, spark=True),
+    Scenario("spark_mor_deltacommit", "MERGE_ON_READ",
+             _setup_commits(2, "MERGE_ON_READ", size=12, parts=SPARK_PARTS), _op_spark_upsert, spark=True),
 ]}
 CHILD_OPS = {s.name: s.op for s in SCENARIOS.values()}
 CHILD_OPS["_failed_write_COPY_ON_WRITE"] = _op_upsert("COPY_ON_WRITE")
@@ -239,22 +273,51 @@ CHILD_OPS["_failed_write_MERGE_ON_READ"] = _op_upsert("MERGE_ON_READ")
 def child_main(op: str, path: str) -> None:
     from hudilite.storage import faults
 
+    sc = SCENARIOS.get(op)
+    if sc is not None and sc.spark:
+        if os.getsid(0) == os.getpid():  # a session of its own: a crash may kill all of it (faults.kill_session)
+            os.environ[faults.SESSION_ENV] = str(os.getpid())
+        SPARK["session"] = _spark_session(os.path.dirname(os.path.abspath(path)))
     inj = faults.install_from_env()
     CHILD_OPS[op](path)
     if inj is not None:
         inj.report()
+    if "session" in SPARK:
+        SPARK.pop("session").stop()
 
 
 def _child(op: str, path: str, crash: str | None = None, log_path: str | None = None) -> subprocess.CompletedProcess:
+    from hudilite.storage import faults
+
     env = {k: v for k, v in os.environ.items()
-           if k not in ("HUDILITE_CRASH_AT", "HUDILITE_CRASH_LOG", "PYTHONDONTWRITEBYTECODE")}
+           if k not in (faults.CRASH_AT_ENV, faults.LOG_ENV, faults.COUNTER_ENV, faults.SESSION_ENV,
+                        "PYTHONDONTWRITEBYTECODE")}
     env["PYTHONPYCACHEPREFIX"] = PYCACHE  # thousands of children: compile the modules once, outside the tree
     if crash is not None:
-        env["HUDILITE_CRASH_AT"] = crash
+        env[faults.CRASH_AT_ENV] = crash
     if log_path is not None:
-        env["HUDILITE_CRASH_LOG"] = log_path
+        env[faults.LOG_ENV] = log_path
+    sc = SCENARIOS.get(op)
+    if sc is not None and sc.spark:  # one sequence for the driver and its tasks' workers, kept next to the table
+        env[faults.COUNTER_ENV] = _counter_path(path)
+        env["PYTHONPATH"] = os.pathsep.join([ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return subprocess.run([sys.executable, "-m", "bench.crashpoints", "--child", op, path], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=600, start_new_session=True)
+
+
+def _counter_path(path: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(path)), "crash-counter")
+
+
+def _crashed(sc: Scenario, p: subprocess.CompletedProcess, path: str, crash: str) -> bool:
+    """Whether the child stopped at its crash point: `os._exit(EXIT_CODE)`, or (a Spark application) killed
+    with its whole session once the shared counter reached the point."""
+    from hudilite.storage.faults import EXIT_CODE, read_counter
+
+    if p.returncode == EXIT_CODE:
+        return True
+    return sc.spark and p.returncode == -signal.SIGKILL and \
+        len(read_counter(_counter_path(path))) >= int(crash.split(":")[0])
 
 
 def _count_ops(op: str, path: str, dry: bool = False) -> list[dict]:
@@ -268,7 +331,12 @@ def _count_ops(op: str, path: str, dry: bool = False) -> list[dict]:
     fd, log_path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
+        counter = _counter_path(work)
+        if os.path.exists(counter):
+            os.unlink(counter)
         p = _child(op, work, log_path=log_path)
+        if os.path.exists(counter):
+            os.unlink(counter)
         if p.returncode != 0:
             raise RuntimeError(f"uncrashed run of {op} failed:\n{p.stderr[-3000:]}")
         with open(log_path) as f:
@@ -423,9 +491,7 @@ def check_point(sc: Scenario, template: str, oracle: Oracle, crash: str, workdir
     shutil.copytree(template, path, symlinks=True)
     try:
         p = _child(sc.name, path, crash)
-        from hudilite.storage.faults import EXIT_CODE
-
-        if p.returncode != EXIT_CODE and not (p.returncode == 0 and sc.timed_ops):
+        if not _crashed(sc, p, path, crash) and not (p.returncode == 0 and sc.timed_ops):
             return f"child exited {p.returncode} instead of crashing: {p.stderr[-2000:]}"
         state = _snapshot(path)
         if p.returncode == 0 and state != oracle.after:
