@@ -91,6 +91,8 @@ class Scenario:
     # the child runs a local Spark application (session `SPARK`): its tasks' storage operations are numbered
     # with the driver's (a shared counter) and a crash kills the whole application (faults.kill_session)
     spark: bool = False
+    # an aggregate table (`path`) over the detail table `detail` beside it (see AGGREGATES)
+    aggregate: str | None = None
 
 
 def _setup_commits(n_commits: int, table_type: str, options=None, size: int = 30, parts: int = PARTS):
@@ -228,6 +230,109 @@ def _op_spark_upsert(path):
     _spark_write(path, pa.concat_tables([_rows(3, 6, 50, SPARK_PARTS), _rows(100, 3, 50, SPARK_PARTS)]))
 
 
+# ---- aggregate refresh: the aggregate table (the table under test) over a detail table beside it ----------
+# A refresh records the detail's path in its checkpoint: it is given relative ("detail", from the directory
+# holding both), so that every copy of the template continues from its own checkpoint.
+DETAIL = "detail"
+AGGREGATES = {
+    # a WHERE: the refresh runs in Spark (change read, fold, recomputed min/max, an upsert written by tasks)
+    "spark": "select g, count(*) as n, count(x) as nx, sum(x) as s, avg(x) as a, min(x) as mn, max(x) as mx "
+             "from `db`.`detail` d where d.y <> 3 group by g",
+    # no WHERE, one upstream commit: folded on the driver, min/max/count(distinct) through the value
+    # multisets saved beside the aggregate table (its state files, named by the commit)
+    "state": "select g, count(*) as n, sum(x) as s, min(x) as mn, max(x) as mx, count(distinct y) as dy "
+             "from `db`.`detail` group by g",
+}
+DETAIL_SCHEMA = pa.schema([("id", pa.int64()), ("g", pa.string()), ("x", pa.int64()), ("y", pa.int64()),
+                           ("_hoodie_is_deleted", pa.bool_())])
+
+
+def _aggregate_engine():
+    """The aggregate maintenance engine (the one place it is imported from: it is moving into the core)."""
+    from dbt.adapters.hudilite import aggregate, agg_state
+
+    return aggregate, agg_state
+
+
+def _detail_batch(step: int) -> pa.Table:
+    """Detail rows of upstream commit `step`: 0 inserts 24 rows; later ones update (moving groups, nulling
+    values) and delete some of them and insert new ones."""
+    rows = []
+    if step == 0:
+        rows = [(i, "abc"[i % 3], None if i % 8 == 5 else i % 7, i % 5, False) for i in range(24)]
+    else:
+        for j, i in enumerate(range(step, 24, 4)):
+            if j % 3 == 2:
+                rows.append((i, "abc"[i % 3], None, None, True))  # a delete (the image is the key's)
+            else:
+                rows.append((i, "abcd"[(i + step) % 4], None if j % 4 == 1 else (i * step) % 9, (i + step) % 5, False))
+        rows += [(100 * step + k, "abd"[k % 3], k, k % 5, False) for k in range(3)]
+    return pa.Table.from_pylist([dict(zip(DETAIL_SCHEMA.names, r)) for r in rows], schema=DETAIL_SCHEMA)
+
+
+def _write_detail(table_dir: str, step: int) -> None:
+    import hudilite
+
+    hudilite.write(_detail_batch(step), os.path.join(table_dir, DETAIL), record_key="id",
+                   options=dict(BASE_OPTIONS))
+
+
+def _refresh(spark, kind: str, path: str):
+    """Refresh the aggregate table at `path` from the detail beside it (from their directory)."""
+    import contextlib
+
+    aggregate, _ = _aggregate_engine()
+    path = os.path.abspath(path)
+    with contextlib.chdir(os.path.dirname(path)):
+        return aggregate.refresh(spark, aggregate.parse(AGGREGATES[kind]), DETAIL, path, options=dict(BASE_OPTIONS))
+
+
+def _parent_spark():
+    """A Spark session of this (harness) process, started once: full builds and recovery refreshes."""
+    if "parent" not in SPARK:
+        from hudilite.session import local_session
+
+        SPARK["parent"] = local_session("local[2]", app_name="crashpoints-harness",
+                                        conf={"spark.sql.shuffle.partitions": "2"})
+    return SPARK["parent"]
+
+
+def _setup_aggregate(kind: str):
+    def setup(path):
+        d = os.path.dirname(os.path.abspath(path))
+        _write_detail(d, 0)
+        _refresh(_parent_spark(), kind, path)  # the full build (Spark)
+        _write_detail(d, 1)  # the upstream commit the refresh under test folds in
+    return setup
+
+
+def _op_aggregate(kind: str):
+    def op(path):
+        _refresh(SPARK.get("session"), kind, path)
+    return op
+
+
+def expected_aggregate(kind: str, detail_rows: list[dict]) -> list[tuple]:
+    """The aggregate recomputed in plain Python from the detail snapshot: its visible columns, sorted."""
+    groups: dict = {}
+    for r in detail_rows:
+        if kind == "spark" and (r["y"] is None or r["y"] == 3):  # where y <> 3 (null: not true)
+            continue
+        groups.setdefault(r["g"], []).append(r)
+    out = []
+    for g, rows in groups.items():
+        xs = [r["x"] for r in rows if r["x"] is not None]
+        mn, mx = (min(xs), max(xs)) if xs else (None, None)
+        if kind == "spark":
+            out.append((g, len(rows), len(xs), sum(xs) if xs else None, sum(xs) / len(xs) if xs else None, mn, mx))
+        else:
+            out.append((g, len(rows), sum(xs) if xs else None, mn, mx, len({r["y"] for r in rows} - {None})))
+    return sorted(out, key=repr)
+
+
+AGG_VISIBLE = {"spark": ["g", "n", "nx", "s", "a", "mn", "mx"], "state": ["g", "n", "s", "mn", "mx", "dy"]}
+
+
 SCENARIOS = {s.name: s for s in [
     Scenario("cow_insert_new_table", "COPY_ON_WRITE", lambda p: os.makedirs(p),
              lambda p: _write(p, _rows(0, 20, 1), operation="insert")),
@@ -263,6 +368,10 @@ SCENARIOS = {s.name: s for s in [
              _op_spark_upsert, spark=True),
     Scenario("spark_mor_deltacommit", "MERGE_ON_READ",
              _setup_commits(2, "MERGE_ON_READ", size=12, parts=SPARK_PARTS), _op_spark_upsert, spark=True),
+    Scenario("aggregate_refresh_spark", "COPY_ON_WRITE", _setup_aggregate("spark"), _op_aggregate("spark"),
+             recover="aggregate", spark=True, aggregate="spark"),
+    Scenario("aggregate_refresh_state", "COPY_ON_WRITE", _setup_aggregate("state"), _op_aggregate("state"),
+             recover="aggregate", aggregate="state"),
 ]}
 CHILD_OPS = {s.name: s.op for s in SCENARIOS.values()}
 CHILD_OPS["_failed_write_COPY_ON_WRITE"] = _op_upsert("COPY_ON_WRITE")
@@ -348,8 +457,16 @@ def _count_ops(op: str, path: str, dry: bool = False) -> list[dict]:
 
 
 # ---- reading and checking ---------------------------------------------------------------------------------
-def read_own(path: str) -> list[tuple]:
-    """The snapshot by hudilite's in-process reader (base files and merged log blocks, no Spark)."""
+def _rows_of(t: pa.Table, cols) -> list[tuple]:
+    if cols is None:  # every data column (an aggregate table's visible and state columns), values may be null
+        cols = sorted(c for c in t.column_names if not c.startswith("_hoodie_"))
+        return sorted(zip(*[t.column(c).to_pylist() for c in cols]), key=repr)
+    return sorted(zip(*[t.column(c).to_pylist() for c in cols]))
+
+
+def read_own(path: str, cols=COLS) -> list[tuple]:
+    """The snapshot by hudilite's in-process reader (base files and merged log blocks, no Spark): the rows of
+    `cols` (None: every data column), sorted."""
     from hudilite.reader.merge import SliceDesc, merge_slice
     from hudilite.reader.planner import plan_read
     from hudilite.table import HoodieTable
@@ -358,36 +475,87 @@ def read_own(path: str) -> list[tuple]:
         return []
     plan = plan_read(path)
     spec = plan.merge_spec()
-    out = []
-    for sl in plan.slices:
-        t = merge_slice(SliceDesc.of(sl), spec)
-        out += zip(*[t.column(c).to_pylist() for c in COLS])
-    return sorted(out)
+    parts = [merge_slice(SliceDesc.of(sl), spec) for sl in plan.slices]
+    if not parts:
+        return []
+    return _rows_of(pa.concat_tables(parts, promote_options="default"), cols)
 
 
-def read_rs(path: str) -> list[tuple]:
+def read_rs(path: str, cols=COLS) -> list[tuple]:
     from hudilite.table import HoodieTable
     from tests.hudi_rs import read_hudi_rs
 
     if not HoodieTable.exists(path):
         return []
     t = read_hudi_rs(path)
-    return sorted(zip(*[t.column(c).to_pylist() for c in COLS])) if t is not None else []
+    return _rows_of(t, cols) if t is not None else []
 
 
-def _snapshot(path: str) -> list[tuple]:
-    own, rs = read_own(path), read_rs(path)
+def _snapshot(path: str, cols=COLS) -> list[tuple]:
+    own, rs = read_own(path, cols), read_rs(path, cols)
     if own != rs:
         raise CheckFailed(f"hudilite and hudi-rs read different snapshots ({len(own)} vs {len(rs)} rows)")
     return own
+
+
+def _cols(sc: Scenario):
+    return None if sc.aggregate else COLS
 
 
 class CheckFailed(AssertionError):
     pass
 
 
+def _check_aggregate(sc: Scenario, path: str, when: str) -> None:
+    """The aggregate table's visible columns equal a recomputation from the detail snapshot."""
+    detail = os.path.join(os.path.dirname(path), DETAIL)
+    rows = [dict(zip(("g", "id", "x", "y"), r)) for r in read_own(detail, ["g", "id", "x", "y"])]
+    want = expected_aggregate(sc.aggregate, rows)
+    got = sorted((tuple(r) for r in _visible(path, sc.aggregate)), key=repr)
+    if not _same(got, want):
+        raise CheckFailed(f"{when}: the aggregate ({len(got)} groups) is not the recomputation from the detail "
+                          f"({len(want)} groups): {got} != {want}")
+
+
+def _visible(path: str, kind: str) -> list[tuple]:
+    from hudilite.reader.merge import SliceDesc, merge_slice
+    from hudilite.reader.planner import plan_read
+
+    plan = plan_read(path)
+    spec = plan.merge_spec()
+    t = pa.concat_tables([merge_slice(SliceDesc.of(sl), spec) for sl in plan.slices], promote_options="default")
+    return list(zip(*[t.column(c).to_pylist() for c in AGG_VISIBLE[kind]]))
+
+
+def _same(a: list, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    for u, v in zip(a, b):
+        for x, y in zip(u, v):
+            if isinstance(x, float) or isinstance(y, float):
+                if x is None or y is None or abs(x - y) > 1e-9:
+                    return False
+            elif x != y:
+                return False
+    return True
+
+
+def _recover_aggregate(sc: Scenario, path: str) -> None:
+    """The next refresh (folding what a crashed one did not commit), then one after a further upstream
+    commit: each equals the recomputation (state, checkpoint and rows agree)."""
+    spark = _parent_spark() if sc.spark else None  # the driver-local fold needs no Spark
+    _refresh(spark, sc.aggregate, path)
+    _check_aggregate(sc, path, "after the next refresh")
+    _write_detail(os.path.dirname(path), 2)
+    _refresh(spark, sc.aggregate, path)
+    _check_aggregate(sc, path, "after a further upstream commit and refresh")
+
+
 def _recover(sc: Scenario, path: str) -> None:
     from hudilite.table import HoodieTable
+
+    if sc.recover == "aggregate":
+        return _recover_aggregate(sc, path)
 
     if sc.recover == "rollback" and HoodieTable.exists(path):
         from hudilite.cli import main
@@ -477,6 +645,37 @@ def leftovers(path: str) -> list[str]:
     return bad
 
 
+def _final_leftovers(sc: Scenario, path: str) -> str | None:
+    from hudilite.services.clean import run_clean
+
+    run_clean(path, dict(BASE_OPTIONS))
+    bad = leftovers(path) + (aggregate_state_leftovers(path) if sc.aggregate else [])
+    if bad:
+        return "leftovers after recovery and clean: " + "; ".join(bad[:5])
+    return None
+
+
+def aggregate_state_leftovers(path: str) -> list[str]:
+    """Aggregate state files (value multisets) no completed commit of the aggregate table names."""
+    from hudilite.table import HoodieTable
+
+    _, agg_state = _aggregate_engine()
+    tl = HoodieTable.open(path).reload()
+    named = set()
+    for inst in tl.instants:
+        if not inst.is_completed:
+            continue
+        try:
+            raw = (tl.read_metadata(inst).get("extraMetadata") or {}).get(agg_state.STATE_KEY)
+        except Exception:  # noqa: BLE001 - clean / rollback metadata (avro)
+            continue
+        if raw:
+            named |= {os.path.basename(str(f)) for f in json.loads(raw).get("files", {}).values()}
+    d = os.path.join(path, agg_state.DIR)
+    return [f"aggregate state {f} not named by a completed commit" for f in sorted(os.listdir(d)) if f not in named] \
+        if os.path.isdir(d) else []
+
+
 @dataclass
 class Oracle:
     before: list
@@ -489,11 +688,13 @@ def check_point(sc: Scenario, template: str, oracle: Oracle, crash: str, workdir
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir)
     shutil.copytree(template, path, symlinks=True)
+    if sc.aggregate:
+        shutil.copytree(os.path.join(os.path.dirname(template), DETAIL), os.path.join(workdir, DETAIL), symlinks=True)
     try:
         p = _child(sc.name, path, crash)
         if not _crashed(sc, p, path, crash) and not (p.returncode == 0 and sc.timed_ops):
             return f"child exited {p.returncode} instead of crashing: {p.stderr[-2000:]}"
-        state = _snapshot(path)
+        state = _snapshot(path, _cols(sc))
         if p.returncode == 0 and state != oracle.after:
             return "the run was not crashed (fewer storage operations this time) but is not the after-state"
         if state == oracle.after:
@@ -506,6 +707,9 @@ def check_point(sc: Scenario, template: str, oracle: Oracle, crash: str, workdir
         if os.path.isdir(hb) and os.listdir(hb):
             time.sleep(HEARTBEAT_TOLERANCE_S)  # until the killed writer's heartbeat expired (lazy rollback)
         _recover(sc, path)
+        if sc.aggregate:
+            _snapshot(path, None)  # hudi-rs agrees
+            return _final_leftovers(sc, path)
         state2 = _snapshot(path)
         ok = [sorted(s + NEXT_ROWS) for s in ([oracle.after] if was == "after" else [oracle.before, oracle.after])]
         if state2 not in ok:
@@ -513,13 +717,7 @@ def check_point(sc: Scenario, template: str, oracle: Oracle, crash: str, workdir
             dup = len(keys) != len(set(keys))
             return (f"after recovery (crashed state: {was}) the snapshot is not that state plus the new rows "
                     f"({len(state2)} rows{', duplicate keys' if dup else ''})")
-        from hudilite.services.clean import run_clean
-
-        run_clean(path, dict(BASE_OPTIONS))
-        bad = leftovers(path)
-        if bad:
-            return "leftovers after recovery and clean: " + "; ".join(bad[:5])
-        return None
+        return _final_leftovers(sc, path)
     except Exception as e:  # noqa: BLE001 - reported per crash point
         import traceback
 
@@ -538,11 +736,14 @@ def _prepare(name: str, root: str) -> tuple[str, Oracle, list[str], list[dict]]:
     template = os.path.join(root, name, "template")
     os.makedirs(os.path.dirname(template), exist_ok=True)
     sc.setup(template)
-    before = _snapshot(template) if os.path.exists(os.path.join(template, ".hoodie")) else []
+    before = _snapshot(template, _cols(sc)) if os.path.exists(os.path.join(template, ".hoodie")) else []
     count_dir = os.path.join(root, name, "count")
     shutil.copytree(template, count_dir, symlinks=True)
     ops = _count_ops(name, count_dir)
-    after = _snapshot(count_dir)
+    outside = [o["path"] for o in ops if not os.path.abspath(o["path"]).startswith(count_dir + os.sep)]
+    if sc.aggregate and outside:  # the detail beside an aggregate table is shared by the counting run: it must stay read-only
+        raise RuntimeError(f"{name}: storage operations outside the table under test: {outside[:3]}")
+    after = _snapshot(count_dir, _cols(sc))
     shutil.rmtree(count_dir)
     points = []
     for k, o in enumerate(ops, 1):
