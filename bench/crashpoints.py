@@ -20,6 +20,15 @@ dies half-way through it (`k:torn`). The parent then checks the copy:
    file, every data file named by a completed instant's write stats, every change-image directory of a
    completed instant.
 
+Spark scenarios (`spark_*`, `aggregate_refresh_spark`) run the operation in a local[2] Spark application: its
+tasks' Python workers number their storage operations (data files, log appends, markers, change images) in
+the driver's sequence (a shared counter file), and the process reaching the crash point kills the whole
+application (driver, JVM, workers: faults.kill_session); each point starts Spark, so they are few files and a
+sample takes `--spark-sample` points of each. Aggregate scenarios refresh an aggregate table (the table under
+test) over a detail table beside it; their recovery is the next refresh and one after a further upstream
+commit, each equal to a recomputation from the detail snapshot, and no state file of the aggregate is left
+that no completed commit names.
+
 Children run two at a time. Exit status 1 if any crash point failed.
 """
 
@@ -770,10 +779,37 @@ def _run_one(args) -> tuple[str, str, str | None, float]:
     return name, crash, err, time.monotonic() - t0
 
 
+def _sample(names, tasks, ops, sample: int, seed: int, spark_sample: int) -> list:
+    """A deterministic sample of `sample` crash points: `spark_sample` of each Spark scenario (a point in a
+    task's worker, torn when it can be, and one of the driver: a Spark point costs an application start), the
+    rest spread evenly over the other scenarios, then drawn from all of theirs."""
+    rng = random.Random(seed)
+    per = {n: [t for t in tasks if t[0] == n] for n in names}
+    chosen = []
+    for n in [n for n in names if SCENARIOS[n].spark]:
+        driver = ops[n][0]["pid"]
+        by_worker = [t for t in per[n] if ops[n][int(t[3].split(":")[0]) - 1]["pid"] != driver]
+        first = [t for t in by_worker if t[3].endswith(":torn")] or by_worker
+        picks = [rng.choice(first)] if first else []
+        rest = [t for t in per[n] if t not in picks]
+        chosen += picks + rng.sample(rest, max(0, min(len(rest), spark_sample - len(picks))))
+    plain = [n for n in names if not SCENARIOS[n].spark]
+    left = sample - len(chosen)
+    if plain and left > 0:
+        quota = max(1, left // len(plain))
+        picked = []
+        for n in plain:
+            picked += rng.sample(per[n], min(quota, len(per[n])))
+        rest = [t for n in plain for t in per[n] if t not in picked]
+        picked += rng.sample(rest, max(0, min(len(rest), left - len(picked))))
+        chosen += picked
+    return chosen
+
+
 def run(names: list[str], sample: int | None = None, seed: int = 0, workers: int = 2, root: str | None = None,
-        log=print) -> dict:
+        log=print, spark_sample: int = 2) -> dict:
     """Run the crash points of the scenarios `names` (all, or a deterministic sample of `sample` spread over
-    the scenarios). Returns {"points": {scenario: n}, "failures": [(scenario, crash, message)], "seconds"}."""
+    the scenarios, `spark_sample` of them per Spark scenario: see `_sample`). Returns {"points": {scenario: n}, "failures": [(scenario, crash, message)], "seconds"}."""
     t0 = time.monotonic()
     own_root = root is None
     root = root or tempfile.mkdtemp(prefix="crashpoints-")
@@ -787,15 +823,7 @@ def run(names: list[str], sample: int | None = None, seed: int = 0, workers: int
         for n, (template, oracle, points, _ops) in prepared.items():
             tasks += [(n, template, oracle, c) for c in points]
         if sample is not None and sample < len(tasks):
-            rng = random.Random(seed)
-            per = {n: [t for t in tasks if t[0] == n] for n in names}
-            quota = max(1, sample // len(names))
-            chosen = []
-            for n in names:
-                chosen += rng.sample(per[n], min(quota, len(per[n])))
-            rest = [t for t in tasks if t not in chosen]
-            chosen += rng.sample(rest, max(0, min(len(rest), sample - len(chosen))))
-            tasks = chosen
+            tasks = _sample(names, tasks, {n: prepared[n][3] for n in names}, sample, seed, spark_sample)
         else:  # round robin over the scenarios: an interrupted run has covered every one of them
             per = [[t for t in tasks if t[0] == n] for n in names]
             tasks = [t for i in range(max(map(len, per), default=0)) for p in per if i < len(p) for t in [p[i]]]
@@ -823,6 +851,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ops", help="comma-separated scenarios (default: all): " + ", ".join(SCENARIOS))
     ap.add_argument("--sample", type=int, help="run a deterministic sample of this many crash points")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--spark-sample", type=int, default=2, help="crash points per Spark scenario in a sample")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--child", nargs=2, metavar=("OP", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -830,7 +859,7 @@ def main(argv=None) -> int:
         child_main(*args.child)
         return 0
     names = args.ops.split(",") if args.ops else list(SCENARIOS)
-    res = run(names, args.sample, args.seed, args.workers)
+    res = run(names, args.sample, args.seed, args.workers, spark_sample=args.spark_sample)
     total = sum(res["points"].values())
     for n in names:
         print(f"  {n:32s} {res['points'].get(n, 0):5d}")
