@@ -4,8 +4,9 @@ merge-on-read) through writes, table services, crashes and concurrent writers, b
 Rules: upsert batches (in-batch duplicates, late records, `_hoodie_is_deleted` rows), delete batches,
 insert_overwrite, a write left pending then completed or aborted (rollback), a crashed write or service
 (stopped at a random storage operation, see `crashing`), compaction schedule / run (MOR), clean, clustering,
-archival, two writers interleaved through the lock in threads (conflicts allowed), a change read advancing a
-checkpoint, an aggregate refresh.
+archival, two writers interleaved through the lock in threads (conflicts allowed), clean / archival / lazy
+rollback run in a thread while a writer's instant is inflight, a change read advancing a checkpoint, an
+aggregate refresh.
 
 Invariants after every step: the snapshot (read in this process: `plan_read` + `merge_slice`, no Spark) equals
 the oracle, `_hoodie_commit_time` included; time travel to every retained completed write instant equals the
@@ -14,7 +15,8 @@ oracle replayed up to that instant; change reads between consecutive checkpoints
 refreshed from this one) equals a recomputation from the oracle after each refresh.
 
 Budget: HUDILITE_MODEL_EXAMPLES (default 6 per table type) x HUDILITE_MODEL_STEPS (default 12) steps,
-derandomized (the same examples every run). A longer run: `HUDILITE_MODEL_EXAMPLES=500 pytest -m model_long`
+derandomized (the same examples every run), and a fixed script calling every rule once (`SCRIPT`: the
+examples alone never draw some of them, e.g. compaction or a change read that sees deletes). A longer run: `HUDILITE_MODEL_EXAMPLES=500 pytest -m model_long`
 (see README, Testing). A failure prints the shrunk steps and hypothesis' `@reproduce_failure` blob.
 
 Approximation: a "crash" raises at the k-th mutating `LocalStorage` call (plus data-file writes through the
