@@ -753,7 +753,8 @@ def _prepare(name: str, root: str) -> tuple[str, Oracle, list[str], list[dict]]:
     shutil.copytree(template, count_dir, symlinks=True)
     ops = _count_ops(name, count_dir)
     outside = [o["path"] for o in ops if not os.path.abspath(o["path"]).startswith(count_dir + os.sep)]
-    if sc.aggregate and outside:  # the detail beside an aggregate table is shared by the counting run: it must stay read-only
+    # the detail beside an aggregate table is shared by the counting run: it must stay read-only
+    if sc.aggregate and outside:
         raise RuntimeError(f"{name}: storage operations outside the table under test: {outside[:3]}")
     after = _snapshot(count_dir, _cols(sc))
     shutil.rmtree(count_dir)
@@ -812,7 +813,8 @@ def _sample(names, tasks, ops, sample: int, seed: int, spark_sample: int) -> lis
 def run(names: list[str], sample: int | None = None, seed: int = 0, workers: int = 2, root: str | None = None,
         log=print, spark_sample: int = 2) -> dict:
     """Run the crash points of the scenarios `names` (all, or a deterministic sample of `sample` spread over
-    the scenarios, `spark_sample` of them per Spark scenario: see `_sample`). Returns {"points": {scenario: n}, "failures": [(scenario, crash, message)], "seconds"}."""
+    the scenarios, `spark_sample` of them per Spark scenario: see `_sample`). Returns {"points": {scenario: n},
+    "failures": [(scenario, crash, message)], "seconds"}."""
     t0 = time.monotonic()
     own_root = root is None
     root = root or tempfile.mkdtemp(prefix="crashpoints-")

@@ -17,8 +17,8 @@ crash_daemon installs the injector in each forked worker) number their operation
 counter file, under an exclusive `fcntl` lock. The process reaching `crash_at` then stops the WHOLE application
 - every process of its session (driver, JVM, Python daemon and workers, which Spark's daemon moves into a
 process group of its own) with SIGKILL, its own group last, holding the counter lock so that no other process
-starts a numbered operation meanwhile. The application is run as a session leader (`start_new_session`) and names its session in
-`HUDILITE_CRASH_SESSION`.
+starts a numbered operation meanwhile. The application runs as a session leader (`start_new_session`) and
+names its session in `HUDILITE_CRASH_SESSION`; elsewhere only the crashing process stops.
 
 Operations on a timer (lock lease renewals, heartbeat beats) are not numbered (`LocalStorage.touch_mtime`,
 `renew_in_place`): their count depends on timing, not on the operation.

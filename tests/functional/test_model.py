@@ -16,7 +16,8 @@ refreshed from this one) equals a recomputation from the oracle after each refre
 
 Budget: HUDILITE_MODEL_EXAMPLES (default 6 per table type) x HUDILITE_MODEL_STEPS (default 12) steps,
 derandomized (the same examples every run), and a fixed script calling every rule once (`SCRIPT`: the
-examples alone never draw some of them, e.g. compaction or a change read that sees deletes). A longer run: `HUDILITE_MODEL_EXAMPLES=500 pytest -m model_long`
+examples alone never draw some of them, e.g. compaction or a change read that sees deletes). A longer run:
+`HUDILITE_MODEL_EXAMPLES=500 pytest -m model_long`
 (see README, Testing). A failure prints the shrunk steps and hypothesis' `@reproduce_failure` blob.
 
 Approximation: a "crash" raises at the k-th mutating `LocalStorage` call (plus data-file writes through the
