@@ -3,8 +3,10 @@ numbered storage operation of an operation under test leaves the before- or the 
 hudi-rs agree), the next write recovers and commits with every committed row exactly once, and after the next
 clean nothing of the killed run is left.
 
-By default a deterministic sample of crash points spread over every scenario (CI); every crash point with
-`HUDILITE_CRASHPOINTS=all` (or `python -m bench.crashpoints`, the same run with a per-scenario table)."""
+By default a deterministic sample of crash points spread over every scenario (CI): 2 of each Spark scenario (an
+application start per point; one of them in a task's worker), the rest over the driver-local ones; every crash
+point with `HUDILITE_CRASHPOINTS=all` (or `python -m bench.crashpoints`, the same run with a per-scenario
+table)."""
 
 import os
 
