@@ -25,9 +25,9 @@ tasks' Python workers number their storage operations (data files, log appends, 
 the driver's sequence (a shared counter file), and the process reaching the crash point kills the whole
 application (driver, JVM, workers: faults.kill_session); each point starts Spark, so they are few files and a
 sample takes `--spark-sample` points of each. Aggregate scenarios refresh an aggregate table (the table under
-test) over a detail table beside it; their recovery is the next refresh and one after a further upstream
-commit, each equal to a recomputation from the detail snapshot, and no state file of the aggregate is left
-that no completed commit names.
+test) over a detail table beside it; their recovery is the next refresh (with value-multiset state, also one
+after a further upstream commit), each equal to a recomputation from the detail snapshot, and no state file of
+the aggregate is left that no completed commit names.
 
 Children run two at a time. Exit status 1 if any crash point failed.
 """
@@ -272,9 +272,10 @@ def _detail_batch(step: int) -> pa.Table:
     else:
         for j, i in enumerate(range(step, 24, 4)):
             if j % 3 == 2:
-                rows.append((i, "abc"[i % 3], None, None, True))  # a delete (the image is the key's)
+                rows.append((i, "abc"[i % 3], None, None, True))  # a delete: only its key matters
             else:
-                rows.append((i, "abcd"[(i + step) % 4], None if j % 4 == 1 else (i * step) % 9, (i + step) % 5, False))
+                x = None if j % 4 == 1 else (i * step) % 9
+                rows.append((i, "abcd"[(i + step) % 4], x, (i + step) % 5, False))
         rows += [(100 * step + k, "abd"[k % 3], k, k % 5, False) for k in range(3)]
     return pa.Table.from_pylist([dict(zip(DETAIL_SCHEMA.names, r)) for r in rows], schema=DETAIL_SCHEMA)
 
