@@ -20,6 +20,15 @@ dies half-way through it (`k:torn`). The parent then checks the copy:
    file, every data file named by a completed instant's write stats, every change-image directory of a
    completed instant.
 
+Spark scenarios (`spark_*`, `aggregate_refresh_spark`) run the operation in a local[2] Spark application: its
+tasks' Python workers number their storage operations (data files, log appends, markers, change images) in
+the driver's sequence (a shared counter file), and the process reaching the crash point kills the whole
+application (driver, JVM, workers: faults.kill_session); each point starts Spark, so they are few files and a
+sample takes `--spark-sample` points of each. Aggregate scenarios refresh an aggregate table (the table under
+test) over a detail table beside it; their recovery is the next refresh (with value-multiset state, also one
+after a further upstream commit), each equal to a recomputation from the detail snapshot, and no state file of
+the aggregate is left that no completed commit names.
+
 Children run two at a time. Exit status 1 if any crash point failed.
 """
 
@@ -31,6 +40,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -87,13 +97,18 @@ class Scenario:
     # the number of storage operations depends on timing (the marker service flushes its batches on a timer):
     # a crash point beyond a run's own count is not reached, and that run is checked as an uncrashed one
     timed_ops: bool = False
+    # the child runs a local Spark application (session `SPARK`): its tasks' storage operations are numbered
+    # with the driver's (a shared counter) and a crash kills the whole application (faults.kill_session)
+    spark: bool = False
+    # an aggregate table (`path`) over the detail table `detail` beside it (see AGGREGATES)
+    aggregate: str | None = None
 
 
-def _setup_commits(n_commits: int, table_type: str, options=None, size: int = 30):
+def _setup_commits(n_commits: int, table_type: str, options=None, size: int = 30, parts: int = PARTS):
     def setup(path):
-        _write(path, _rows(0, size, 1), operation="insert", table_type=table_type, options=options)
+        _write(path, _rows(0, size, 1, parts), operation="insert", table_type=table_type, options=options)
         for c in range(2, n_commits + 1):
-            _write(path, _rows((c * 7) % size, size // 3, c), table_type=table_type, options=options)
+            _write(path, _rows((c * 7) % size, size // 3, c, parts), table_type=table_type, options=options)
     return setup
 
 
@@ -198,6 +213,136 @@ def _op_stream_prepared(path):
         txn.complete_prepared(inst)
 
 
+# ---- Spark scenarios: a small local[2] application per crash point (its startup dominates: few files) ----
+SPARK_PARTS = 2
+SPARK: dict = {}  # the child's session, once started
+
+
+def _spark_session(workdir: str):
+    from hudilite.session import local_session
+
+    # Python workers forked by bench/crash_daemon.py install the injector; Spark's scratch files (a killed JVM
+    # leaves them) go to the crash point's work directory, which the parent removes
+    return local_session("local[2]", app_name="crashpoints", conf={
+        "spark.python.daemon.module": "bench.crash_daemon",
+        "spark.local.dir": os.path.join(workdir, "spark-local"),
+        "spark.sql.shuffle.partitions": "2",
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:-UsePerfData",
+    })
+
+
+def _spark_write(path: str, data: pa.Table, **kw):
+    return _write(path, SPARK["session"].createDataFrame(data), **kw)
+
+
+def _op_spark_upsert(path):
+    _spark_write(path, pa.concat_tables([_rows(3, 6, 50, SPARK_PARTS), _rows(100, 3, 50, SPARK_PARTS)]))
+
+
+# ---- aggregate refresh: the aggregate table (the table under test) over a detail table beside it ----------
+# A refresh records the detail's path in its checkpoint: it is given relative ("detail", from the directory
+# holding both), so that every copy of the template continues from its own checkpoint.
+DETAIL = "detail"
+AGGREGATES = {
+    # a WHERE: the refresh runs in Spark (change read, fold, recomputed min/max, an upsert written by tasks)
+    "spark": "select g, count(*) as n, count(x) as nx, sum(x) as s, avg(x) as a, min(x) as mn, max(x) as mx "
+             "from `db`.`detail` d where d.y <> 3 group by g",
+    # no WHERE, one upstream commit: folded on the driver, min/max/count(distinct) through the value
+    # multisets saved beside the aggregate table (its state files, named by the commit)
+    "state": "select g, count(*) as n, sum(x) as s, min(x) as mn, max(x) as mx, count(distinct y) as dy "
+             "from `db`.`detail` group by g",
+}
+DETAIL_SCHEMA = pa.schema([("id", pa.int64()), ("g", pa.string()), ("x", pa.int64()), ("y", pa.int64()),
+                           ("_hoodie_is_deleted", pa.bool_())])
+
+
+def _aggregate_engine():
+    """The aggregate maintenance engine (the one place it is imported from: it is moving into the core)."""
+    from dbt.adapters.hudilite import aggregate, agg_state
+
+    return aggregate, agg_state
+
+
+def _detail_batch(step: int) -> pa.Table:
+    """Detail rows of upstream commit `step`: 0 inserts 24 rows; later ones update (moving groups, nulling
+    values) and delete some of them and insert new ones."""
+    rows = []
+    if step == 0:
+        rows = [(i, "abc"[i % 3], None if i % 8 == 5 else i % 7, i % 5, False) for i in range(24)]
+    else:
+        for j, i in enumerate(range(step, 24, 4)):
+            if j % 3 == 2:
+                rows.append((i, "abc"[i % 3], None, None, True))  # a delete: only its key matters
+            else:
+                x = None if j % 4 == 1 else (i * step) % 9
+                rows.append((i, "abcd"[(i + step) % 4], x, (i + step) % 5, False))
+        rows += [(100 * step + k, "abd"[k % 3], k, k % 5, False) for k in range(3)]
+    return pa.Table.from_pylist([dict(zip(DETAIL_SCHEMA.names, r)) for r in rows], schema=DETAIL_SCHEMA)
+
+
+def _write_detail(table_dir: str, step: int) -> None:
+    import hudilite
+
+    hudilite.write(_detail_batch(step), os.path.join(table_dir, DETAIL), record_key="id",
+                   options=dict(BASE_OPTIONS))
+
+
+def _refresh(spark, kind: str, path: str):
+    """Refresh the aggregate table at `path` from the detail beside it (from their directory)."""
+    import contextlib
+
+    aggregate, _ = _aggregate_engine()
+    path = os.path.abspath(path)
+    with contextlib.chdir(os.path.dirname(path)):
+        return aggregate.refresh(spark, aggregate.parse(AGGREGATES[kind]), DETAIL, path, options=dict(BASE_OPTIONS))
+
+
+def _parent_spark():
+    """A Spark session of this (harness) process, started once: full builds and recovery refreshes."""
+    if "parent" not in SPARK:
+        from hudilite.session import local_session
+
+        SPARK["parent"] = local_session("local[2]", app_name="crashpoints-harness",
+                                        conf={"spark.sql.shuffle.partitions": "2"})
+    return SPARK["parent"]
+
+
+def _setup_aggregate(kind: str):
+    def setup(path):
+        d = os.path.dirname(os.path.abspath(path))
+        _write_detail(d, 0)
+        _refresh(_parent_spark(), kind, path)  # the full build (Spark)
+        _write_detail(d, 1)  # the upstream commit the refresh under test folds in
+    return setup
+
+
+def _op_aggregate(kind: str):
+    def op(path):
+        _refresh(SPARK.get("session"), kind, path)
+    return op
+
+
+def expected_aggregate(kind: str, detail_rows: list[dict]) -> list[tuple]:
+    """The aggregate recomputed in plain Python from the detail snapshot: its visible columns, sorted."""
+    groups: dict = {}
+    for r in detail_rows:
+        if kind == "spark" and (r["y"] is None or r["y"] == 3):  # where y <> 3 (null: not true)
+            continue
+        groups.setdefault(r["g"], []).append(r)
+    out = []
+    for g, rows in groups.items():
+        xs = [r["x"] for r in rows if r["x"] is not None]
+        mn, mx = (min(xs), max(xs)) if xs else (None, None)
+        if kind == "spark":
+            out.append((g, len(rows), len(xs), sum(xs) if xs else None, sum(xs) / len(xs) if xs else None, mn, mx))
+        else:
+            out.append((g, len(rows), sum(xs) if xs else None, mn, mx, len({r["y"] for r in rows} - {None})))
+    return sorted(out, key=repr)
+
+
+AGG_VISIBLE = {"spark": ["g", "n", "nx", "s", "a", "mn", "mx"], "state": ["g", "n", "s", "mn", "mx", "dy"]}
+
+
 SCENARIOS = {s.name: s for s in [
     Scenario("cow_insert_new_table", "COPY_ON_WRITE", lambda p: os.makedirs(p),
              lambda p: _write(p, _rows(0, 20, 1), operation="insert")),
@@ -229,6 +374,14 @@ SCENARIOS = {s.name: s for s in [
     Scenario("rollback_mor", "MERGE_ON_READ", _setup_failed_write("MERGE_ON_READ"), _op_rollback, timed_ops=True),
     Scenario("stream_prepared_commit", "MERGE_ON_READ", _setup_commits(2, "MERGE_ON_READ"), _op_stream_prepared,
              recover="stream"),
+    Scenario("spark_cow_upsert", "COPY_ON_WRITE", _setup_commits(2, "COPY_ON_WRITE", size=12, parts=SPARK_PARTS),
+             _op_spark_upsert, spark=True),
+    Scenario("spark_mor_deltacommit", "MERGE_ON_READ",
+             _setup_commits(2, "MERGE_ON_READ", size=12, parts=SPARK_PARTS), _op_spark_upsert, spark=True),
+    Scenario("aggregate_refresh_spark", "COPY_ON_WRITE", _setup_aggregate("spark"), _op_aggregate("spark"),
+             recover="aggregate", spark=True, aggregate="spark"),
+    Scenario("aggregate_refresh_state", "COPY_ON_WRITE", _setup_aggregate("state"), _op_aggregate("state"),
+             recover="aggregate", aggregate="state"),
 ]}
 CHILD_OPS = {s.name: s.op for s in SCENARIOS.values()}
 CHILD_OPS["_failed_write_COPY_ON_WRITE"] = _op_upsert("COPY_ON_WRITE")
@@ -239,22 +392,51 @@ CHILD_OPS["_failed_write_MERGE_ON_READ"] = _op_upsert("MERGE_ON_READ")
 def child_main(op: str, path: str) -> None:
     from hudilite.storage import faults
 
+    sc = SCENARIOS.get(op)
+    if sc is not None and sc.spark:
+        if os.getsid(0) == os.getpid():  # a session of its own: a crash may kill all of it (faults.kill_session)
+            os.environ[faults.SESSION_ENV] = str(os.getpid())
+        SPARK["session"] = _spark_session(os.path.dirname(os.path.abspath(path)))
     inj = faults.install_from_env()
     CHILD_OPS[op](path)
     if inj is not None:
         inj.report()
+    if "session" in SPARK:
+        SPARK.pop("session").stop()
 
 
 def _child(op: str, path: str, crash: str | None = None, log_path: str | None = None) -> subprocess.CompletedProcess:
+    from hudilite.storage import faults
+
     env = {k: v for k, v in os.environ.items()
-           if k not in ("HUDILITE_CRASH_AT", "HUDILITE_CRASH_LOG", "PYTHONDONTWRITEBYTECODE")}
+           if k not in (faults.CRASH_AT_ENV, faults.LOG_ENV, faults.COUNTER_ENV, faults.SESSION_ENV,
+                        "PYTHONDONTWRITEBYTECODE")}
     env["PYTHONPYCACHEPREFIX"] = PYCACHE  # thousands of children: compile the modules once, outside the tree
     if crash is not None:
-        env["HUDILITE_CRASH_AT"] = crash
+        env[faults.CRASH_AT_ENV] = crash
     if log_path is not None:
-        env["HUDILITE_CRASH_LOG"] = log_path
+        env[faults.LOG_ENV] = log_path
+    sc = SCENARIOS.get(op)
+    if sc is not None and sc.spark:  # one sequence for the driver and its tasks' workers, kept next to the table
+        env[faults.COUNTER_ENV] = _counter_path(path)
+        env["PYTHONPATH"] = os.pathsep.join([ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return subprocess.run([sys.executable, "-m", "bench.crashpoints", "--child", op, path], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=600, start_new_session=True)
+
+
+def _counter_path(path: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(path)), "crash-counter")
+
+
+def _crashed(sc: Scenario, p: subprocess.CompletedProcess, path: str, crash: str) -> bool:
+    """Whether the child stopped at its crash point: `os._exit(EXIT_CODE)`, or (a Spark application) killed
+    with its whole session once the shared counter reached the point."""
+    from hudilite.storage.faults import EXIT_CODE, read_counter
+
+    if p.returncode == EXIT_CODE:
+        return True
+    return sc.spark and p.returncode == -signal.SIGKILL and \
+        len(read_counter(_counter_path(path))) >= int(crash.split(":")[0])
 
 
 def _count_ops(op: str, path: str, dry: bool = False) -> list[dict]:
@@ -268,7 +450,12 @@ def _count_ops(op: str, path: str, dry: bool = False) -> list[dict]:
     fd, log_path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
+        counter = _counter_path(work)
+        if os.path.exists(counter):
+            os.unlink(counter)
         p = _child(op, work, log_path=log_path)
+        if os.path.exists(counter):
+            os.unlink(counter)
         if p.returncode != 0:
             raise RuntimeError(f"uncrashed run of {op} failed:\n{p.stderr[-3000:]}")
         with open(log_path) as f:
@@ -280,8 +467,16 @@ def _count_ops(op: str, path: str, dry: bool = False) -> list[dict]:
 
 
 # ---- reading and checking ---------------------------------------------------------------------------------
-def read_own(path: str) -> list[tuple]:
-    """The snapshot by hudilite's in-process reader (base files and merged log blocks, no Spark)."""
+def _rows_of(t: pa.Table, cols) -> list[tuple]:
+    if cols is None:  # every data column (an aggregate table's visible and state columns), values may be null
+        cols = sorted(c for c in t.column_names if not c.startswith("_hoodie_"))
+        return sorted(zip(*[t.column(c).to_pylist() for c in cols]), key=repr)
+    return sorted(zip(*[t.column(c).to_pylist() for c in cols]))
+
+
+def read_own(path: str, cols=COLS) -> list[tuple]:
+    """The snapshot by hudilite's in-process reader (base files and merged log blocks, no Spark): the rows of
+    `cols` (None: every data column), sorted."""
     from hudilite.reader.merge import SliceDesc, merge_slice
     from hudilite.reader.planner import plan_read
     from hudilite.table import HoodieTable
@@ -290,36 +485,90 @@ def read_own(path: str) -> list[tuple]:
         return []
     plan = plan_read(path)
     spec = plan.merge_spec()
-    out = []
-    for sl in plan.slices:
-        t = merge_slice(SliceDesc.of(sl), spec)
-        out += zip(*[t.column(c).to_pylist() for c in COLS])
-    return sorted(out)
+    parts = [merge_slice(SliceDesc.of(sl), spec) for sl in plan.slices]
+    if not parts:
+        return []
+    return _rows_of(pa.concat_tables(parts, promote_options="default"), cols)
 
 
-def read_rs(path: str) -> list[tuple]:
+def read_rs(path: str, cols=COLS) -> list[tuple]:
     from hudilite.table import HoodieTable
     from tests.hudi_rs import read_hudi_rs
 
     if not HoodieTable.exists(path):
         return []
     t = read_hudi_rs(path)
-    return sorted(zip(*[t.column(c).to_pylist() for c in COLS])) if t is not None else []
+    return _rows_of(t, cols) if t is not None else []
 
 
-def _snapshot(path: str) -> list[tuple]:
-    own, rs = read_own(path), read_rs(path)
+def _snapshot(path: str, cols=COLS) -> list[tuple]:
+    own, rs = read_own(path, cols), read_rs(path, cols)
     if own != rs:
         raise CheckFailed(f"hudilite and hudi-rs read different snapshots ({len(own)} vs {len(rs)} rows)")
     return own
+
+
+def _cols(sc: Scenario):
+    return None if sc.aggregate else COLS
 
 
 class CheckFailed(AssertionError):
     pass
 
 
+def _check_aggregate(sc: Scenario, path: str, when: str) -> None:
+    """The aggregate table's visible columns equal a recomputation from the detail snapshot."""
+    detail = os.path.join(os.path.dirname(path), DETAIL)
+    rows = [dict(zip(("g", "id", "x", "y"), r)) for r in read_own(detail, ["g", "id", "x", "y"])]
+    want = expected_aggregate(sc.aggregate, rows)
+    got = sorted((tuple(r) for r in _visible(path, sc.aggregate)), key=repr)
+    if not _same(got, want):
+        raise CheckFailed(f"{when}: the aggregate ({len(got)} groups) is not the recomputation from the detail "
+                          f"({len(want)} groups): {got} != {want}")
+
+
+def _visible(path: str, kind: str) -> list[tuple]:
+    from hudilite.reader.merge import SliceDesc, merge_slice
+    from hudilite.reader.planner import plan_read
+
+    plan = plan_read(path)
+    spec = plan.merge_spec()
+    t = pa.concat_tables([merge_slice(SliceDesc.of(sl), spec) for sl in plan.slices], promote_options="default")
+    return list(zip(*[t.column(c).to_pylist() for c in AGG_VISIBLE[kind]]))
+
+
+def _same(a: list, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    for u, v in zip(a, b):
+        for x, y in zip(u, v):
+            if isinstance(x, float) or isinstance(y, float):
+                if x is None or y is None or abs(x - y) > 1e-9:
+                    return False
+            elif x != y:
+                return False
+    return True
+
+
+def _recover_aggregate(sc: Scenario, path: str) -> None:
+    """The next refresh (folding what a crashed one did not commit: a checkpoint behind or ahead of the rows
+    shows), then, with value-multiset state, one after a further upstream commit (the state saved by the
+    recovered refresh is folded): each equals the recomputation."""
+    spark = _parent_spark() if sc.spark else None  # the driver-local fold needs no Spark
+    _refresh(spark, sc.aggregate, path)
+    _check_aggregate(sc, path, "after the next refresh")
+    if sc.spark:  # the Spark fold keeps no state beside the rows and the checkpoint: checked by now
+        return
+    _write_detail(os.path.dirname(path), 2)
+    _refresh(spark, sc.aggregate, path)
+    _check_aggregate(sc, path, "after a further upstream commit and refresh")
+
+
 def _recover(sc: Scenario, path: str) -> None:
     from hudilite.table import HoodieTable
+
+    if sc.recover == "aggregate":
+        return _recover_aggregate(sc, path)
 
     if sc.recover == "rollback" and HoodieTable.exists(path):
         from hudilite.cli import main
@@ -409,6 +658,37 @@ def leftovers(path: str) -> list[str]:
     return bad
 
 
+def _final_leftovers(sc: Scenario, path: str) -> str | None:
+    from hudilite.services.clean import run_clean
+
+    run_clean(path, dict(BASE_OPTIONS))
+    bad = leftovers(path) + (aggregate_state_leftovers(path) if sc.aggregate else [])
+    if bad:
+        return "leftovers after recovery and clean: " + "; ".join(bad[:5])
+    return None
+
+
+def aggregate_state_leftovers(path: str) -> list[str]:
+    """Aggregate state files (value multisets) no completed commit of the aggregate table names."""
+    from hudilite.table import HoodieTable
+
+    _, agg_state = _aggregate_engine()
+    tl = HoodieTable.open(path).reload()
+    named = set()
+    for inst in tl.instants:
+        if not inst.is_completed:
+            continue
+        try:
+            raw = (tl.read_metadata(inst).get("extraMetadata") or {}).get(agg_state.STATE_KEY)
+        except Exception:  # noqa: BLE001 - clean / rollback metadata (avro)
+            continue
+        if raw:
+            named |= {os.path.basename(str(f)) for f in json.loads(raw).get("files", {}).values()}
+    d = os.path.join(path, agg_state.DIR)
+    return [f"aggregate state {f} not named by a completed commit" for f in sorted(os.listdir(d)) if f not in named] \
+        if os.path.isdir(d) else []
+
+
 @dataclass
 class Oracle:
     before: list
@@ -421,13 +701,13 @@ def check_point(sc: Scenario, template: str, oracle: Oracle, crash: str, workdir
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir)
     shutil.copytree(template, path, symlinks=True)
+    if sc.aggregate:
+        shutil.copytree(os.path.join(os.path.dirname(template), DETAIL), os.path.join(workdir, DETAIL), symlinks=True)
     try:
         p = _child(sc.name, path, crash)
-        from hudilite.storage.faults import EXIT_CODE
-
-        if p.returncode != EXIT_CODE and not (p.returncode == 0 and sc.timed_ops):
+        if not _crashed(sc, p, path, crash) and not (p.returncode == 0 and sc.timed_ops):
             return f"child exited {p.returncode} instead of crashing: {p.stderr[-2000:]}"
-        state = _snapshot(path)
+        state = _snapshot(path, _cols(sc))
         if p.returncode == 0 and state != oracle.after:
             return "the run was not crashed (fewer storage operations this time) but is not the after-state"
         if state == oracle.after:
@@ -440,6 +720,9 @@ def check_point(sc: Scenario, template: str, oracle: Oracle, crash: str, workdir
         if os.path.isdir(hb) and os.listdir(hb):
             time.sleep(HEARTBEAT_TOLERANCE_S)  # until the killed writer's heartbeat expired (lazy rollback)
         _recover(sc, path)
+        if sc.aggregate:
+            _snapshot(path, None)  # hudi-rs agrees
+            return _final_leftovers(sc, path)
         state2 = _snapshot(path)
         ok = [sorted(s + NEXT_ROWS) for s in ([oracle.after] if was == "after" else [oracle.before, oracle.after])]
         if state2 not in ok:
@@ -447,13 +730,7 @@ def check_point(sc: Scenario, template: str, oracle: Oracle, crash: str, workdir
             dup = len(keys) != len(set(keys))
             return (f"after recovery (crashed state: {was}) the snapshot is not that state plus the new rows "
                     f"({len(state2)} rows{', duplicate keys' if dup else ''})")
-        from hudilite.services.clean import run_clean
-
-        run_clean(path, dict(BASE_OPTIONS))
-        bad = leftovers(path)
-        if bad:
-            return "leftovers after recovery and clean: " + "; ".join(bad[:5])
-        return None
+        return _final_leftovers(sc, path)
     except Exception as e:  # noqa: BLE001 - reported per crash point
         import traceback
 
@@ -472,11 +749,15 @@ def _prepare(name: str, root: str) -> tuple[str, Oracle, list[str], list[dict]]:
     template = os.path.join(root, name, "template")
     os.makedirs(os.path.dirname(template), exist_ok=True)
     sc.setup(template)
-    before = _snapshot(template) if os.path.exists(os.path.join(template, ".hoodie")) else []
+    before = _snapshot(template, _cols(sc)) if os.path.exists(os.path.join(template, ".hoodie")) else []
     count_dir = os.path.join(root, name, "count")
     shutil.copytree(template, count_dir, symlinks=True)
     ops = _count_ops(name, count_dir)
-    after = _snapshot(count_dir)
+    outside = [o["path"] for o in ops if not os.path.abspath(o["path"]).startswith(count_dir + os.sep)]
+    # the detail beside an aggregate table is shared by the counting run: it must stay read-only
+    if sc.aggregate and outside:
+        raise RuntimeError(f"{name}: storage operations outside the table under test: {outside[:3]}")
+    after = _snapshot(count_dir, _cols(sc))
     shutil.rmtree(count_dir)
     points = []
     for k, o in enumerate(ops, 1):
@@ -503,10 +784,38 @@ def _run_one(args) -> tuple[str, str, str | None, float]:
     return name, crash, err, time.monotonic() - t0
 
 
+def _sample(names, tasks, ops, sample: int, seed: int, spark_sample: int) -> list:
+    """A deterministic sample of `sample` crash points: `spark_sample` of each Spark scenario (a point in a
+    task's worker, torn when it can be, and one of the driver: a Spark point costs an application start), the
+    rest spread evenly over the other scenarios, then drawn from all of theirs."""
+    rng = random.Random(seed)
+    per = {n: [t for t in tasks if t[0] == n] for n in names}
+    chosen = []
+    for n in [n for n in names if SCENARIOS[n].spark]:
+        driver = ops[n][0]["pid"]
+        by_worker = [t for t in per[n] if ops[n][int(t[3].split(":")[0]) - 1]["pid"] != driver]
+        first = [t for t in by_worker if t[3].endswith(":torn")] or by_worker
+        picks = [rng.choice(first)] if first else []
+        rest = [t for t in per[n] if t not in picks]
+        chosen += picks + rng.sample(rest, max(0, min(len(rest), spark_sample - len(picks))))
+    plain = [n for n in names if not SCENARIOS[n].spark]
+    left = sample - len(chosen)
+    if plain and left > 0:
+        quota = max(1, left // len(plain))
+        picked = []
+        for n in plain:
+            picked += rng.sample(per[n], min(quota, len(per[n])))
+        rest = [t for n in plain for t in per[n] if t not in picked]
+        picked += rng.sample(rest, max(0, min(len(rest), left - len(picked))))
+        chosen += picked
+    return chosen
+
+
 def run(names: list[str], sample: int | None = None, seed: int = 0, workers: int = 2, root: str | None = None,
-        log=print) -> dict:
+        log=print, spark_sample: int = 2) -> dict:
     """Run the crash points of the scenarios `names` (all, or a deterministic sample of `sample` spread over
-    the scenarios). Returns {"points": {scenario: n}, "failures": [(scenario, crash, message)], "seconds"}."""
+    the scenarios, `spark_sample` of them per Spark scenario: see `_sample`). Returns {"points": {scenario: n},
+    "failures": [(scenario, crash, message)], "seconds"}."""
     t0 = time.monotonic()
     own_root = root is None
     root = root or tempfile.mkdtemp(prefix="crashpoints-")
@@ -520,15 +829,7 @@ def run(names: list[str], sample: int | None = None, seed: int = 0, workers: int
         for n, (template, oracle, points, _ops) in prepared.items():
             tasks += [(n, template, oracle, c) for c in points]
         if sample is not None and sample < len(tasks):
-            rng = random.Random(seed)
-            per = {n: [t for t in tasks if t[0] == n] for n in names}
-            quota = max(1, sample // len(names))
-            chosen = []
-            for n in names:
-                chosen += rng.sample(per[n], min(quota, len(per[n])))
-            rest = [t for t in tasks if t not in chosen]
-            chosen += rng.sample(rest, max(0, min(len(rest), sample - len(chosen))))
-            tasks = chosen
+            tasks = _sample(names, tasks, {n: prepared[n][3] for n in names}, sample, seed, spark_sample)
         else:  # round robin over the scenarios: an interrupted run has covered every one of them
             per = [[t for t in tasks if t[0] == n] for n in names]
             tasks = [t for i in range(max(map(len, per), default=0)) for p in per if i < len(p) for t in [p[i]]]
@@ -556,6 +857,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ops", help="comma-separated scenarios (default: all): " + ", ".join(SCENARIOS))
     ap.add_argument("--sample", type=int, help="run a deterministic sample of this many crash points")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--spark-sample", type=int, default=2, help="crash points per Spark scenario in a sample")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--child", nargs=2, metavar=("OP", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -563,7 +865,7 @@ def main(argv=None) -> int:
         child_main(*args.child)
         return 0
     names = args.ops.split(",") if args.ops else list(SCENARIOS)
-    res = run(names, args.sample, args.seed, args.workers)
+    res = run(names, args.sample, args.seed, args.workers, spark_sample=args.spark_sample)
     total = sum(res["points"].values())
     for n in names:
         print(f"  {n:32s} {res['points'].get(n, 0):5d}")

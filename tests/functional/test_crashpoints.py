@@ -3,8 +3,10 @@ numbered storage operation of an operation under test leaves the before- or the 
 hudi-rs agree), the next write recovers and commits with every committed row exactly once, and after the next
 clean nothing of the killed run is left.
 
-By default a deterministic sample of crash points spread over every scenario (CI); every crash point with
-`HUDILITE_CRASHPOINTS=all` (or `python -m bench.crashpoints`, the same run with a per-scenario table)."""
+By default a deterministic sample of crash points spread over every scenario (CI): 2 of each Spark scenario (an
+application start per point; one of them in a task's worker), the rest over the driver-local ones; every crash
+point with `HUDILITE_CRASHPOINTS=all` (or `python -m bench.crashpoints`, the same run with a per-scenario
+table)."""
 
 import os
 
@@ -45,6 +47,66 @@ def test_injector_numbers_every_mutating_operation_and_costs_nothing_uninstalled
         faults.install(None)
     assert [o for o, _p, _t in inj.ops] == ["write", "put_if_absent", "append", "rename", "delete"]
     assert faults.install_from_env({}) is None and type(fs).fault is None
+
+
+_SESSION_CHILD = """
+import os, subprocess, sys, time
+from hudilite.storage import faults, storage_for
+if sys.argv[2] == "named":
+    os.environ[faults.SESSION_ENV] = str(os.getpid())
+sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+open(sys.argv[1] + "/sleeper", "w").write(str(sleeper.pid))
+faults.install_from_env()
+fs = storage_for(sys.argv[1])
+for i in range(4):
+    fs.write_bytes(sys.argv[1] + f"/f{i}", b"x")
+"""
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_shared_counter_numbers_processes_in_one_sequence_and_kills_the_session(tmp_path, named):
+    """With a counter file, operations of several processes (here: an injector of this process, then a child's)
+    share one numbering; the crash point kills every process of the child's session when the session is
+    named (a Spark application: driver, JVM, workers), only the crashing process otherwise."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from hudilite.storage import faults, storage_for
+
+    counter = str(tmp_path / "counter")
+    here = faults.CrashInjector(counter_path=counter)
+    faults.install(here)
+    try:
+        storage_for(str(tmp_path)).write_bytes(str(tmp_path / "mine"), b"x")
+    finally:
+        faults.install(None)
+    env = {**os.environ, faults.COUNTER_ENV: counter, faults.CRASH_AT_ENV: "3"}
+    env.pop(faults.SESSION_ENV, None)
+    p = subprocess.run([sys.executable, "-c", _SESSION_CHILD, str(tmp_path), "named" if named else "-"], env=env,
+                       start_new_session=True, capture_output=True, text=True, timeout=120)
+    assert p.returncode == (-signal.SIGKILL if named else faults.EXIT_CODE), p.stderr
+    ops = faults.read_counter(counter)
+    assert [os.path.basename(o["path"]) for o in ops] == ["mine", "f0", "f1"]  # 3: the crash point, not done
+    assert sorted(os.listdir(tmp_path)) == ["counter", "f0", "mine", "sleeper"]
+    sleeper = int((tmp_path / "sleeper").read_text())
+    deadline = time.time() + 5
+    alive = True
+    while alive and time.time() < deadline:
+        try:  # a zombie (not reaped: its parent died) counts as dead
+            with open(f"/proc/{sleeper}/stat") as f:
+                alive = f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            alive = False
+        if alive:
+            time.sleep(0.1)
+    if not named:
+        assert alive, "only the crashing process stops outside a named session"
+        os.kill(sleeper, signal.SIGKILL)
+    else:
+        assert not alive, "the session's other processes are killed too"
 
 
 # ---- regressions: bugs the crash points found (each names its crash point by what the operation does there) ----
