@@ -219,7 +219,7 @@ SPARK: dict = {}  # the child's session, once started
 
 
 def _spark_session(workdir: str):
-    from hudilite.session import local_session
+    from hudilite.spark.session import local_session
 
     # Python workers forked by bench/crash_daemon.py install the injector; Spark's scratch files (a killed JVM
     # leaves them) go to the crash point's work directory, which the parent removes
@@ -257,8 +257,9 @@ DETAIL_SCHEMA = pa.schema([("id", pa.int64()), ("g", pa.string()), ("x", pa.int6
 
 
 def _aggregate_engine():
-    """The aggregate maintenance engine (the one place it is imported from: it is moving into the core)."""
-    from dbt.adapters.hudilite import aggregate, agg_state
+    """The aggregate maintenance engine and its state module."""
+    from hudilite import aggregate
+    from hudilite.aggregate import state as agg_state
 
     return aggregate, agg_state
 
@@ -300,7 +301,7 @@ def _refresh(spark, kind: str, path: str):
 def _parent_spark():
     """A Spark session of this (harness) process, started once: full builds and recovery refreshes."""
     if "parent" not in SPARK:
-        from hudilite.session import local_session
+        from hudilite.spark.session import local_session
 
         SPARK["parent"] = local_session("local[2]", app_name="crashpoints-harness",
                                         conf={"spark.sql.shuffle.partitions": "2"})

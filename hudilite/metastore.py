@@ -42,9 +42,10 @@ import uuid
 
 from pyspark.sql.types import ArrayType, MapType, StructField, StructType
 
+from hudilite import auxfiles
 from hudilite.spark.datasource import PATH_KEY  # field metadata the data source reads the table path from
 
-SNAPSHOT_DIR = os.path.join(".hoodie", ".aux", "hudilite_catalog")
+SNAPSHOT_DIR = auxfiles.relative(auxfiles.CATALOG)
 KEEP_SNAPSHOTS = 2
 PROP_PATH = "hudilite.path"
 PROP_INSTANT = "hudilite.instant"

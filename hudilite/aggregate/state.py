@@ -42,13 +42,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hudilite import checkpoints
+from hudilite import auxfiles, checkpoints
 from hudilite.storage.local import storage_for
 
 log = logging.getLogger("hudilite.aggregate")
 
 STATE_KEY = "hudilite.aggregate.state"
-DIR = os.path.join(".hoodie", ".aux", "hudilite_agg_state")
+DIR = auxfiles.relative(auxfiles.AGG_STATE)
 VALUE, COUNT = "__v", "__cnt"
 BUFFER = 16  # distinct values kept per group for min / max
 DISTINCT = "distinct"  # the kind of a count(distinct) item; min / max items are kinded by their function
