@@ -7,8 +7,7 @@ Supported (anything else is an AggregateQueryError naming why):
     [where <condition on detail columns>]
     group by <the key expressions, their aliases or ordinals>
 
-A small top-level scanner (quotes, parentheses, comments) splits the clauses: the core needs no SQL parser
-library, and expressions are handed to Spark SQL as written.
+sqlparse splits the statement into its clauses; expressions are handed to Spark SQL as written.
 """
 
 from __future__ import annotations
@@ -17,7 +16,11 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import List, Optional
+
+import sqlparse
+from sqlparse.sql import Identifier, Where
+from sqlparse.tokens import CTE, DML, Keyword, Punctuation
 
 from hudilite.errors import HudiliteError
 
@@ -31,6 +34,7 @@ _OTHER_AGGS = re.compile(
     r"string_agg|listagg|corr|covar\w*|kurtosis|skewness|grouping\w*|bit_\w+|regr_\w+|histogram_numeric|"
     r"row_number|rank|dense_rank|lag|lead|ntile)\s*\(")
 _IDENT = r"(?:`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)"
+_GROUP_KEY_WORDS = {"IS", "NOT", "NULL"}
 
 
 class AggregateQueryError(HudiliteError, ValueError):
@@ -132,46 +136,19 @@ def _call(expr: str):
     return m.group(1).lower(), inner.strip()
 
 
-# words that end an expression, so a trailing word after them is not an implicit alias (`x is null`,
-# `case ... end`), and words after which the next word is an operand (`not x`, `distinct x`)
-_NOT_ALIAS = {"END", "NULL", "TRUE", "FALSE", "AND", "OR", "NOT", "IS", "IN", "LIKE", "RLIKE", "ILIKE", "REGEXP",
-              "THEN", "ELSE", "WHEN", "CASE", "DISTINCT", "BETWEEN", "ASC", "DESC", "ALL", "ANY", "SOME", "EXISTS",
-              "INTERVAL", "YEAR", "YEARS", "MONTH", "MONTHS", "WEEK", "WEEKS", "DAY", "DAYS", "HOUR", "HOURS",
-              "MINUTE", "MINUTES", "SECOND", "SECONDS", "MILLISECOND", "MILLISECONDS", "MICROSECOND",
-              "MICROSECONDS", "DIV", "AS", "FROM", "WHERE", "GROUP", "BY"}
-
-
-def _alias(text: str) -> Tuple[str, Optional[str]]:
-    """(expression, alias or None) of one select item: `expr as name` or `expr name`."""
-    m = re.match(rf"(?is)^(.*?)\s+as\s+({_IDENT})\s*$", text)
-    if m and _balanced(m.group(1)):
-        return m.group(1).strip(), _unquote(m.group(2))
-    m = re.match(rf"(?is)^(.*\S)\s+({_IDENT})\s*$", text)
-    if not m or m.group(2).upper() in _NOT_ALIAS or not _balanced(m.group(1)):
-        return text, None
-    prev = m.group(1)
-    last = re.search(r"[A-Za-z_][A-Za-z0-9_]*$", prev)
-    if prev[-1] in ")`'\"" or (prev[-1].isalnum() or prev[-1] == "_") and not (
-            last and last.group(0).upper() in _NOT_ALIAS - {"END", "NULL", "TRUE", "FALSE"}):
-        return prev.strip(), _unquote(m.group(2))
-    return text, None
-
-
-def _balanced(text: str) -> bool:
-    """Whether `text` closes every parenthesis and quote it opens."""
-    depth, quote = 0, None
-    for ch in text:
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in ("'", '"', "`"):
-            quote = ch
-        else:
-            depth += (ch == "(") - (ch == ")")
-    return depth == 0 and quote is None
-
-
 def _item(text: str) -> Item:
-    text, alias = _alias(text)
+    alias = None
+    parsed = [t for t in sqlparse.parse(text)[0].tokens if not t.is_whitespace]
+    if len(parsed) == 1 and isinstance(parsed[0], Identifier) and parsed[0].get_alias():
+        m = re.match(rf"(?is)^(.*?)\s+(?:as\s+)?({_IDENT})\s*$", text)
+        if m:
+            text, alias = m.group(1).strip(), _unquote(m.group(2))
+    if alias is None:
+        # an explicit trailing `AS name` that sqlparse does not group with the expression (`x is null as isn`,
+        # `interval 1 day as i`): still the item's alias, never part of the SQL handed to Spark
+        m = re.match(rf"(?is)^(.*?\S)\s+as\s+({_IDENT})\s*$", text)
+        if m and m.group(1).count("(") == m.group(1).count(")"):
+            text, alias = m.group(1).strip(), _unquote(m.group(2))
     call = _call(text)
     if call is None:
         if _OTHER_AGGS.search(text):
@@ -195,143 +172,51 @@ def _item(text: str) -> Item:
     return Item(inner, alias or "", func, distinct)
 
 
-def _strip_comments(sql: str) -> str:
-    """`sql` without `-- ...` and `/* ... */` comments (outside quotes)."""
-    out, i, n, quote = [], 0, len(sql), None
-    while i < n:
-        ch = sql[i]
-        if quote:
-            out.append(ch)
-            if ch == "\\" and quote != "`" and i + 1 < n:
-                out.append(sql[i + 1])
-                i += 1
-            elif ch == quote:
-                quote = None
-        elif ch in ("'", '"', "`"):
-            quote = ch
-            out.append(ch)
-        elif sql.startswith("--", i):
-            j = sql.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        elif sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            out.append(" ")
-            i = n if j < 0 else j + 2
-            continue
-        else:
-            out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-def _words(text: str) -> List[Tuple[int, int, str]]:
-    """The words and semicolons outside quotes and parentheses: (start, end, upper-cased text)."""
-    out, i, n, depth = [], 0, len(text), 0
-    while i < n:
-        ch = text[i]
-        if ch in ("'", '"', "`"):
-            j = i + 1
-            while j < n and text[j] != ch:
-                j += 2 if text[j] == "\\" and ch != "`" else 1
-            i = j + 1
-            continue
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch.isalnum() or ch == "_":
-            j = i
-            while j < n and (text[j].isalnum() or text[j] in "_$"):
-                j += 1
-            word = text[i:j].upper()
-            call = text[j:].lstrip().startswith("(") and word not in _KEEP_BEFORE_PAREN  # a function: left(x, 1)
-            if depth == 0 and not ch.isdigit() and not call:
-                out.append((i, j, word))
-            i = j
-            continue
-        elif ch == ";" and depth == 0:
-            out.append((i, i + 1, ";"))
-        i += 1
-    return out
-
-
-_KEEP_BEFORE_PAREN = {"SELECT", "FROM", "WHERE", "JOIN", "USING", "ON", "VALUES", "WITH", "AS", "IN", "AND", "OR",
-                      "NOT", "EXISTS", "UNION", "ALL", "BY"}
-# clause words a maintained aggregate cannot have after FROM (any of them ends the WHERE condition)
-_CLAUSES = {"JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "NATURAL", "LATERAL", "ON", "USING", "HAVING",
-            "ORDER", "LIMIT", "OFFSET", "UNION", "INTERSECT", "EXCEPT", "MINUS", "WINDOW", "QUALIFY", "CLUSTER",
-            "DISTRIBUTE", "SORT", "TABLESAMPLE", "PIVOT", "UNPIVOT", "FETCH", "SELECT", "VALUES", "WITH",
-            "ROLLUP", "CUBE", "GROUPING", "INTO", "FOR"}
-_CLAUSE_TAIL = {"OUTER", "JOIN", "BY", "ALL", "SEMI", "ANTI", "DISTINCT", "SETS"}
-_DML = {"INSERT", "UPDATE", "DELETE", "MERGE", "REPLACE", "UPSERT", "CREATE", "DROP", "ALTER"}
-
-
-def _statement(sql: str) -> str:
-    """The one statement of `sql`, comments removed; an error when there are several or none."""
-    text = _strip_comments(sql).strip().rstrip(";").strip()
-    cuts = [s for s, _, w in _words(text) if w == ";"]
-    pieces, start = [], 0
-    for c in cuts + [len(text)]:
-        if text[start:c].strip():
-            pieces.append(text[start:c].strip())
-        start = c + 1
-    if len(pieces) != 1:
-        raise _err("the model must be exactly one SELECT statement")
-    return pieces[0]
-
-
 def parse(sql: str) -> AggregateQuery:
     """The aggregate query of `sql` (one SELECT ... FROM one table [WHERE ...] GROUP BY ...)."""
-    text = _statement(sql)
-    words = _words(text)
-    if not words or text[:words[0][0]].strip():
-        raise _err("the model must be a SELECT")
-    first = words[0][2]
-    if first == "WITH":
-        raise _err("WITH (common table expressions) is not supported")
-    if first in _DML:
-        raise _err(f"unexpected {text[words[0][0]:words[0][1]]}")
-    if first != "SELECT":
-        raise _err("the model must be a SELECT")
-    if len(words) > 1 and words[1][2] in ("DISTINCT", "ALL") and not text[words[0][1]:words[1][0]].strip():
-        raise _err("SELECT DISTINCT is not supported")
-    bounds = {"select": [words[0][1], None], "from": [None, None], "where": [None, None], "group": [None, None]}
-    section, i = "select", 1
-    while i < len(words):
-        s, e, w = words[i]
-        nxt = words[i + 1][2] if i + 1 < len(words) else ""
-        if w == ";":
-            i += 1
+    text = sqlparse.format(sql, strip_comments=True).strip().rstrip(";").strip()
+    stmts = [s for s in sqlparse.parse(text) if str(s).strip()]
+    if len(stmts) != 1:
+        raise _err("the model must be exactly one SELECT statement")
+    section, pieces = None, {"select": [], "from": [], "where": [], "group": []}
+    for tok in stmts[0].tokens:
+        if tok.is_whitespace:
             continue
-        if section == "select":
-            if w == "FROM":
-                bounds["select"][1], bounds["from"][0], section = s, e, "from"
-            elif w == "WHERE":
-                raise _err("WHERE in an unexpected place")
-            i += 1
+        v = tok.value.upper() if tok.ttype is not None else ""
+        if tok.ttype is CTE:
+            raise _err("WITH (common table expressions) is not supported")
+        if tok.ttype is DML:
+            if v != "SELECT" or section is not None:
+                raise _err(f"unexpected {tok.value}")
+            section = "select"
             continue
-        if w == "WHERE":
+        if isinstance(tok, Where):
             if section != "from":
                 raise _err("WHERE in an unexpected place")
-            bounds["from"][1], bounds["where"][0], section = s, e, "where"
-        elif w == "GROUP" and nxt == "BY":
-            bounds[section][1], bounds["group"][0], section = s, words[i + 1][1], "group"
-            i += 1
-        elif w in _CLAUSES or (w == "GROUP" and section != "group"):
-            what = [w]
-            while i + 1 < len(words) and words[i + 1][2] in _CLAUSE_TAIL:
-                i += 1
-                what.append(words[i][2])
-            what = " ".join(what)
+            section = "where"
+            pieces["where"].append(str(tok)[len("where"):].strip())
+            continue
+        if tok.ttype in Keyword and v == "FROM":
+            section = "from"
+            continue
+        if tok.ttype in Keyword and re.sub(r"\s+", " ", v) == "GROUP BY":
+            section = "group"
+            continue
+        if tok.ttype in Keyword and v in ("DISTINCT", "ALL") and section == "select" and not pieces["select"]:
+            raise _err("SELECT DISTINCT is not supported")
+        # sqlparse leaves `is`/`not`/`null` of a key like `x is null` as bare keywords
+        if tok.ttype in Keyword and section in ("from", "where", "group") and not (
+                section == "group" and v in _GROUP_KEY_WORDS):
+            what = re.sub(r"\s+", " ", v)
             if "JOIN" in what:
                 raise _err("joins are not supported (aggregate one hudilite table; join in the detail model)")
             raise _err(f"{what} is not supported")
-        i += 1
-    semi = [s for s, _, w in words if w == ";"]
-    end = semi[0] if semi else len(text)
-    parts = {k: (text[b[0]:b[1] if b[1] is not None else end].strip() if b[0] is not None else "")
-             for k, b in bounds.items()}
+        if tok.ttype is Punctuation and tok.value == ";":
+            continue
+        if section is None:
+            raise _err("the model must be a SELECT")
+        pieces[section].append(str(tok))
+    parts = {k: " ".join(v).strip() for k, v in pieces.items()}
     if not parts["select"] or not parts["from"]:
         raise _err("SELECT ... FROM expected")
     if not parts["group"]:
@@ -371,7 +256,6 @@ def parse(sql: str) -> AggregateQuery:
         raise _err("aggregates in WHERE are not supported (HAVING is not supported either)")
     return AggregateQuery(items, m.group(1), _unquote(m.group(2)) if m.group(2) else None, where,
                           [k.expr for k in keys])
-
 
 
 def default_name(i: Item) -> str:
