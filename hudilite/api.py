@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from hudilite import checkpoints as _checkpoints
 from hudilite.errors import HudiliteError, InvalidWriteError
 from hudilite.reader import changes as _changes
 from hudilite.reader.planner import table_schema as _table_schema
@@ -125,13 +126,18 @@ class Table:
 
     # ---- writing -------------------------------------------------------------------------
     def write(self, data, operation: str = "upsert", *, options: dict | None = None,
-              extra_metadata: dict | None = None, commit: bool = True, checkpoint: tuple[str, int] | None = None):
+              extra_metadata: dict | None = None, commit: bool = True, checkpoint: tuple[str, int] | None = None,
+              consumed: dict | None = None):
         """Write `data` (a Spark DataFrame, or an Arrow table / record batches: written in this process) as one
         commit with `operation` (see OPERATIONS). Returns the committed instant time (a str with `.stats`), or
         with `commit=False` a PendingWrite to audit (`.read(spark)`) and `.complete()` / `.abort()`.
         `checkpoint=(app_id, n)` records in the same commit that consumer `app_id` processed up to `n` (see
-        `checkpoint`), so output and progress commit together."""
+        `checkpoint`), so output and progress commit together. `consumed={upstream path: (position, table id)}`
+        (positions from the upstreams' `position()`) records how far this table, as a consumer, has read them,
+        merged over what it recorded before (see `consumed()`): the dbt models' and aggregates' checkpoints."""
         extra = extra_metadata
+        if consumed:
+            extra = {**(extra or {}), **_checkpoints.entries(consumed, previous=self._path)}
         if checkpoint is not None:
             app_id, n = checkpoint
             extra = {**(extra or {}), QUERY_ID_KEY: str(app_id), BATCH_ID_KEY: str(int(n))}
@@ -227,6 +233,11 @@ class Table:
         the streaming sink, whose app id is its query id); None if it never wrote here. A consumer skips the
         inputs up to it: the exactly-once test of a replayed batch."""
         return _last_batch_id(self.path, app_id)
+
+    def consumed(self) -> _checkpoints.Checkpoint:
+        """How far this table, as a consumer, has read its upstream tables: `.positions` / `.table_ids` per
+        upstream path, and `.resume(upstream, current_id)` -> (position to continue from, rebuilt upstream)."""
+        return _checkpoints.read(self._path)
 
     # ---- metadata ------------------------------------------------------------------------
     @property

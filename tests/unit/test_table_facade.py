@@ -259,3 +259,23 @@ def test_streaming_sink_of_a_table(spark, tmp_path):
     assert [(r["id"], r["v"]) for r in _data(path)] == [(1, 2), (2, 2), (3, 3)]
     with pytest.raises(InvalidWriteError, match="streaming sink operation"):
         t.sink(operation="insert_overwrite")
+
+
+def test_consumer_positions_commit_with_the_output(tmp_path):
+    up_a, up_b, out = (str(tmp_path / n) for n in ("a", "b", "out"))
+    a, b = Table.create(up_a, **LAYOUT), Table.create(up_b, **LAYOUT)
+    a.write(_rows([1, 2]))
+    b.write(_rows([3]))
+    t = Table.create(out, **LAYOUT)
+    assert t.consumed().positions == {}
+    pa_, ida = a.position()
+    t.write(_rows([1, 2]), consumed={up_a: (pa_, ida)})
+    b.write(_rows([4]))
+    pb, idb = b.position()
+    t.write(_rows([3, 4]), consumed={up_b: (pb, idb)})  # merged over what it recorded before
+    cp = t.consumed()
+    assert cp.positions == {up_a: pa_, up_b: pb} and cp.table_ids == {up_a: ida, up_b: idb}
+    assert cp.resume(up_a, ida) == (pa_, False)
+    assert cp.resume(up_a, "another-table") == (None, True)
+    a.write(_rows([5]))  # the upstream moves on: the consumer continues from its own recorded position
+    assert [r["id"] for r in a.changes_arrow(cp.resume(up_a, ida)[0], completion_bounds=True).to_pylist()] == [5]
