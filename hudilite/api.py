@@ -27,6 +27,7 @@ from hudilite.services import compaction as _compaction
 from hudilite.services.rollback import rollback_failed_writes as _rollback_failed_writes
 from hudilite.services.rollback import rollback_instant as _rollback_instant
 from hudilite.spark.changes import changes as _spark_changes
+from hudilite.spark.datasource import register as _register
 from hudilite.spark.read import read as _spark_read
 from hudilite.spark.session import check_workers
 from hudilite.streaming import BATCH_ID_KEY, QUERY_ID_KEY, StreamingSink
@@ -270,10 +271,6 @@ class Table:
 
 def register(spark) -> None:
     """Register the `hudilite` data source in this session (`spark.read.format("hudilite")`)."""
-    # deferred: the data source module loads pyspark, which Arrow-only users (the driver-local writer,
-    # to_arrow, the CLI) never need; it loads with the first Spark session used
-    from hudilite.spark.datasource import register as _register
-
     _register(spark)
 
 

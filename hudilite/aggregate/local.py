@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hudilite.aggregate import state as st
-from hudilite.aggregate.query import _IDENT, GROUP_KEY, ROWS, AggregateQuery, _unquote, default_name
+from hudilite.aggregate.query import GROUP_KEY, IDENT, ROWS, AggregateQuery, default_name, unquote
 from hudilite.reader.changes import LOCAL_SNAPSHOT_MAX_BYTES, local_changes, local_snapshot
 from hudilite.reader.planner import plan_read, table_schema
 from hudilite.table import HoodieTable
@@ -28,13 +28,13 @@ from hudilite.table import HoodieTable
 
 def _plain_column(expr: str, q: AggregateQuery, names: List[str]) -> Optional[str]:
     """The detail column `expr` names when it is a bare (optionally qualified) column reference."""
-    m = re.match(rf"^\s*(?:({_IDENT})\s*\.\s*)?({_IDENT})\s*$", expr)
+    m = re.match(rf"^\s*(?:({IDENT})\s*\.\s*)?({IDENT})\s*$", expr)
     if not m:
         return None
-    qual = _unquote(m.group(1)).lower() if m.group(1) else None
-    if qual is not None and qual not in {(q.alias or "").lower(), _unquote(q.relation.split(".")[-1]).lower()}:
+    qual = unquote(m.group(1)).lower() if m.group(1) else None
+    if qual is not None and qual not in {(q.alias or "").lower(), unquote(q.relation.split(".")[-1]).lower()}:
         return None
-    col = _unquote(m.group(2)).lower()
+    col = unquote(m.group(2)).lower()
     hits = [n for n in names if n.lower() == col]
     return hits[0] if len(hits) == 1 else None
 

@@ -33,7 +33,7 @@ _OTHER_AGGS = re.compile(
     r"percentile\w*|approx_\w+|median|mode|bool_and|bool_or|every|some|max_by|min_by|count_if|array_agg|"
     r"string_agg|listagg|corr|covar\w*|kurtosis|skewness|grouping\w*|bit_\w+|regr_\w+|histogram_numeric|"
     r"row_number|rank|dense_rank|lag|lead|ntile)\s*\(")
-_IDENT = r"(?:`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)"
+IDENT = r"(?:`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)"
 _GROUP_KEY_WORDS = {"IS", "NOT", "NULL"}
 
 
@@ -81,7 +81,7 @@ class AggregateQuery:
 
     def relation_parts(self) -> List[str]:
         """The FROM relation's name parts, unquoted (`schema`.`detail` -> ['schema', 'detail'])."""
-        return [p.strip("`") for p in re.findall(_IDENT, self.relation)]
+        return [p.strip("`") for p in re.findall(IDENT, self.relation)]
 
     def signature(self) -> str:
         blob = json.dumps([[i.expr, i.name, i.func, i.distinct] for i in self.items] + [self.where or ""])
@@ -117,7 +117,7 @@ def _norm(expr: str) -> str:
     return re.sub(r"\s+", " ", expr.strip().replace("`", "")).lower()
 
 
-def _unquote(name: str) -> str:
+def unquote(name: str) -> str:
     return name[1:-1] if name.startswith("`") and name.endswith("`") else name
 
 
@@ -140,21 +140,21 @@ def _item(text: str) -> Item:
     alias = None
     parsed = [t for t in sqlparse.parse(text)[0].tokens if not t.is_whitespace]
     if len(parsed) == 1 and isinstance(parsed[0], Identifier) and parsed[0].get_alias():
-        m = re.match(rf"(?is)^(.*?)\s+(?:as\s+)?({_IDENT})\s*$", text)
+        m = re.match(rf"(?is)^(.*?)\s+(?:as\s+)?({IDENT})\s*$", text)
         if m:
-            text, alias = m.group(1).strip(), _unquote(m.group(2))
+            text, alias = m.group(1).strip(), unquote(m.group(2))
     if alias is None:
         # an explicit trailing `AS name` that sqlparse does not group with the expression (`x is null as isn`,
         # `interval 1 day as i`): still the item's alias, never part of the SQL handed to Spark
-        m = re.match(rf"(?is)^(.*?\S)\s+as\s+({_IDENT})\s*$", text)
+        m = re.match(rf"(?is)^(.*?\S)\s+as\s+({IDENT})\s*$", text)
         if m and m.group(1).count("(") == m.group(1).count(")"):
-            text, alias = m.group(1).strip(), _unquote(m.group(2))
+            text, alias = m.group(1).strip(), unquote(m.group(2))
     call = _call(text)
     if call is None:
         if _OTHER_AGGS.search(text):
             raise _err(f"unsupported select expression {text!r} (an aggregate must be a single call, not part of "
                        "an expression)")
-        return Item(text, alias or _unquote(text.split(".")[-1].strip()))
+        return Item(text, alias or unquote(text.split(".")[-1].strip()))
     func, inner = call
     distinct = bool(re.match(r"(?is)^distinct\s+", inner))
     if distinct:
@@ -222,7 +222,7 @@ def parse(sql: str) -> AggregateQuery:
     if not parts["group"]:
         raise _err("GROUP BY expected")
     rel_text = parts["from"]
-    m = re.match(rf"(?is)^({_IDENT}(?:\.{_IDENT})*)(?:\s+(?:as\s+)?({_IDENT}))?$", rel_text)
+    m = re.match(rf"(?is)^({IDENT}(?:\.{IDENT})*)(?:\s+(?:as\s+)?({IDENT}))?$", rel_text)
     if not m:
         raise _err(f"FROM must name one table (got {rel_text!r}; subqueries and joins are not supported)")
     items = [_item(t) for t in _split_top(parts["select"])]
@@ -254,7 +254,7 @@ def parse(sql: str) -> AggregateQuery:
     where = parts["where"] or None
     if where and _OTHER_AGGS.search(where) and re.search(r"(?i)\b(count|sum|min|max|avg)\s*\(", where):
         raise _err("aggregates in WHERE are not supported (HAVING is not supported either)")
-    return AggregateQuery(items, m.group(1), _unquote(m.group(2)) if m.group(2) else None, where,
+    return AggregateQuery(items, m.group(1), unquote(m.group(2)) if m.group(2) else None, where,
                           [k.expr for k in keys])
 
 

@@ -9,6 +9,8 @@ from hudilite import options as o
 from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ
 from hudilite.errors import InvalidWriteError
 from hudilite.options import check_options
+from hudilite.storage.local import normalize_path
+from hudilite.writer.transaction import check_concurrency_options
 
 
 class _Unset:
@@ -81,8 +83,6 @@ _TT_ALIASES = {"COW": COPY_ON_WRITE, "MOR": MERGE_ON_READ}
 def _check_path(path) -> str:
     """The table location, refused when it cannot be one: empty (it would be the working directory), a URI
     of a file system other than the local one, or an existing file that is not a directory."""
-    from hudilite.storage.local import normalize_path
-
     if path is None or not str(os.fspath(path)).strip():
         raise InvalidWriteError(f"table path {path!r} is empty: pass the table's directory")
     try:
@@ -104,8 +104,6 @@ def resolve(path, record_key, precombine_field, partition_by, operation, table_t
     path = _check_path(path)
     opts = {str(k): str(v) for k, v in (options or {}).items()}
     check_options(opts)  # unknown keys (typos) and ill-typed values fail before anything is written
-    from hudilite.writer.transaction import check_concurrency_options
-
     check_concurrency_options(opts)  # concurrency mode, lock provider: bad values fail before anything is written
     rk = _as_list(record_key) or o.RECORD_KEY.get(opts, [])
     pcf_opt = o.PRECOMBINE.get(opts) or o.TABLE_PRECOMBINE.get(opts)
