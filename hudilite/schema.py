@@ -57,6 +57,15 @@ META_FIELDS: Tuple[str, ...] = (
     "_hoodie_file_name",
 )
 
+#: The record key hudilite generates for tables written without one (the core needs a key column).
+ROW_ID_FIELD = "_hudilite_row_id"
+
+
+def is_system_column(name: str) -> bool:
+    """A column hudilite or Hudi maintains (meta columns, row id, `_hoodie_is_deleted`), not user data."""
+    n = name.lower()
+    return n.startswith("_hoodie_") or n.startswith("_hudilite_")
+
 _AVRO_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _AVRO_PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 

@@ -7,19 +7,14 @@ from typing import Any, Dict, List, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
 
-META_FIELDS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
-               "_hoodie_file_name")
-ROW_ID = "_hudilite_row_id"  # record key of tables without unique_key (the core needs a key column)
+from hudilite.schema import META_FIELDS, ROW_ID_FIELD, is_system_column  # noqa: F401 (re-exported)
+
+ROW_ID = ROW_ID_FIELD  # record key of tables without unique_key (the core needs a key column)
 IS_DELETED = "_hoodie_is_deleted"
-HIDDEN = set(META_FIELDS) | {ROW_ID, IS_DELETED}
 STRATEGIES = ("upsert", "append", "insert_overwrite", "delete+insert")
 STRATEGY_ALIASES = {"merge": "upsert", "insert": "append", "delete_insert": "delete+insert"}
 SCHEMA_CHANGES = ("ignore", "fail", "append_new_columns", "sync_all_columns")
-
-
-def is_hidden_column(name: str) -> bool:
-    n = name.lower()
-    return n in HIDDEN or n.startswith("_hoodie_") or n.startswith("_hudilite_")
+is_hidden_column = is_system_column
 
 
 @dataclass
