@@ -255,7 +255,7 @@ def execute(spark, d: Dml, path: str, name: str, query_frame=None,
     table = Table(path, record_key=list(cfg.record_key_fields), precombine_field=cfg.precombine_field or None,
                   partition_by=parts, table_type=cfg.table_type)
     try:
-        result = table.write(df, op, options={options.TABLE_NAME.name: cfg.name, options.INPUT_PERSIST.name: "true"})
+        result = table.write(df, op, options={options.TABLE_NAME.key: cfg.name, options.INPUT_PERSIST.key: "true"})
     except Exception as e:  # noqa: BLE001 (whatever failed, the commit did not happen)
         raise DmlWriteError(f"{d.kind.upper()} on {name} failed, the table is unchanged: {e}") from e
     return DmlResult(op, result, added)
