@@ -29,7 +29,6 @@ from dbt.adapters.hudilite.run_state import model_key
 from dbt.adapters.hudilite.strategies import with_row_id
 from hudilite import metastore as ms
 from hudilite import replace as table_replace
-from hudilite.schema import SchemaError, avro_to_arrow, evolve, spark_to_arrow
 from hudilite.sql_merge import latest_per_key
 from hudilite.table import HoodieTable
 from hudilite.writer.options import UNSET
@@ -198,28 +197,8 @@ class MaterializeMixin:
             table = HoodieTable.open(path)
         except Exception:  # noqa: BLE001 - unreadable: replace it
             return False
-        cfg = table.config
-        if cfg.table_type != spec.table_type:
-            return False
-        if list(cfg.record_key_fields) != list(record_key):
-            return False
-        stored_parts = list(cfg.partition_fields) if cfg.is_partitioned else []
-        if stored_parts != list(spec.partition_by):
-            return False
-        if cfg.precombine_field:
-            if spec.precombine_field and spec.precombine_field != cfg.precombine_field:
-                return False
-            if cfg.precombine_field not in df.columns:
-                return False
-        elif spec.precombine_field:
-            return False
-        try:
-            stored = table.timeline.schema_json() or cfg.create_schema
-            if stored:
-                evolve(avro_to_arrow(stored), spark_to_arrow(df.schema))
-        except (SchemaError, ValueError):
-            return False
-        return True
+        return table.accepts(spec.table_type, record_key, spec.partition_by, spec.precombine_field, df.columns,
+                             df.schema)
 
     # ---- incremental runs ------------------------------------------------------------------
     def _incremental(self, schema, identifier, path, df, spec: ModelSpec, entry: CatalogEntry):
