@@ -28,6 +28,7 @@ from dbt.adapters.hudilite.response import error_text, response
 from dbt.adapters.hudilite.run_state import model_key
 from dbt.adapters.hudilite.strategies import with_row_id
 from hudilite import metastore as ms
+from hudilite import options as o
 from hudilite import replace as table_replace
 from hudilite.sql_merge import latest_per_key
 from hudilite.table import HoodieTable
@@ -280,10 +281,10 @@ class MaterializeMixin:
         # (current_timestamp() in snapshots' dbt_scd_id, uuid(), rand(), our row ids), and two different
         # evaluations lose or duplicate rows. Persist by default; `options: {hoodie.write.input.persist: false}`
         # opts out for deterministic, cheap models.
-        opts.setdefault("hoodie.write.input.persist", "true")
+        opts.setdefault(o.INPUT_PERSIST.key, "true")
         if spec.record_key:  # unique_key promises one row per key in the table: a key may change partition
-            opts.setdefault("hoodie.index.type", "GLOBAL_BLOOM")
-        opts.setdefault("hoodie.table.name", re.sub(r"\W", "_", identifier) if not identifier[:1].isdigit()
+            opts.setdefault(o.INDEX_TYPE.key, "GLOBAL_BLOOM")
+        opts.setdefault(o.TABLE_NAME.key, re.sub(r"\W", "_", identifier) if not identifier[:1].isdigit()
                         else "_" + re.sub(r"\W", "_", identifier))
         return opts
 
