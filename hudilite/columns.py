@@ -22,3 +22,12 @@ FID_COL = "_hl_fid"
 MOVED_COL = "_hl_moved"  # global index: the row is one side of a key changing partition
 INTERNAL_COLS = (DELETE_COL, SEQ_COL, FID_COL, MOVED_COL)
 IS_DELETED_FIELD = "_hoodie_is_deleted"
+
+#: The record key hudilite generates for tables written without one (the core needs a key column).
+ROW_ID_FIELD = "_hudilite_row_id"
+
+
+def is_system_column(name: str) -> bool:
+    """A column hudilite or Hudi maintains (meta columns, row id, `_hoodie_is_deleted`), not user data."""
+    n = name.lower()
+    return n.startswith("_hoodie_") or n.startswith("_hudilite_")

@@ -10,6 +10,7 @@ from hudilite.config import TableConfig
 from hudilite.errors import CorruptTableError, TableNotFoundError
 from hudilite.fs_view import PARTITION_METAFILE, FileSystemView, list_partitions
 from hudilite.replace import recover
+from hudilite.schema import SchemaError, avro_to_arrow, evolve
 from hudilite.storage import storage_for
 from hudilite.storage.local import normalize_path
 from hudilite.timeline import Timeline
@@ -103,6 +104,34 @@ class HoodieTable:
 
     def partitions(self) -> list[str]:
         return list_partitions(self.base_path, self.config.is_partitioned)
+
+    def accepts(self, table_type: str, record_key, partition_by, precombine_field, columns, schema) -> bool:
+        """Whether a write of this layout can be a commit on this table rather than a rebuild of it (see
+        hudilite.replace): same table type, record key, partitioning and precombine field (a stored one among
+        the incoming `columns`), and `schema` (Arrow) a permitted evolution of the
+        stored schema."""
+        cfg = self.config
+        if cfg.table_type != table_type:
+            return False
+        if list(cfg.record_key_fields) != list(record_key):
+            return False
+        stored_parts = list(cfg.partition_fields) if cfg.is_partitioned else []
+        if stored_parts != list(partition_by):
+            return False
+        if cfg.precombine_field:
+            if precombine_field and precombine_field != cfg.precombine_field:
+                return False
+            if cfg.precombine_field not in columns:
+                return False
+        elif precombine_field:
+            return False
+        try:
+            stored = self.timeline.schema_json() or cfg.create_schema
+            if stored:
+                evolve(avro_to_arrow(stored), schema)
+        except (SchemaError, ValueError):
+            return False
+        return True
 
     def snapshot_stats(self) -> dict:
         """{'rows', 'bytes', 'files'} of the latest snapshot without reading data: a base file's row count is

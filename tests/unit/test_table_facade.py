@@ -279,3 +279,21 @@ def test_consumer_positions_commit_with_the_output(tmp_path):
     assert cp.resume(up_a, "another-table") == (None, True)
     a.write(_rows([5]))  # the upstream moves on: the consumer continues from its own recorded position
     assert [r["id"] for r in a.changes_arrow(cp.resume(up_a, ida)[0], completion_bounds=True).to_pylist()] == [5]
+
+
+def test_accepts_a_write_only_of_the_same_layout_and_an_evolvable_schema(tmp_path):
+    path = str(tmp_path / "t")
+    Table.create(path, **LAYOUT).write(_rows([1, 2]), "insert")
+    t = HoodieTable.open(path)
+    cow, key, parts, cols, schema = "COPY_ON_WRITE", ["id"], ["p"], ["id", "p", "v"], _rows([1]).schema
+    assert t.accepts(cow, key, parts, "v", cols, schema)
+    assert t.accepts(cow, key, parts, None, cols, schema)  # no precombine given: the stored one
+    wider = schema.append(pa.field("w", pa.string()))
+    assert t.accepts(cow, key, parts, "v", cols + ["w"], wider)  # a new column evolves the schema
+    assert not t.accepts("MERGE_ON_READ", key, parts, "v", cols, schema)
+    assert not t.accepts(cow, ["p"], parts, "v", cols, schema)
+    assert not t.accepts(cow, key, [], "v", cols, schema)
+    assert not t.accepts(cow, key, parts, "id", cols, schema)
+    assert not t.accepts(cow, key, parts, "v", ["id", "p"], schema)  # the stored precombine field is missing
+    narrowed = pa.schema([schema.field("id"), schema.field("p"), pa.field("v", pa.string())])
+    assert not t.accepts(cow, key, parts, "v", cols, narrowed)  # long -> string is not an evolution

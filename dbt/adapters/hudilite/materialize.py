@@ -28,6 +28,7 @@ from dbt.adapters.hudilite.response import error_text, response
 from dbt.adapters.hudilite.run_state import model_key
 from dbt.adapters.hudilite.strategies import with_row_id
 from hudilite import metastore as ms
+from hudilite import options as o
 from hudilite import replace as table_replace
 from hudilite.schema import SchemaError, avro_to_arrow, evolve
 from hudilite.spark.schema import spark_to_arrow
@@ -199,28 +200,8 @@ class MaterializeMixin:
             table = HoodieTable.open(path)
         except Exception:  # noqa: BLE001 - unreadable: replace it
             return False
-        cfg = table.config
-        if cfg.table_type != spec.table_type:
-            return False
-        if list(cfg.record_key_fields) != list(record_key):
-            return False
-        stored_parts = list(cfg.partition_fields) if cfg.is_partitioned else []
-        if stored_parts != list(spec.partition_by):
-            return False
-        if cfg.precombine_field:
-            if spec.precombine_field and spec.precombine_field != cfg.precombine_field:
-                return False
-            if cfg.precombine_field not in df.columns:
-                return False
-        elif spec.precombine_field:
-            return False
-        try:
-            stored = table.timeline.schema_json() or cfg.create_schema
-            if stored:
-                evolve(avro_to_arrow(stored), spark_to_arrow(df.schema))
-        except (SchemaError, ValueError):
-            return False
-        return True
+        return table.accepts(spec.table_type, record_key, spec.partition_by, spec.precombine_field, df.columns,
+                             spark_to_arrow(df.schema))
 
     # ---- incremental runs ------------------------------------------------------------------
     def _incremental(self, schema, identifier, path, df, spec: ModelSpec, entry: CatalogEntry):
@@ -302,10 +283,10 @@ class MaterializeMixin:
         # (current_timestamp() in snapshots' dbt_scd_id, uuid(), rand(), our row ids), and two different
         # evaluations lose or duplicate rows. Persist by default; `options: {hoodie.write.input.persist: false}`
         # opts out for deterministic, cheap models.
-        opts.setdefault("hoodie.write.input.persist", "true")
+        opts.setdefault(o.INPUT_PERSIST.key, "true")
         if spec.record_key:  # unique_key promises one row per key in the table: a key may change partition
-            opts.setdefault("hoodie.index.type", "GLOBAL_BLOOM")
-        opts.setdefault("hoodie.table.name", re.sub(r"\W", "_", identifier) if not identifier[:1].isdigit()
+            opts.setdefault(o.INDEX_TYPE.key, "GLOBAL_BLOOM")
+        opts.setdefault(o.TABLE_NAME.key, re.sub(r"\W", "_", identifier) if not identifier[:1].isdigit()
                         else "_" + re.sub(r"\W", "_", identifier))
         return opts
 

@@ -7,19 +7,15 @@ from typing import Any, Dict, List, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
 
-META_FIELDS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
-               "_hoodie_file_name")
-ROW_ID = "_hudilite_row_id"  # record key of tables without unique_key (the core needs a key column)
+from hudilite import options as o
+from hudilite.columns import META_FIELDS, ROW_ID_FIELD, is_system_column  # noqa: F401 (re-exported)
+
+ROW_ID = ROW_ID_FIELD  # record key of tables without unique_key (the core needs a key column)
 IS_DELETED = "_hoodie_is_deleted"
-HIDDEN = set(META_FIELDS) | {ROW_ID, IS_DELETED}
 STRATEGIES = ("upsert", "append", "insert_overwrite", "delete+insert")
 STRATEGY_ALIASES = {"merge": "upsert", "insert": "append", "delete_insert": "delete+insert"}
 SCHEMA_CHANGES = ("ignore", "fail", "append_new_columns", "sync_all_columns")
-
-
-def is_hidden_column(name: str) -> bool:
-    n = name.lower()
-    return n in HIDDEN or n.startswith("_hoodie_") or n.startswith("_hudilite_")
+is_hidden_column = is_system_column
 
 
 @dataclass
@@ -54,14 +50,14 @@ class ModelSpec:
         pk = _unique_names(_as_list(merged.get("primaryKey")))
         if pk and unique_key and [k.lower() for k in pk] != [k.lower() for k in unique_key]:
             raise DbtRuntimeError(f"unique_key {unique_key} and options.primaryKey {pk} must name the same columns")
-        record_key = unique_key or pk or _as_list(hoodie.get("hoodie.datasource.write.recordkey.field"))
+        record_key = unique_key or pk or _as_list(hoodie.get(o.RECORD_KEY.key))
         pcf = cfg.get("precombine_field") or merged.get("preCombineField") or hoodie.get(
-            "hoodie.datasource.write.precombine.field")
+            o.PRECOMBINE.key)
         if cfg.get("precombine_field") and merged.get("preCombineField") and \
                 cfg["precombine_field"] != merged["preCombineField"]:
             raise DbtRuntimeError("precombine_field and options.preCombineField must name the same column")
-        parts = _as_list(cfg.get("partition_by")) or _as_list(hoodie.get("hoodie.datasource.write.partitionpath.field"))
-        tt = str(cfg.get("table_type") or merged.get("type") or hoodie.get("hoodie.datasource.write.table.type")
+        parts = _as_list(cfg.get("partition_by")) or _as_list(hoodie.get(o.PARTITION_BY.key))
+        tt = str(cfg.get("table_type") or merged.get("type") or hoodie.get(o.TABLE_TYPE.key)
                  or "cow").lower()
         table_type = {"cow": "COPY_ON_WRITE", "copy_on_write": "COPY_ON_WRITE", "mor": "MERGE_ON_READ",
                       "merge_on_read": "MERGE_ON_READ"}.get(tt)
