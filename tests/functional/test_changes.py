@@ -20,9 +20,12 @@ OCC = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
 def change_source(request, monkeypatch):
     """Every test twice: commits write change images (single-commit ranges read them), and commits without
     them (every range diffs the file slices)."""
-    from hudilite import change_images
+    import dataclasses
 
-    monkeypatch.setattr(change_images, "DEFAULT", request.param == "images")
+    from hudilite import options
+
+    monkeypatch.setattr(options, "CHANGE_IMAGES",
+                        dataclasses.replace(options.CHANGE_IMAGES, default=request.param == "images"))
     return request.param
 
 
