@@ -16,6 +16,8 @@ from bench import crashpoints
 
 SAMPLE = int(os.environ.get("HUDILITE_CRASHPOINTS_SAMPLE", 104))
 SEED = int(os.environ.get("HUDILITE_CRASHPOINTS_SEED", 24))
+# one point per Spark scenario (inside a task's worker): each costs an application start
+SPARK_SAMPLE = int(os.environ.get("HUDILITE_CRASHPOINTS_SPARK_SAMPLE", 1))
 
 
 @pytest.mark.crashpoints
@@ -24,7 +26,7 @@ def test_crash_points(tmp_path):
     everything = os.environ.get("HUDILITE_CRASHPOINTS", "").lower() == "all"
     names = list(crashpoints.SCENARIOS)
     res = crashpoints.run(names, sample=None if everything else SAMPLE, seed=SEED, root=str(tmp_path),
-                          log=lambda *a: None)
+                          log=lambda *a: None, spark_sample=SPARK_SAMPLE)
     assert set(res["points"]) == set(names), "every scenario has crash points in the run"
     assert sum(res["points"].values()) >= (1000 if everything else 100)
     assert not res["failures"], "\n\n".join(f"{n} crash at {c}: {e}" for n, c, e in res["failures"])
