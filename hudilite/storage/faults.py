@@ -55,7 +55,7 @@ class CrashInjector:
 
     def __call__(self, op: str, path: str, torn) -> None:
         if self.counter_path:
-            return self._shared(op, path, torn)
+            return self._shared(self.counter_path, op, path, torn)
         with self._lock:
             self.n += 1
             self.ops.append((op, path, torn is not None))
@@ -64,10 +64,10 @@ class CrashInjector:
         _tear(torn if self.torn else None)
         os._exit(EXIT_CODE)
 
-    def _shared(self, op: str, path: str, torn) -> None:
+    def _shared(self, counter_path: str, op: str, path: str, torn) -> None:
         line = json.dumps({"op": op, "path": path, "tearable": torn is not None, "pid": os.getpid()}) + "\n"
         with self._lock:  # the file lock is per process (fcntl): threads of one process take turns here first
-            fd = os.open(self.counter_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = os.open(counter_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 n = _count_lines(fd) + 1
