@@ -28,9 +28,10 @@ import os
 import uuid
 
 from hudilite.errors import CorruptTableError
-from hudilite.storage.local import fsync_path, storage_for
+from hudilite.storage.local import fsync_path, local_storage
+from hudilite.storage.paths import is_local
 
-_FS = storage_for("/")
+_FS = local_storage()  # the swap is a local protocol: flock, directory renames, directory fsyncs
 
 
 def _rmtree(path: str) -> None:
@@ -107,6 +108,8 @@ def swap(path: str, staging: str) -> None:
 
 def recover(path: str) -> bool:
     """Complete a swap of `path` that a crash interrupted (no-op without one: one stat). True if it did."""
+    if not is_local(path):  # swaps are made on local file systems only
+        return False
     if not _FS.exists(_intent_path(path)):
         return False
     with _flock(_names(path)[0]):

@@ -50,9 +50,9 @@ import uuid
 from hudilite.errors import LockTimeoutError
 from hudilite.lock.base import LockLostError, LockProvider, register_lock_provider
 from hudilite.options import LOCK_EXPIRE_MINUTES, LOCK_EXPIRE_MS, LOCK_PATH, LOCK_RETRY_MS, LOCK_WAIT_MS
-from hudilite.storage.local import storage_for
+from hudilite.storage.local import local_storage
 
-_FS = storage_for("/")  # the lock file and lease directories live on the local/shared file system
+_FS = local_storage()  # the lock file and lease directories live on the local/shared file system
 
 _EXPIRES_DIGITS = 15  # space-padded, so every renewal writes the same number of bytes
 

@@ -44,7 +44,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 from hudilite.errors import HudiliteError
 from hudilite.markers.direct import MARKER_TYPE_FILE, SUFFIX, delete_markers, list_markers, marker_dir
 from hudilite.options import MARKERS_BATCH_INTERVAL_MS, MARKERS_NUM_THREADS, MARKERS_SERVICE_URL, MARKERS_TYPE
-from hudilite.storage.local import fsync_path, storage_for
+from hudilite.storage.local import fsync_path, local_storage, storage_for
 
 TIMELINE_SERVER_BASED = "TIMELINE_SERVER_BASED"
 DIRECT = "DIRECT"
@@ -400,7 +400,7 @@ class MarkerService:
     def _repair_torn_tail(self, path: str) -> None:
         """A service killed mid-write may leave a partial last line; it was never acknowledged, drop it so the
         next append starts on a line of its own."""
-        fs = storage_for(path)
+        fs = local_storage()  # the service's files are appended through kept-open descriptors: local files
         size = fs.size(path)
         if size == 0:
             return
@@ -532,14 +532,14 @@ class MarkerService:
             if fd is None:
                 root = marker_dir(self.base_path, st.instant)
                 path = os.path.join(root, f"MARKERS{w}")
-                fs = storage_for(path)
+                fs = local_storage()  # a descriptor kept open for appends: the service's files are local
                 existed = fs.exists(path)
                 fd = fs.open_append_fd(path)
                 st.fds[w] = fd
                 if not existed:
                     fsync_path(root)  # the new file's directory entry is durable too
                     self.stats.add(files_created=1, fsyncs=1)
-            storage_for(self.base_path).append_fd(fd, data, path=f"{marker_dir(self.base_path, st.instant)}/MARKERS{w}")
+            local_storage().append_fd(fd, data, path=f"{marker_dir(self.base_path, st.instant)}/MARKERS{w}")
             self.stats.add(writes=1, fsyncs=1, bytes_written=len(data))
 
 

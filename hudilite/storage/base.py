@@ -6,6 +6,11 @@ guarantee is what the format relies on: `write_bytes` replaces a file atomically
 content, never a part), `put_if_absent` creates a file only if it does not exist, atomically (the commit of an
 instant; object stores: a conditional put), and a file once listed can be read.
 
+Backends are found by URI scheme: `register_storage(scheme, factory)` adds one, `storage_for(path)` returns the
+backend of a path (plain paths and `file:` URIs: the LocalStorage). Table paths are joined and compared with
+`join_path` / `relative_to` (hudilite/storage/paths.py), never with os.path.abspath/realpath/relpath, which would
+mangle `s3://bucket/prefix/t`.
+
 LocalStorage also offers POSIX primitives that only the local lock provider, heartbeats and direct markers use
 (descriptors kept open for appends and lease renewals, hard links, exclusive directory creation, mtimes); a
 backend without them needs its own lock provider (hoodie.write.lock.provider) and timeline-server markers.
@@ -14,10 +19,15 @@ backend without them needs its own lock provider (hoodie.write.lock.provider) an
 from __future__ import annotations
 
 import abc
+import errno
 import os
-from typing import Iterator
+import re
+import threading
+import uuid
+from typing import Callable, Iterator
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 
 class Storage(abc.ABC):
@@ -51,6 +61,25 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def open_input(self, path: str) -> pa.NativeFile:
         """A random-access input file (parquet footers and columns are read through it)."""
+
+    def read_parquet(self, path: str, columns: list[str] | None = None, **options) -> pa.Table:
+        """A whole parquet file (or the named columns) as an Arrow table."""
+        with self.open_input(path) as f:
+            return pq.read_table(f, columns=columns, **options)
+
+    def parquet_file(self, path: str, **options) -> pq.ParquetFile:
+        """A parquet file opened for reading row groups and its footer; close it (or use `with`) when done."""
+        return pq.ParquetFile(self.open_input(path), **options)
+
+    def parquet_metadata(self, path: str) -> pq.FileMetaData:
+        """The parquet footer of a file (row counts, column statistics)."""
+        with self.open_input(path) as f:
+            return pq.read_metadata(f)
+
+    def parquet_schema(self, path: str) -> pa.Schema:
+        """The Arrow schema of a parquet file."""
+        with self.open_input(path) as f:
+            return pq.read_schema(f)
 
     @abc.abstractmethod
     def listdir(self, path: str) -> list[str]:
@@ -109,3 +138,71 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def fsync_dirs(self, dirs) -> None:
         """Make the listed directories' entries durable (object stores: nothing to do)."""
+
+    # ---- with a default for stores without directories or temp files (object stores) ---------------------
+    def fsync_file(self, path: str) -> None:
+        """Make a closed file durable (a `create_data_file` sink). Object stores: a finished put already is."""
+
+    def rmdir(self, path: str) -> None:
+        """Remove an empty directory (OSError when it holds entries). Object stores: only prefixes, nothing to do."""
+        if self.listdir(path):
+            raise OSError(errno.ENOTEMPTY, "directory not empty", path)
+
+    def tmp_name(self, path: str) -> str:
+        """A name beside `path` for content renamed onto it later (a hidden `.tmp` file listings skip)."""
+        d, name = os.path.split(path)
+        return os.path.join(d, f".{name}.{uuid.uuid4().hex}.tmp")
+
+    def delete_stale_temps(self, path: str) -> int:
+        """Delete temp files an atomic `write_bytes(path, ...)` left when its process died; how many. Only for a
+        path whose writers hold a lock the caller holds. Stores whose writes are atomic puts leave none."""
+        return 0
+
+    def touch(self, path: str, *, fsync: bool = True) -> None:
+        """Create `path` empty if absent (an existing file is left as it is)."""
+        self.create_empty_if_absent(path)
+
+    def write_plain(self, path: str, data: bytes) -> None:
+        """Write `path` for readers that tolerate a torn or stale content (heartbeats, marker type files)."""
+        self.write_bytes(path, data, fsync=False)
+
+    def touch_mtime(self, path: str) -> None:
+        """Set `path`'s modification time to now (a heartbeat beat); FileNotFoundError when it is absent."""
+        self.write_bytes(path, self.read_bytes(path), fsync=False)
+
+
+# ---- backends by URI scheme ---------------------------------------------------------------------------------
+_REGISTRY: dict[str, Callable[[str], Storage]] = {}
+_INSTANCES: dict[str, Storage] = {}
+_REGISTRY_LOCK = threading.Lock()
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")  # two characters at least: "C:" is a drive, not a scheme
+
+
+def scheme_of(path: str) -> str:
+    """The URI scheme of `path`, lower case: "" for a plain local path, "file" for a `file:` URI."""
+    m = _SCHEME.match(os.fspath(path))
+    return m.group(1).lower() if m else ""
+
+
+def register_storage(scheme: str, factory: Callable[[str], Storage]) -> None:
+    """Serve paths of `scheme` (e.g. "s3") with the backend `factory(scheme)` builds; built once, on first use.
+    Registering a scheme again replaces its backend (tests register throwaway ones)."""
+    with _REGISTRY_LOCK:
+        _REGISTRY[scheme.lower()] = factory
+        _INSTANCES.pop(scheme.lower(), None)
+
+
+def unregister_storage(scheme: str) -> None:
+    with _REGISTRY_LOCK:
+        _REGISTRY.pop(scheme.lower(), None)
+        _INSTANCES.pop(scheme.lower(), None)
+
+
+def registered_storage(scheme: str) -> Storage | None:
+    """The backend of `scheme` ("" and "file": the local one), or None when no backend serves it."""
+    key = scheme.lower() or "file"
+    with _REGISTRY_LOCK:
+        inst = _INSTANCES.get(key)
+        if inst is None and key in _REGISTRY:
+            inst = _INSTANCES[key] = _REGISTRY[key](key)
+        return inst

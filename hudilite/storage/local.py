@@ -14,28 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hudilite.options import FSYNC
-from hudilite.storage.base import Storage
-
-
-def normalize_path(path: str) -> str:
-    """Absolute local path for a table location: a plain path, `file:/x` (Spark's and Hadoop's form of a
-    catalog LOCATION), `file:///x` or `file://localhost/x`. The one place a user or Spark path is turned into
-    a local path. Hadoop's `Path.toString()` does not percent-encode, so `%` in a path is taken literally."""
-    path = os.fspath(path)
-    if path[:5].lower() == "file:":
-        rest = path[5:]
-        if rest.startswith("//"):
-            host, sep, tail = rest[2:].partition("/")
-            if host not in ("", "localhost"):
-                raise ValueError(f"unsupported location {path!r}: a file URI naming host {host!r} "
-                                 "(only local/shared file systems are supported)")
-            rest = sep + tail
-        if not rest.startswith("/"):
-            raise ValueError(f"unsupported location {path!r}: a file URI needs an absolute path")
-        path = rest
-    elif "://" in path:
-        raise ValueError(f"unsupported storage scheme in {path!r}: only local/shared file systems are supported")
-    return os.path.abspath(path)
+from hudilite.storage.base import Storage, register_storage, registered_storage, scheme_of
+from hudilite.storage.paths import normalize_path
 
 
 def read_nonblank(path: str) -> bytes | None:
@@ -129,10 +109,6 @@ class LocalStorage(Storage):
                         yield entry
         except FileNotFoundError:
             return
-
-    def tmp_name(self, path: str) -> str:
-        d, name = os.path.split(path)
-        return os.path.join(d, f".{name}.{uuid.uuid4().hex}.tmp")
 
     def delete_stale_temps(self, path: str) -> int:
         """Delete the temp files `write_bytes(path, ...)` leaves when its process dies before the rename
@@ -393,9 +369,24 @@ def _append_file(path: str, chunks: list[bytes], fsync: bool) -> int:
 
 
 _LOCAL = LocalStorage()
+register_storage("file", lambda _scheme: _LOCAL)
 
 
-def storage_for(path: str) -> LocalStorage:
-    """The storage of `path` (local and shared file systems: the one LocalStorage; other backends by scheme)."""
-    normalize_path(path)  # validates the scheme
+def local_storage() -> LocalStorage:
+    """The LocalStorage with its POSIX primitives (kept-open descriptors, links, exclusive directories): for the
+    parts that are local by nature (the file lock provider, the batched marker service's files, a table swap)."""
     return _LOCAL
+
+
+def storage_for(path: str) -> Storage:
+    """The storage of `path`: the backend registered for its URI scheme (`register_storage`); plain local paths
+    and `file:` URIs: the one LocalStorage. ValueError for a scheme no backend serves."""
+    scheme = scheme_of(path)
+    if scheme in ("", "file"):
+        normalize_path(path)  # validates a file URI's form
+        return _LOCAL
+    fs = registered_storage(scheme)
+    if fs is None:
+        normalize_path(path)  # raises: the scheme is not served
+    assert fs is not None
+    return fs
