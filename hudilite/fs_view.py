@@ -22,18 +22,19 @@ def list_partitions(base_path: str, partitioned: bool) -> list[str]:
     if not partitioned:
         return [""]
     out: list[str] = []
+    fs = storage_for(base_path)
 
     def walk(rel: str) -> None:
         full = os.path.join(base_path, rel) if rel else base_path
         try:
-            entries = list(os.scandir(full))
-        except FileNotFoundError:
+            dirs, files = fs.list_entries(full)
+        except (FileNotFoundError, NotADirectoryError):
             return
-        subdirs = [e.name for e in entries if e.is_dir() and not e.name.startswith(".")]
+        subdirs = [d for d in dirs if not d.startswith(".")]
         if rel and not subdirs:
             out.append(rel)
             return
-        if rel and any(e.is_file() and not e.name.startswith(".") for e in entries) and subdirs:
+        if rel and any(not f.startswith(".") for f in files) and subdirs:
             out.append(rel)
         for d in sorted(subdirs):
             if not rel and d in ("_delta_log",):

@@ -38,6 +38,7 @@ import weakref
 from hudilite import checkpoints
 from hudilite.errors import CommitConflictError, HudiliteError, InvalidWriteError
 from hudilite.options import STREAMING_CONFLICT_RETRIES
+from hudilite.storage import storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMPLETED, WRITE_ACTIONS, Instant, Timeline
 from hudilite.writer.client import WriteClient
@@ -274,9 +275,9 @@ class StreamingSink:
             return self.query_id
         qid = None
         if self.checkpoint_location:
+            meta = os.path.join(_local(self.checkpoint_location), "metadata")
             try:
-                with open(os.path.join(_local(self.checkpoint_location), "metadata")) as f:
-                    qid = json.load(f).get("id")
+                qid = json.loads(storage_for(meta).read_bytes(meta)).get("id")
             except (FileNotFoundError, ValueError):
                 qid = None
         if not qid:

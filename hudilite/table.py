@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 
-import pyarrow.parquet as pq
-
 from hudilite.config import TableConfig
 from hudilite.errors import CorruptTableError, TableNotFoundError
 from hudilite.fs_view import PARTITION_METAFILE, FileSystemView, list_partitions
 from hudilite.replace import recover
 from hudilite.schema import SchemaError, avro_to_arrow, evolve
 from hudilite.storage import storage_for
-from hudilite.storage.local import normalize_path
+from hudilite.storage.paths import normalize_path, relative_to
 from hudilite.timeline import Timeline
 from hudilite.timeline.instant import parse_instant_file
 
@@ -33,22 +31,25 @@ class HoodieTable:
         """A table is here: hoodie.properties, or (damaged: `open` raises) a timeline without it."""
         base = normalize_path(path)
         recover(base)  # a rebuild that swapped directories and crashed halfway is completed first
-        return os.path.isfile(os.path.join(base, META_DIR, PROPS_FILE)) or _has_timeline(base)
+        fs = storage_for(base)
+        props = os.path.join(base, META_DIR, PROPS_FILE)
+        return (fs.exists(props) and not fs.isdir(props)) or _has_timeline(base)
 
     @classmethod
     def open(cls, path: str) -> "HoodieTable":
         base = normalize_path(path)
         recover(base)  # a rebuild that swapped directories and crashed halfway is completed first
         props_path = os.path.join(base, META_DIR, PROPS_FILE)
-        if not os.path.isfile(props_path):
-            if not os.path.exists(base):
+        fs = storage_for(base)
+        if not fs.exists(props_path) or fs.isdir(props_path):
+            if not fs.exists(base):
                 raise TableNotFoundError(f"no table at {base}: the path does not exist")
             if _has_timeline(base):
                 raise CorruptTableError(f"{base}: {META_DIR}/{PROPS_FILE} is missing, but {META_DIR} holds a "
                                         "timeline: the table is damaged")
             raise TableNotFoundError(f"no Hudi table at {base}: {META_DIR}/{PROPS_FILE} is missing")
         try:
-            text = storage_for(base).read_bytes(props_path).decode("utf-8")
+            text = fs.read_bytes(props_path).decode("utf-8")
         except UnicodeDecodeError as e:
             raise CorruptTableError(f"{base}: hoodie.properties is damaged (not UTF-8: {e})") from None
         config = TableConfig.parse(text, base)
@@ -66,7 +67,7 @@ class HoodieTable:
         try:
             created = fs.put_if_absent(props, config.serialize().encode("utf-8"))
         except FileNotFoundError:  # our temp file went: removed by the creator that won (below)
-            if not os.path.isfile(props):
+            if not fs.exists(props):
                 raise
             created = False
         if not created:
@@ -154,9 +155,9 @@ class HoodieTable:
                 continue
             if b.instant not in recorded:
                 recorded[b.instant] = _recorded_rows(tl, b.instant)
-            rel = os.path.relpath(b.path, self.base_path).replace(os.sep, "/")
+            rel = relative_to(b.path, self.base_path)
             n = recorded[b.instant].get(rel)
-            rows += n if n is not None else pq.read_metadata(b.path).num_rows
+            rows += n if n is not None else self.fs.parquet_metadata(b.path).num_rows
         return {"rows": rows, "bytes": size, "files": files}
 
     # ---- partition metadata ----------------------------------------------------------------
@@ -189,9 +190,10 @@ def _recorded_rows(tl: Timeline, ts: str) -> dict:
 def _has_timeline(base: str) -> bool:
     """Whether `.hoodie` (or `.hoodie/timeline`) holds instant files."""
     meta = os.path.join(base, META_DIR)
+    fs = storage_for(base)
     for d in (meta, os.path.join(meta, "timeline")):
         try:
-            names = os.listdir(d)
+            names = fs.list_entries(d)[1]
         except (FileNotFoundError, NotADirectoryError):
             continue
         if any(parse_instant_file(n, 1) or parse_instant_file(n, 2) for n in names):

@@ -17,12 +17,12 @@ from typing import Any, Dict, List, Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from hudilite.aggregate import state as st
 from hudilite.aggregate.query import GROUP_KEY, IDENT, ROWS, AggregateQuery, default_name, unquote
 from hudilite.reader.changes import LOCAL_SNAPSHOT_MAX_BYTES, local_changes, local_snapshot
 from hudilite.reader.planner import plan_read, table_schema
+from hudilite.storage import storage_for
 from hudilite.table import HoodieTable
 
 
@@ -261,7 +261,7 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
     delta = delta.append_column(GROUP_KEY, gkey)
     # the affected groups' stored state
     stored_cols = [GROUP_KEY] + state
-    cur = [pq.read_table(f, columns=stored_cols) for f in agg_plan.plain_files]
+    cur = [storage_for(f).read_parquet(f, columns=stored_cols) for f in agg_plan.plain_files]
     cur = pa.concat_tables(cur) if cur else pa.schema([plan.stored.field(c) for c in stored_cols]).empty_table()
     cur = cur.filter(pc.is_in(cur.column(GROUP_KEY), value_set=gkey))
     cur = cur.rename_columns([GROUP_KEY] + [f"__cur{c}" for c in stored_cols[1:]])

@@ -40,7 +40,6 @@ from typing import Dict, List, Optional
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from hudilite import auxfiles, checkpoints
 from hudilite.storage.local import storage_for
@@ -198,7 +197,7 @@ def load(agg_path: str, entry: Optional[dict], signature: str, detail: str, posi
     out = {}
     for n, path in files.items():
         try:
-            t = pq.read_table(path)
+            t = storage_for(path).read_parquet(path)
             if t.column_names != schemas[n].names:
                 raise ValueError(f"columns {t.column_names}")
             out[n] = t.cast(schemas[n])

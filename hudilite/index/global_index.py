@@ -35,13 +35,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from hudilite.columns import DELETE_COL, KEY_COL, MOVED_COL, PART_COL
 from hudilite.errors import damaged_file
 from hudilite.index.range_index import FileRange, RangeIndex
 from hudilite.options import BLOOM_UPDATE_PARTITION_PATH, INDEX_TYPE, SIMPLE_UPDATE_PARTITION_PATH
 from hudilite.reader.merge import MergeSpec, SliceDesc, merge_slice
+from hudilite.storage import storage_for
 from hudilite.writer.handle import sort_indices
 
 INDEX_TYPE_KEY = INDEX_TYPE.key
@@ -100,8 +100,9 @@ def slice_keys(desc: SliceDesc, key_col: str, pcf: str | None, spec: MergeSpec |
         names = t.column_names
     else:
         with damaged_file(desc.base_path):
-            names = pq.ParquetFile(desc.base_path).schema_arrow.names
-            t = pq.read_table(desc.base_path, columns=[c for c in dict.fromkeys([key_col, pcf]) if c and c in names])
+            fs = storage_for(desc.base_path)
+            names = fs.parquet_schema(desc.base_path).names
+            t = fs.read_parquet(desc.base_path, columns=[c for c in dict.fromkeys([key_col, pcf]) if c and c in names])
     key = t.column(key_col)
     if key_col != KEY_COL:
         key = key.cast(pa.int64())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from enum import IntEnum
 
 from hudilite.errors import HudiliteError
 from hudilite.options import LOG_MAX_SIZE
+from hudilite.storage import storage_for
 
 MAGIC = b"#HUDI#"
 FORMAT_VERSION = 1
@@ -146,7 +148,12 @@ def list_log_files(
 ) -> list[LogFileName]:
     """Log files in `directory` (optionally of one file id / instant), sorted."""
     found = []
-    for entry in os.listdir(directory):
+    directory = os.fspath(directory)
+    fs = storage_for(directory)
+    names = fs.listdir(directory)
+    if not names and not fs.isdir(directory):
+        raise FileNotFoundError(errno.ENOENT, "no such directory", directory)
+    for entry in names:
         parsed = try_parse_log_file_name(entry)
         if parsed is None:
             continue

@@ -18,7 +18,6 @@ reported as corrupt with the reason "legacy log format version 0 block".
 from __future__ import annotations
 
 import functools
-import mmap
 import os
 import struct
 from dataclasses import dataclass
@@ -183,12 +182,11 @@ def scan_log_file(source: str | os.PathLike | bytes | bytearray | memoryview) ->
         data = bytes(source)
         return _scan(data, len(data), lambda offset, length: data[offset : offset + length], None)
     path = os.fspath(source)
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+    with storage_for(path).mapped(path) as buf:
+        size = len(buf)
         if size == 0:
             return []
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            return _scan(buf, size, functools.partial(_read_range, path), path)
+        return _scan(buf, size, functools.partial(_read_range, path), path)
 
 
 class LogReader:

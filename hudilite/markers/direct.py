@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from hudilite.storage.local import storage_for
+from hudilite.storage import relative_to, storage_for
 
 CREATE = "CREATE"
 MERGE = "MERGE"
@@ -51,24 +51,22 @@ def list_markers(base_path: str, instant: str) -> list[tuple[str, str, str]]:
     line)."""
     root = marker_dir(base_path, instant)
     out: list[tuple[str, str, str]] = []
-    if not storage_for(root).isdir(root):
+    fs = storage_for(root)
+    if not fs.isdir(root):
         return out
-    for dirpath, _dirs, files in os.walk(root):
-        rel = os.path.relpath(dirpath, root)
-        rel = "" if rel == "." else rel
-        for f in files:
-            if SUFFIX in f:
-                name, kind = f.rsplit(SUFFIX, 1)
-                out.append((rel, name, kind))
-            elif f.startswith("MARKERS") and f != MARKER_TYPE_FILE and not rel:
-                with open(os.path.join(dirpath, f), "r", encoding="utf-8", errors="replace") as fh:
-                    for line in fh:
-                        line = line.strip()
-                        if SUFFIX not in line:
-                            continue  # a torn last line of a crashed service
-                        path, kind = line.rsplit(SUFFIX, 1)
-                        part, _, name = path.rpartition("/")
-                        out.append((part, name, kind))
+    for p in fs.walk_files(root):
+        rel, _, f = relative_to(p, root).rpartition("/")
+        if SUFFIX in f:
+            name, kind = f.rsplit(SUFFIX, 1)
+            out.append((rel, name, kind))
+        elif f.startswith("MARKERS") and f != MARKER_TYPE_FILE and not rel:
+            for line in fs.read_bytes(p).decode("utf-8", errors="replace").splitlines():
+                line = line.strip()
+                if SUFFIX not in line:
+                    continue  # a torn last line of a crashed service
+                path, kind = line.rsplit(SUFFIX, 1)
+                part, _, name = path.rpartition("/")
+                out.append((part, name, kind))
     return out
 
 

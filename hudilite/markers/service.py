@@ -44,7 +44,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 from hudilite.errors import HudiliteError
 from hudilite.markers.direct import MARKER_TYPE_FILE, SUFFIX, delete_markers, list_markers, marker_dir
 from hudilite.options import MARKERS_BATCH_INTERVAL_MS, MARKERS_NUM_THREADS, MARKERS_SERVICE_URL, MARKERS_TYPE
-from hudilite.storage.local import fsync_path, local_storage, storage_for
+from hudilite.storage.local import fsync_path, local_storage, normalize_path, storage_for
 
 TIMELINE_SERVER_BASED = "TIMELINE_SERVER_BASED"
 DIRECT = "DIRECT"
@@ -208,7 +208,7 @@ class MarkerService:
             raise ValueError("num_threads must be >= 1")
         if batch_interval_ms < 0:
             raise ValueError("batch_interval_ms must be >= 0")
-        self.base_path = os.path.abspath(base_path)
+        self.base_path = normalize_path(base_path)
         self.batch_interval = batch_interval_ms / 1000.0
         self.num_threads = num_threads
         self.host, self.port = host, port
@@ -302,7 +302,7 @@ class MarkerService:
             return 200, {"ok": True, "basePath": self.base_path}
         if path == "/v1/stats":
             return 200, self.stats.snapshot()
-        if a.get("basePath") and os.path.abspath(a["basePath"]) != self.base_path:
+        if a.get("basePath") and normalize_path(a["basePath"]) != self.base_path:
             return 400, {"error": f"this marker service serves {self.base_path}, not {a['basePath']}"}
         instant = str(a.get("instant") or "")
         if not instant or "/" in instant or instant.startswith("."):

@@ -33,6 +33,7 @@ from hudilite.index.global_index import META_KEY
 from hudilite.reader.planner import ReadPlan, prune_partitions, table_schema
 from hudilite.reader.ranges import EPOCH, ChangeRange, completion_map, replaced_upto, resolve_range, slices_at
 from hudilite.schema import cast_table_to_schema
+from hudilite.storage import storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT
 
@@ -144,13 +145,12 @@ def _read_conformed(files: list[str], schema: pa.Schema, dictionary: tuple = ())
     read dictionary-encoded (their type in `schema` is then dictionary<int32, string>)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import pyarrow.parquet as pq
-
     def read(f):
-        pf = pq.ParquetFile(f)
+        fs = storage_for(f)
+        pf = fs.parquet_file(f)
         encoded = [c for c in dictionary if c in pf.schema_arrow.names]
         if encoded:
-            pf = pq.ParquetFile(f, read_dictionary=encoded)
+            pf = fs.parquet_file(f, read_dictionary=encoded)
         t = pf.read(columns=[c for c in schema.names if c in pf.schema_arrow.names], use_threads=len(files) == 1)
         return cast_table_to_schema(t, schema)
 

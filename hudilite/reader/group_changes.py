@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from hudilite.change_images import BEFORE, DELETE, INSERT, UPDATE
 from hudilite.reader.merge import COMMIT_TIME_COL, KEY, MergeSpec, SliceDesc, conform, merge_slice
+from hudilite.storage import storage_for
 
 PRESENT = "P"  # candidate kind only: a key present at end
 CANDIDATES = pa.schema([("grp", pa.int32()), ("kind", pa.string()), ("key", pa.string()), ("pos", pa.int64())])
@@ -87,7 +87,8 @@ def _key_column(task: GroupTask, ctx: ChangeContext) -> str:
     if not c:
         return KEY
     for desc in (task.after, task.before):
-        if desc is not None and desc.base_path is not None and c not in pq.read_schema(desc.base_path).names:
+        base = desc.base_path if desc is not None else None
+        if base is not None and c not in storage_for(base).parquet_schema(base).names:
             return KEY
     return c
 
@@ -98,7 +99,7 @@ def _read_keys(desc: SliceDesc, spec: MergeSpec, with_times: bool, key: str = KE
         t = merge_slice(desc, spec)
     else:
         cols = [key, COMMIT_TIME_COL] if with_times else [key]
-        t = pq.read_table(desc.base_path, columns=cols)
+        t = storage_for(desc.base_path).read_parquet(desc.base_path, columns=cols)
     return _keys_of(t, key), (_keys_of(t, COMMIT_TIME_COL) if with_times else None)
 
 
@@ -118,7 +119,7 @@ def _changed_rows(desc: SliceDesc, times: tuple, key: str = KEY):
     """(positions, keys) of the rows of a base file whose commit time is in `times`: only the row groups whose
     commit-time statistics overlap the range are read."""
     value_set = pa.array(sorted(times), pa.string())
-    pf = pq.ParquetFile(desc.base_path)
+    pf = storage_for(desc.base_path).parquet_file(desc.base_path)
     lo, hi = min(times), max(times)
     md = pf.metadata
     paths = [md.schema.column(j).path for j in range(md.num_columns)]  # parquet leaf columns (not arrow fields)
@@ -152,7 +153,7 @@ def read_rows(desc: SliceDesc, spec: MergeSpec, pos: np.ndarray, columns: tuple 
     schema = spec.schema if columns is None else pa.schema([spec.schema.field(c) for c in columns])
     if desc.log_paths or desc.base_path is None:
         return conform(merge_slice(desc, spec).take(take), schema)
-    pf = pq.ParquetFile(desc.base_path)
+    pf = storage_for(desc.base_path).parquet_file(desc.base_path)
     starts = _row_group_starts(pf.metadata)
     rg = np.searchsorted(starts, pos, side="right") - 1
     wanted = np.unique(rg)

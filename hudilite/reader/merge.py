@@ -27,7 +27,6 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from hudilite.errors import UnsupportedTableError, damaged_file
 from hudilite.log.blocks import AvroDataBlock, CommandBlock, DeleteBlock, LogBlock, ParquetDataBlock
@@ -36,6 +35,7 @@ from hudilite.log.reader import scan_log_file
 from hudilite.log.vector_avro import fast_records  # numpy Avro decoding of flat records (fastavro otherwise)
 from hudilite.reader import delete_vec
 from hudilite.schema import has_float_to_double, map_leaves, promote_floats, spark_leaf
+from hudilite.storage import storage_for
 
 EVENT_TIME = "EVENT_TIME_ORDERING"
 COMMIT_TIME = "COMMIT_TIME_ORDERING"
@@ -150,7 +150,7 @@ def _cast_struct(col: pa.ChunkedArray, t: pa.StructType, name: str) -> pa.Chunke
 # ---- reading --------------------------------------------------------------------------------------------
 def read_base(path: str, spec: MergeSpec) -> pa.Table:
     with damaged_file(path):
-        t = pq.read_table(path)
+        t = storage_for(path).read_parquet(path)
     return conform(t, spec.schema)
 
 
@@ -441,7 +441,7 @@ def merge_slices(descs, spec: MergeSpec) -> pa.Table:
     for i, d in enumerate(descs):
         tag = pa.scalar(f"{i:0{width}d}:")
         if d.base_path:
-            pf = pq.ParquetFile(d.base_path)
+            pf = storage_for(d.base_path).parquet_file(d.base_path)
             b = conform(pf.read(use_threads=pf.metadata.num_rows > 65536), spec.schema)  # small: no thread pool
             if b.num_rows:
                 bases.append(b)
@@ -496,7 +496,7 @@ def read_base_keys(path: str, spec: MergeSpec, key: str = KEY,
     record key strings when the file does not store it). `columns`: columns of the file read already (all of
     its rows), used when they include the ones needed."""
     with damaged_file(path):
-        pf = pq.ParquetFile(path)
+        pf = storage_for(path).parquet_file(path)
     if key not in pf.schema_arrow.names:
         key = KEY
     cols = [key]

@@ -60,7 +60,7 @@ from hudilite.options import OVERLAY_CACHE, OVERLAY_MIN_LOG_BYTES, READ_OVERLAYS
 from hudilite.reader.merge import SliceDesc, slice_overlay, to_spark_arrow, valid_blocks
 from hudilite.reader.planner import ReadPlan
 from hudilite.schema import avro_to_arrow, with_meta_fields_arrow
-from hudilite.storage.local import storage_for
+from hudilite.storage import is_local, relative_to, storage_for
 from hudilite.version import __version__
 
 DIR = auxfiles.relative(auxfiles.OVERLAYS)
@@ -96,8 +96,10 @@ def _usable(spark, table) -> bool:
     if not OVERLAY_CACHE.get(spark_conf(spark)):
         return False
     meta = table.meta_path
+    if not is_local(meta):
+        return True  # an object store has no permission bits to look at
     try:
-        mode = os.stat(meta).st_mode
+        mode = os.stat(meta).st_mode  # POSIX permission bits: local by nature
     except OSError:
         return False
     writable_bits = bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
@@ -174,10 +176,18 @@ def sweep(base_path: str, keep_seconds: float = KEEP_SECONDS) -> int:
     root = os.path.join(base_path, DIR)
     cutoff = time.time() - keep_seconds
     removed = 0
-    for d, dirs, _ in os.walk(root):
-        data_dir = os.path.join(base_path, os.path.relpath(d, root))
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        try:
+            dirs = fs.list_entries(d)[0]
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        rel = relative_to(d, root)
+        data_dir = os.path.join(base_path, rel) if rel else base_path
         # partition directories mirror the table's; a slice's directory has no counterpart there
-        slices = [x for x in dirs if not os.path.isdir(os.path.join(data_dir, x))]
+        slices = [x for x in dirs if not fs.isdir(os.path.join(data_dir, x))]
+        stack.extend(os.path.join(d, x) for x in sorted(dirs, reverse=True) if x not in slices)
         if not slices:
             continue
         live = set()
@@ -189,8 +199,7 @@ def sweep(base_path: str, keep_seconds: float = KEEP_SECONDS) -> int:
                 ln = try_parse_log_file_name(name)
                 if ln is not None:
                     live.add(f"{ln.file_id}_{ln.instant}")
-        for x in slices:
-            dirs.remove(x)  # entries only below: not walked
+        for x in slices:  # entries only below: not walked
             if x in live:
                 removed += _prune(fs, os.path.join(d, x), cutoff)
             else:

@@ -123,14 +123,13 @@ def table_schema(table: HoodieTable) -> pa.Schema:
             return with_meta_fields_arrow(avro_to_arrow(avro))
         except SchemaError:
             pass
-    import pyarrow.parquet as pq
 
     for inst in reversed(table.timeline.completed()):
         for stats in (table.timeline.read_metadata(inst).get("partitionToWriteStats") or {}).values():
             for s in stats:
                 p = s.get("path") or s.get("baseFile")
                 if p and p.endswith(".parquet"):
-                    return pq.read_schema(f"{table.base_path}/{p}")
+                    return table.fs.parquet_schema(f"{table.base_path}/{p}")
     return with_meta_fields_arrow(pa.schema([]))
 
 

@@ -76,12 +76,8 @@ def archived(table: HoodieTable) -> bool:
     meta = table.meta_path
     for d in (os.path.join(meta, table.config.archive_folder),
               os.path.join(meta, "timeline", "history")):
-        try:
-            for e in os.scandir(d):
-                if e.is_file() and not e.name.endswith(".crc"):
-                    return True
-        except (FileNotFoundError, NotADirectoryError):
-            continue
+        if any(not e.name.endswith(".crc") for e in table.fs.scandir_files(d)):
+            return True
     return False
 
 def check_not_archived(rng: ChangeRange) -> None:

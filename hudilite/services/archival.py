@@ -73,7 +73,7 @@ def _replaced_files_exist(table: HoodieTable, tl: Timeline, inst: Instant) -> bo
             continue
         d = table.partition_dir(part or "")
         try:
-            names = os.listdir(d)
+            names = table.fs.list_entries(d)[1]
         except FileNotFoundError:
             continue
         for n in names:

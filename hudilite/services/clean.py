@@ -34,7 +34,7 @@ from hudilite.fs_view import FileSystemView
 from hudilite.options import CLEANER_COMMITS_RETAINED, CLEANER_POLICY, CLEANER_VERSIONS_RETAINED
 from hudilite.reader import overlay_cache
 from hudilite.services.common import Progress, open_table, pending_plan, schedule_plan
-from hudilite.storage.local import storage_for
+from hudilite.storage import canonical, storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline import CLEAN, COMPLETED, INFLIGHT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, Timeline
 from hudilite.timeline.avro_models import CLEAN_METADATA, CLEANER_PLAN, from_container, to_container
@@ -138,7 +138,7 @@ def execute_clean(table: HoodieTable, instant: Instant, options: dict | None = N
     """Execute a pending clean plan; returns its HoodieCleanMetadata record."""
     t0 = time.monotonic()
     tl, cur, plan = pending_plan(table, instant, CLEAN, CleanError, CorruptTableError)
-    base = os.path.realpath(table.base_path)
+    base = canonical(table.base_path)
     per_part = plan.get("filePathsToBeDeletedPerPartition") or {}
     if not per_part and plan.get("filesToBeDeletedPerPartition"):  # version 1 plans: file names
         per_part = {p: [{"filePath": os.path.join(table.partition_dir(p), n)} for n in names]
@@ -149,8 +149,8 @@ def execute_clean(table: HoodieTable, instant: Instant, options: dict | None = N
             p = info.get("filePath") or ""
             if p.startswith("file:"):
                 p = p[5:]
-            real = os.path.realpath(p)
-            if not real.startswith(base + os.sep) or real.startswith(os.path.join(base, ".hoodie") + os.sep):
+            real = canonical(p)
+            if not real.startswith(base + "/") or real.startswith(f"{base}/.hoodie/"):
                 raise CleanError(f"clean {cur.timestamp}: planned path {p!r} is outside the table's data "
                                  f"directories; nothing deleted")
             paths.append((part, p))

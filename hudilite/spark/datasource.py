@@ -29,7 +29,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 try:
     from pyspark.sql.datasource import (
@@ -210,7 +209,7 @@ def _windows(files: list[str]):
 
 def _read_files(files: list[str], needed: set) -> list[pa.Table]:
     def one(f):
-        pf = pq.ParquetFile(f)
+        pf = storage_for(f).parquet_file(f)
         return pf.read(columns=[n for n in pf.schema_arrow.names if n in needed], use_threads=False)
 
     if len(files) <= 1:

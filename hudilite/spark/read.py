@@ -18,6 +18,7 @@ from hudilite.schema import SchemaError, avro_to_arrow
 from hudilite.spark.files import read_parquet_files
 from hudilite.spark.merge import FILE, ROW, SIZE, file_ids, merged_dataframe
 from hudilite.spark.schema import arrow_to_spark
+from hudilite.storage import storage_for
 
 
 def plan_to_dataframe(spark, plan: ReadPlan):
@@ -184,10 +185,8 @@ def _groups(sized, tasks: int) -> list[list]:
 def _file_type_overrides(schema, path: str) -> tuple:
     """Columns whose type in this parquet file (its footer, read here) differs from the table schema, as
     ((name, spark type of the file), ...): see `_overrides_from`."""
-    import pyarrow.parquet as pq
-
     try:
-        file_schema = pq.read_schema(path)
+        file_schema = storage_for(path).parquet_schema(path)
     except Exception:  # noqa: BLE001 - let Spark report unreadable files
         return ()
     return _overrides_from(schema, file_schema)

@@ -19,7 +19,9 @@ backend without them needs its own lock provider (hoodie.write.lock.provider) an
 from __future__ import annotations
 
 import abc
+import contextlib
 import errno
+import mmap
 import os
 import re
 import threading
@@ -92,6 +94,21 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def walk_files(self, path: str) -> Iterator[str]:
         """Paths of every file under `path`, recursively."""
+
+    def list_entries(self, path: str) -> tuple[list[str], list[str]]:
+        """(names of the directories, names of the files) directly under `path`; FileNotFoundError when it does
+        not exist (or is no directory)."""
+        names = self.listdir(path)
+        if not names and not self.isdir(path):
+            raise FileNotFoundError(errno.ENOENT, "no such directory", path)
+        dirs = [n for n in names if self.isdir(f"{path.rstrip('/')}/{n}")]
+        return dirs, [n for n in names if n not in set(dirs)]
+
+    @contextlib.contextmanager
+    def mapped(self, path: str) -> Iterator[bytes | mmap.mmap]:
+        """The whole file as a read-only buffer (`len`, `find`, slices) while the block runs (FileNotFoundError when
+        absent): log files are scanned for their block headers this way. LocalStorage maps it without a copy."""
+        yield self.read_bytes(path)
 
     # ---- writes -----------------------------------------------------------------------------------------
     @abc.abstractmethod

@@ -6,6 +6,8 @@ lock provider, heartbeats and direct markers. Paths handed in are absolute; `fil
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 import uuid
 from typing import Callable, Iterator
@@ -100,6 +102,23 @@ class LocalStorage(Storage):
             return os.listdir(path)
         except FileNotFoundError:
             return []
+
+    def list_entries(self, path: str) -> tuple[list[str], list[str]]:
+        dirs: list[str] = []
+        files: list[str] = []
+        with os.scandir(path) as it:
+            for e in it:
+                (dirs if e.is_dir() else files).append(e.name)
+        return dirs, files
+
+    @contextlib.contextmanager
+    def mapped(self, path: str) -> Iterator[bytes | mmap.mmap]:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                yield b""  # an empty file cannot be mapped
+                return
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                yield buf
 
     def scandir_files(self, path: str) -> Iterator[os.DirEntry]:
         try:

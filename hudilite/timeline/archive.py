@@ -51,7 +51,7 @@ def archive_file_name(version: int, token: str = ARCHIVE_WRITE_TOKEN) -> str:
 def list_archive_files(directory: str) -> list[tuple[int, str]]:
     """(version, path) of the archive files, oldest first."""
     try:
-        names = os.listdir(directory)
+        names = storage_for(directory).list_entries(directory)[1]
     except (FileNotFoundError, NotADirectoryError):
         return []
     out = []

@@ -52,10 +52,10 @@ def read_heartbeat(base_path: str, instant: str) -> dict | None:
     """{"age_ms", "tolerance_ms" (None for a heartbeat that records no settings: older writers), "tag"}; None
     if there is no heartbeat."""
     p = heartbeat_path(base_path, instant)
+    fs = storage_for(p)
     try:
-        with open(p) as f:
-            raw = f.read()
-            mtime = os.fstat(f.fileno()).st_mtime
+        raw = fs.read_bytes(p).decode("utf-8", errors="replace")
+        mtime = fs.mtime(p)
     except FileNotFoundError:
         return None
     tolerance, tag = None, None

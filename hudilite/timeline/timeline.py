@@ -178,9 +178,11 @@ class Timeline:
 _ARCHIVE_CACHE: dict[str, tuple] = {}
 
 
-def _stat(path: str) -> os.stat_result | None:
+def _stat(path: str) -> tuple[int, float] | None:
+    """(size, mtime) of a file, None when it is absent."""
+    fs = storage_for(path)
     try:
-        return os.stat(path)
+        return fs.size(path), fs.mtime(path)
     except FileNotFoundError:
         return None
 
@@ -188,7 +190,7 @@ def _stat(path: str) -> os.stat_result | None:
 def _load_archive_cached(directory: str):
     """The archive of `directory`, cached while its files are unchanged (name, size, mtime)."""
     files = list_archive_files(directory)
-    key = tuple((p, st.st_size, st.st_mtime_ns) for p, st in ((p, _stat(p)) for _v, p in files) if st is not None)
+    key = tuple((p, *st) for p, st in ((p, _stat(p)) for _v, p in files) if st is not None)
     hit = _ARCHIVE_CACHE.get(directory)
     if hit is not None and hit[0] == key:
         return hit[1]

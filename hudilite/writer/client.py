@@ -34,7 +34,7 @@ from hudilite.spark.keygen import partition_path_expr, record_key_expr
 from hudilite.spark.schema import spark_to_arrow
 from hudilite.spark.session import check_workers
 from hudilite.spark.write import SparkPlanner, collect_stats, stat_struct
-from hudilite.storage.local import normalize_path, storage_for
+from hudilite.storage import normalize_path, relative_to, storage_for
 from hudilite.table import PROPS_FILE, HoodieTable
 from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
 from hudilite.writer import local as local_write
@@ -366,12 +366,13 @@ def _remove_unused_new_table(table: HoodieTable, base: str, dir_existed: bool) -
             if table.reload().instants:
                 return
             table.fs.delete(os.path.join(meta, PROPS_FILE))  # from here on the path holds no table
-            for entry in os.scandir(base):  # partition directories the write left (rollback empties them)
-                if entry.is_dir() and entry.path != meta and not any(os.scandir(entry.path)):
-                    table.fs.rmdir(entry.path)
+            for name in table.fs.list_entries(base)[0]:  # partition directories the write left (rollback empties them)
+                d = os.path.join(base, name)
+                if d != meta and not table.fs.listdir(d):
+                    table.fs.rmdir(d)
         if not HoodieTable.exists(base):  # the lock file is gone with the lock; nobody created a table since
             table.fs.delete_tree(meta)
-            if not dir_existed and not os.listdir(base):
+            if not dir_existed and not table.fs.listdir(base):
                 table.fs.rmdir(base)
     except OSError:  # noqa: PERF203 - best effort: the failed write's error is what the caller needs
         log.warning("could not remove the new table at %s after its first write failed", base, exc_info=True)
@@ -403,26 +404,26 @@ def check_no_foreign_data(path: str) -> None:
     found = None
     if fs.isdir(os.path.join(base, "_delta_log")):
         found = "a Delta Lake table (_delta_log)"
-    elif any(n.endswith(".metadata.json") for n in _listdir(os.path.join(base, "metadata"))):
+    elif any(n.endswith(".metadata.json") for n in fs.listdir(os.path.join(base, "metadata"))):
         found = "an Iceberg table (metadata/*.metadata.json)"
     else:
-        for root, dirs, files in os.walk(base):
-            dirs[:] = [d for d in dirs if not d.startswith(".")] if root.count(os.sep) - base.count(os.sep) < 3 else []
+        stack = [(base, 0)]
+        while stack and not found:
+            root, depth = stack.pop(0)
+            try:
+                dirs, files = fs.list_entries(root)
+            except OSError:
+                continue
+            if depth < 3:
+                stack[:0] = [(os.path.join(root, d), depth + 1) for d in sorted(dirs) if not d.startswith(".")]
             hit = next((f for f in files if f == "_SUCCESS" or f.endswith((".parquet", ".orc", ".avro"))), None)
             if hit:
-                found = f"data files ({os.path.relpath(os.path.join(root, hit), base)})"
-                break
+                found = f"data files ({relative_to(os.path.join(root, hit), base)})"
     if found:
         raise InvalidWriteError(
             f"{base} already holds {found} and no Hudi table: refusing to create one on top (choose an empty "
             f"directory, or pass options={{'{ALLOW_FOREIGN_KEY}': 'true'}} to create it anyway)")
 
-
-def _listdir(d: str) -> list[str]:
-    try:
-        return os.listdir(d)
-    except OSError:
-        return []
 
 
 def _check_keys(batch: pa.RecordBatch, key_fields) -> None:

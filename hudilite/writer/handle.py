@@ -274,7 +274,7 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
         return stat
 
     with damaged_file(old_path):
-        old = pq.read_table(old_path)
+        old = storage_for(old_path).read_parquet(old_path)
     old = cast_table_to_schema(old, ctx.file_schema)
     old_keys, inc_keys = key_columns(ctx, old, incoming)
     pos = pc.index_in(old_keys, value_set=inc_keys.combine_chunks())

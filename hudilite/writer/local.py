@@ -19,13 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from hudilite.columns import DELETE_COL, FID_COL, IS_DELETED_FIELD, KEY_COL, PART_COL, SEQ_COL
 from hudilite.errors import InvalidWriteError, damaged_file
 from hudilite.index.global_index import find_local, relocate
 from hudilite.keygen import KeySpec, arrow_keygen
 from hudilite.schema import SchemaError, canonical
+from hudilite.storage import storage_for
 from hudilite.writer.context import WriteContext
 from hudilite.writer.handle import StreamingBaseFileWriter, dedup_latest
 from hudilite.writer.planning import PlannerBase, merge_group
@@ -146,7 +146,7 @@ class LocalPlanner(PlannerBase):
                     if not r.path:
                         continue
                     with damaged_file(r.path):
-                        stored = pq.read_table(r.path, columns=[KEY_COL]).column(KEY_COL)
+                        stored = storage_for(r.path).read_parquet(r.path, columns=[KEY_COL]).column(KEY_COL)
                     hit = pc.is_in(keys, value_set=stored.combine_chunks()).to_numpy(zero_copy_only=False)
                     out[idx[hit]] = r.file_id
         return pa.array(out, pa.string())

@@ -22,7 +22,6 @@ import os
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from hudilite.columns import DELETE_COL, KEY_COL, PART_COL
 from hudilite.errors import damaged_file
@@ -142,7 +141,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     entry = own_base and ctx.overlays is not None  # this append writes its slice's overlay entry
     if base_path is not None:
         with damaged_file(base_path):
-            pf = pq.ParquetFile(base_path)
+            pf = storage_for(base_path).parquet_file(base_path)
         key = ctx.int_key if ctx.int_key in pf.schema_arrow.names else "_hoodie_record_key"
         ordered = orders_by_event_time(ctx, incoming) and ctx.precombine_field in pf.schema_arrow.names
         # (the overlay entry uses the ordering column too)

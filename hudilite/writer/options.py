@@ -9,7 +9,7 @@ from hudilite import options as o
 from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ
 from hudilite.errors import InvalidWriteError
 from hudilite.options import check_options
-from hudilite.storage.local import normalize_path
+from hudilite.storage import normalize_path, storage_for
 from hudilite.writer.transaction import check_concurrency_options
 
 
@@ -89,7 +89,8 @@ def _check_path(path) -> str:
         local = normalize_path(path)
     except ValueError as e:
         raise InvalidWriteError(str(e)) from None
-    if os.path.exists(local) and not os.path.isdir(local):
+    fs = storage_for(local)
+    if fs.exists(local) and not fs.isdir(local):
         raise InvalidWriteError(f"table path {path} is a file, not a directory")
     return path
 

@@ -45,10 +45,9 @@ def _remove_empty_partition_dirs(table: HoodieTable, dirs: set[str], instant: st
     partition metadata that this very instant wrote (commitTime=<instant>) was created by it: removed too."""
     for d in sorted(dirs, key=len, reverse=True):
         cur = d
-        while cur.startswith(table.base_path + os.sep) and cur != table.base_path:
-            try:
-                entries = os.listdir(cur)
-            except FileNotFoundError:
+        while cur.startswith(table.base_path + "/") and cur != table.base_path:
+            entries = table.fs.listdir(cur)
+            if not entries and not table.fs.isdir(cur):
                 cur = os.path.dirname(cur)
                 continue
             # the temp file of a partition metadata write killed half-way (`put_if_absent`): a directory left with
@@ -56,7 +55,7 @@ def _remove_empty_partition_dirs(table: HoodieTable, dirs: set[str], instant: st
             # there, written before the metadata, so the directory is not empty then)
             temps = [e for e in entries if e.startswith(f".{PARTITION_METAFILE}.") and e.endswith(".tmp")]
             entries = [e for e in entries if e not in temps]
-            if entries == [PARTITION_METAFILE] and _partition_created_by(os.path.join(cur, PARTITION_METAFILE),
+            if entries == [PARTITION_METAFILE] and _partition_created_by(table, os.path.join(cur, PARTITION_METAFILE),
                                                                          instant):
                 table.fs.delete(os.path.join(cur, PARTITION_METAFILE))
                 entries = []
@@ -68,12 +67,12 @@ def _remove_empty_partition_dirs(table: HoodieTable, dirs: set[str], instant: st
             cur = os.path.dirname(cur)
 
 
-def _partition_created_by(metafile: str, instant: str) -> bool:
+def _partition_created_by(table: HoodieTable, metafile: str, instant: str) -> bool:
     try:
-        with open(metafile, encoding="utf-8", errors="replace") as f:
-            return any(line.strip() == f"commitTime={instant}" for line in f)
+        text = table.fs.read_bytes(metafile).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return False
+    return any(line.strip() == f"commitTime={instant}" for line in text.splitlines())
 
 
 def _delete_instant_temp_files(table: HoodieTable, instant: str) -> None:

@@ -17,9 +17,9 @@ from typing import Iterator
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from hudilite.options import BULK_SOURCE_FILES
+from hudilite.storage import storage_for
 
 OPTION = BULK_SOURCE_FILES.key  # "false" keeps the DataFrame path
 _PATH_OPTIONS = {"path", "paths"}
@@ -86,7 +86,7 @@ def plain_parquet_units(df, expected: pa.Schema, min_units: int) -> list[ScanUni
     units: list[ScanUnit] = []
     for p in sorted(paths):
         try:
-            md = pq.read_metadata(p)
+            md = storage_for(p).parquet_metadata(p)
             schema = md.schema.to_arrow_schema()
         except Exception:  # noqa: BLE001 - let Spark's reader report (or skip) what pyarrow cannot open
             return None
@@ -122,7 +122,7 @@ def plain_parquet_units(df, expected: pa.Schema, min_units: int) -> list[ScanUni
 def read_units(units: list[ScanUnit], schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
     """The rows of `units` as record batches with exactly `schema`'s columns (in its order)."""
     for u in units:
-        pf = pq.ParquetFile(u.path)
+        pf = storage_for(u.path).parquet_file(u.path)
         for b in pf.iter_batches(batch_size=batch_rows, row_groups=list(u.row_groups), columns=schema.names,
                                  use_threads=False):
             yield pa.RecordBatch.from_arrays([b.column(n) for n in schema.names], schema=schema)

@@ -39,7 +39,7 @@ from hudilite.errors import CommitConflictError, InvalidWriteError
 from hudilite.lock import LockLostError, lock_for
 from hudilite.lock.base import check_lock_provider
 from hudilite.options import CONCURRENCY_MODE, FSYNC, LOCK_EXPIRE_MS, LOCK_WAIT_MS, MAX_CLOCK_SKEW_MS, WRITER_TAG
-from hudilite.storage.local import directories_of
+from hudilite.storage.local import directories_of, storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
 from hudilite.timeline.heartbeat import (
@@ -271,7 +271,7 @@ class Transaction:
         try:
             return publish(stage)
         except OSError as e:
-            if stage is None or e.errno not in (errno.ENOENT, errno.ESTALE) or os.path.isdir(stage):
+            if stage is None or e.errno not in (errno.ENOENT, errno.ESTALE) or storage_for(stage).isdir(stage):
                 raise
             raise LockLostError(
                 f"instant {inst.timestamp} was not committed: the table lock's lease was taken over by another "
