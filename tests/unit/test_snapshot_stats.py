@@ -31,7 +31,7 @@ def test_rows_of_the_latest_snapshot(tmp_path, monkeypatch):
     def no_footer(*a, **k):
         raise AssertionError("the commits recorded every file's rows: no footer needs reading")
 
-    monkeypatch.setattr(hudilite.table.pq, "read_metadata", no_footer)
+    monkeypatch.setattr(t.fs, "parquet_metadata", no_footer)
     st = t.snapshot_stats()
     assert st["rows"] == 12 == expected
     assert st["files"] == 3 and st["bytes"] == sum(os.path.getsize(s.base_file.path)
