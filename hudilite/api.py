@@ -345,7 +345,7 @@ class TableServices:
         """Roll back failed writes: every pending write whose writer's heartbeat expired (`force`: also those
         whose writer looks alive — only when no writer runs). Plans and prepared commits are left to their
         owners. Returns the rolled-back instants."""
-        return _rollback_failed_writes(self._meta(), lazy=not force)
+        return _rollback_failed_writes(self._meta(), lazy=not force, options=self._opts(None))
 
     def rollback_instant(self, instant: str, *, force: bool = False) -> list[str]:
         """Roll back the one pending write `instant`; returns the files deleted. Refused (RollbackRefusedError,
@@ -357,7 +357,7 @@ class TableServices:
             raise RollbackRefusedError(f"no instant {instant} on the timeline of {t.base_path}")
         if inst.is_completed:
             raise RollbackRefusedError(f"instant {instant} is completed; only pending writes can be rolled back")
-        with Transaction(t, {}).lock:  # no writer completes it meanwhile
+        with Transaction(t, self._opts(None) or {}).lock:  # no writer completes it meanwhile
             tl = t.reload()
             inst = tl.get(instant)
             guard = pending_guard(tl, inst) if inst is not None and not inst.is_completed else None

@@ -47,10 +47,11 @@ import threading
 import time
 import uuid
 
-from hudilite.errors import LockTimeoutError
+from hudilite.errors import HudiliteError, LockTimeoutError
 from hudilite.lock.base import LockLostError, LockProvider, register_lock_provider
 from hudilite.options import LOCK_EXPIRE_MINUTES, LOCK_EXPIRE_MS, LOCK_PATH, LOCK_RETRY_MS, LOCK_WAIT_MS
 from hudilite.storage.local import local_storage
+from hudilite.storage.paths import is_local
 
 _FS = local_storage()  # the lock file and lease directories live on the local/shared file system
 
@@ -346,6 +347,9 @@ def _lease_ms(options: dict) -> int:
 
 
 def _file_lock_factory(base_path: str, options: dict) -> FileLock:
+    if not is_local(base_path):  # its leases are published by link() under the table: POSIX only
+        raise HudiliteError(f"{base_path}: the file system lock provider needs a local or shared file system; "
+                            "set hoodie.write.lock.provider to a provider for this storage")
     path = LOCK_PATH.get(options)
     if path and os.path.isdir(path):  # Hudi: a folder for the lock file
         path = os.path.join(path, "table.lock")

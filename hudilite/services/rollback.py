@@ -10,11 +10,12 @@ __all__ = ["rollback_failed_writes", "rollback_instant"]
 
 
 def rollback_failed_writes(table: HoodieTable, *, lazy: bool = False, heartbeat_tolerance_ms: int | None = None,
-                           ) -> list[str]:
+                           options: dict | None = None) -> list[str]:
     """Roll back every pending write instant (eager: the caller knows no writer is running), or only those
     whose writer's heartbeat expired by the writer's own recorded tolerance (lazy: safe beside live writers;
     `heartbeat_tolerance_ms` only for heartbeats that record none, default 60 s x 2), under the table lock.
     Table-service plans (compaction, clustering) and prepared streaming commits are left alone: their owners
     finish them. Also removes what writers killed right after their commit left behind (markers, heartbeat,
-    commit temp file). Returns the rolled-back instant times."""
-    return Transaction(table, {}).rollback_failed_writes(lazy=lazy, heartbeat_tolerance_ms=heartbeat_tolerance_ms)
+    commit temp file). Returns the rolled-back instant times. `options`: the writers' (their lock provider)."""
+    txn = Transaction(table, options or {})
+    return txn.rollback_failed_writes(lazy=lazy, heartbeat_tolerance_ms=heartbeat_tolerance_ms)

@@ -24,8 +24,7 @@ def read_nonblank(path: str) -> bytes | None:
     """The bytes of a small metadata file (plan, instant), or None when it is absent or blank (requested
     instant files are often empty)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = storage_for(path).read_bytes(path)
     except FileNotFoundError:
         return None
     return data if data.strip() else None

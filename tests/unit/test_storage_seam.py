@@ -168,3 +168,112 @@ def test_checker_passes(src):
     tree = ast.parse(src)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
     assert not any(_violation(c, _aliases(tree), _stream_names(tree)) for c in calls)
+
+
+# ---- the seam's proof: a table's whole life on an in-memory store ------------------------------------------
+def _rows(ids, v=1, p="a"):
+    import pyarrow as pa
+
+    ids = list(ids)
+    return pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array([v] * len(ids), pa.int64()),
+                     "p": pa.array([p] * len(ids)), "x": pa.array([f"x{i}" for i in ids])})
+
+
+def _snapshot(path, pos=None) -> dict:
+    """{id: v} of the snapshot (latest, or as of completion position `pos`), merge-on-read slices merged, read
+    in this process."""
+    from hudilite.reader.changes import latest_position, snapshot_plan
+    from hudilite.reader.merge import SliceDesc, merge_slices
+    from hudilite.table import HoodieTable
+
+    table = HoodieTable.open(path)
+    plan = snapshot_plan(table, pos if pos is not None else latest_position(table))
+    parts = [table.fs.read_parquet(f) for f in plan.plain_files]
+    descs = [SliceDesc(s.partition, s.file_id, s.base_file.path if s.base_file else None,
+                       tuple(lf.path for lf in s.log_files)) for s in plan.merged_slices]
+    if descs:
+        parts.append(merge_slices(descs, plan.merge_spec()))
+    return {r["id"]: r["v"] for t in parts for r in t.select(["id", "v"]).to_pylist()}
+
+
+@pytest.fixture
+def mem(tmp_path, monkeypatch):
+    from hudilite.storage import register_storage, unregister_storage
+    from tests.unit.memstore import MemStorage
+
+    store = MemStorage()
+    register_storage("mem", lambda _scheme: store)
+    monkeypatch.chdir(tmp_path)  # a path mangled into a relative local one would land here
+    yield store
+    unregister_storage("mem")
+    assert not list(tmp_path.iterdir()), "local files were created for a mem:// table"
+
+
+def test_table_lifecycle_on_memory_store(mem):
+    import hudilite
+    from hudilite.storage import storage_for
+
+    assert storage_for("mem://t1") is mem
+    opts = {"hoodie.write.lock.provider": "in_process"}  # the file lock provider needs a POSIX file system
+
+    # copy-on-write: create, insert, upsert, delete, snapshot, time travel, changes between instants
+    t = hudilite.Table.create("mem://t1", record_key="id", precombine_field="v", partition_by=("p",), options=opts)
+    c1 = t.write(_rows(range(10)), "insert")
+    pos1 = t.position()[0]
+    c2 = t.write(_rows(range(5, 15), v=2), "upsert")
+    t.write(_rows([0, 1]), "delete")
+    assert hudilite.Table.exists("mem://t1")
+    t = hudilite.Table.open("mem://t1", options=opts)
+    latest = {i: 1 for i in range(2, 5)} | {i: 2 for i in range(5, 15)}
+    assert _snapshot("mem://t1") == latest
+    assert {r["id"] for r in t.to_arrow(["id"]).to_pylist()} == set(latest)
+    assert _snapshot("mem://t1", pos1) == {i: 1 for i in range(10)}
+    assert sorted(r["id"] for r in t.to_arrow(["id"], position=pos1).to_pylist()) == list(range(10))
+    changes = t.changes_arrow(c1, c2, columns=["id", "v"])
+    assert changes is not None
+    assert sorted((r["_change_op"], r["id"]) for r in changes.to_pylist()) == \
+        sorted([("U", i) for i in range(5, 10)] + [("I", i) for i in range(10, 15)])
+    assert any(k.startswith("mem://t1/.hoodie/") and k.endswith(".commit") for k in mem.objects)
+
+    # clean: only the latest version of each file group stays
+    versions = [k for k in mem.objects if k.startswith("mem://t1/p=a/") and k.endswith(".parquet")]
+    assert len(versions) == 3
+    t.services.clean({"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+                      "hoodie.cleaner.fileversions.retained": "1"})
+    assert [k for k in mem.objects if k.startswith("mem://t1/p=a/") and k.endswith(".parquet")] == versions[-1:]
+    assert _snapshot("mem://t1") == latest
+
+    # a write that dies part way: from its first data file on, the store refuses everything (its own cleanup
+    # too, as for a killed process), so the instant stays pending until a rollback removes it
+    def die(op, path):
+        if op == "write_data" or died:
+            died.append(path)
+            raise OSError("injected: the writer died")
+
+    died: list[str] = []
+    mem.fail = die
+    with pytest.raises(OSError, match="injected"):
+        t.write(_rows(range(100, 105)), "insert")
+    mem.fail = None
+    pending = [i.timestamp for i in hudilite.Table.open("mem://t1").timeline.instants if not i.is_completed]
+    assert len(pending) == 1
+    assert t.services.rollback(force=True) == pending
+    assert _snapshot("mem://t1") == latest
+    assert all(i.is_completed for i in hudilite.Table.open("mem://t1").timeline.instants)
+    assert not [k for k in mem.objects if pending[0] in k and not k.startswith("mem://t1/.hoodie/")]
+
+    # merge-on-read: log appends, then compaction merges them into new base files
+    m = hudilite.Table.create("mem://t2", record_key="id", precombine_field="v", partition_by=("p",),
+                              table_type="MERGE_ON_READ", options=opts)
+    m.write(_rows(range(10)), "insert")
+    m.write(_rows(range(5, 10), v=2), "upsert")
+    m.write(_rows([0, 1]), "delete")
+    logs = [k for k in mem.objects if k.startswith("mem://t2/p=a/") and ".log." in k]
+    assert logs
+    want = {i: 1 for i in range(2, 5)} | {i: 2 for i in range(5, 10)}
+    assert _snapshot("mem://t2") == want
+    assert m.to_arrow(["id"]) is None  # log files to merge: not a plain read
+    m = hudilite.Table.open("mem://t2", options=opts)
+    assert m.services.compact(force=True)
+    assert _snapshot("mem://t2") == want
+    assert m.to_arrow(["id"]) is not None
