@@ -9,7 +9,7 @@ from hudilite import options as o
 from hudilite.config import COPY_ON_WRITE, MERGE_ON_READ
 from hudilite.errors import InvalidWriteError
 from hudilite.options import check_options
-from hudilite.storage import normalize_path, storage_for
+from hudilite.storage import is_local, normalize_path, storage_for
 from hudilite.writer.transaction import check_concurrency_options
 
 
@@ -130,7 +130,8 @@ def resolve(path, record_key, precombine_field, partition_by, operation, table_t
         raise InvalidWriteError(f"unknown table_type {table_type!r}; expected COPY_ON_WRITE or MERGE_ON_READ")
     if not rk:
         raise InvalidWriteError("record_key is required (one column name or a list of them)")
-    name = o.TABLE_NAME.get(opts) or os.path.basename(os.path.normpath(path)) or "table"
+    tail = os.path.normpath(path) if is_local(path) else str(path).rstrip("/")  # normpath would fold a URI's //
+    name = o.TABLE_NAME.get(opts) or os.path.basename(tail) or "table"
     hive = o.HIVE_STYLE.get(opts)
     return WriteOptions(path, rk, pcf, parts, op, tt, name, hive, opts, precombine_given=pcf_given,
                         table_type_given=tt_given)
