@@ -196,9 +196,14 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")  # two characters at least: 
 
 
 def scheme_of(path: str) -> str:
-    """The URI scheme of `path`, lower case: "" for a plain local path, "file" for a `file:` URI."""
-    m = _SCHEME.match(os.fspath(path))
-    return m.group(1).lower() if m else ""
+    """The URI scheme of `path`, lower case: "" for a plain local path (also `a:b/c`, a relative path with a
+    colon), "file" for a `file:` URI (Hadoop's `file:/x` too), else the scheme of a `scheme://` URI."""
+    path = os.fspath(path)
+    m = _SCHEME.match(path)
+    if m is None:
+        return ""
+    scheme = m.group(1).lower()
+    return scheme if scheme == "file" or path.startswith("//", m.end()) else ""
 
 
 def register_storage(scheme: str, factory: Callable[[str], Storage]) -> None:

@@ -405,6 +405,6 @@ def storage_for(path: str) -> Storage:
         return _LOCAL
     fs = registered_storage(scheme)
     if fs is None:
-        normalize_path(path)  # raises: the scheme is not served
-    assert fs is not None
+        raise ValueError(f"unsupported storage scheme in {path!r}: no storage backend is registered for "
+                         f"{scheme}:// (local/shared file systems and registered backends are supported)")
     return fs

@@ -36,7 +36,7 @@ def normalize_path(path: str) -> str:
         if not rest.startswith("/"):
             raise ValueError(f"unsupported location {path!r}: a file URI needs an absolute path")
         return os.path.abspath(rest)
-    if scheme and "://" in path:
+    if scheme:
         if registered_storage(scheme) is None:
             raise ValueError(f"unsupported storage scheme in {path!r}: no storage backend is registered for "
                              f"{scheme}:// (local/shared file systems and registered backends are supported)")

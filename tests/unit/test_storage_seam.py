@@ -170,6 +170,47 @@ def test_checker_passes(src):
     assert not any(_violation(c, _aliases(tree), _stream_names(tree)) for c in calls)
 
 
+# ---- backends by scheme and URI-safe table paths -----------------------------------------------------------
+def test_scheme_registry_and_uri_paths(tmp_path):
+    from hudilite.storage import (
+        LocalStorage,
+        canonical,
+        normalize_path,
+        register_storage,
+        relative_to,
+        scheme_of,
+        storage_for,
+        unregister_storage,
+    )
+    from tests.unit.memstore import MemStorage
+
+    assert [scheme_of(p) for p in ("/a/b", "a:b/c", "file:/x", "file:///x", "S3://b/t")] == ["", "", "file", "file",
+                                                                                                "s3"]
+    assert isinstance(storage_for(str(tmp_path)), LocalStorage) and storage_for("file:" + str(tmp_path)) is \
+        storage_for(str(tmp_path))
+    with pytest.raises(ValueError, match="unsupported storage scheme"):
+        storage_for("s4://bucket/t")
+    with pytest.raises(ValueError, match="unsupported storage scheme"):
+        normalize_path("s4://bucket/t")
+    made = []
+    register_storage("s4", lambda scheme: made.append(scheme) or MemStorage())
+    try:
+        fs = storage_for("s4://bucket/t")
+        assert storage_for("S4://other") is fs and made == ["s4"]  # built once, on first use
+        # a URI is kept as it is: no abspath (s4: would become a local directory), no folding of its //
+        assert normalize_path("s4://bucket//prefix/./t/") == "s4://bucket/prefix/t"
+        assert relative_to("s4://bucket/t/p=1/f.parquet", "s4://bucket/t") == "p=1/f.parquet"
+        assert relative_to("s4://bucket/t", "s4://bucket/t/") == ""
+        with pytest.raises(ValueError):
+            relative_to("s4://bucket/t2/f", "s4://bucket/t")
+        assert canonical("s4://bucket/t/") == "s4://bucket/t"
+    finally:
+        unregister_storage("s4")
+    with pytest.raises(ValueError):
+        storage_for("s4://bucket/t")
+    assert relative_to(str(tmp_path / "a" / "b"), str(tmp_path)) == "a/b"
+
+
 # ---- the seam's proof: a table's whole life on an in-memory store ------------------------------------------
 def _rows(ids, v=1, p="a"):
     import pyarrow as pa
