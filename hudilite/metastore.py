@@ -84,6 +84,7 @@ def snapshot_root(base_path: str) -> str:
 def publish_snapshot(base_path: str, instant: str, files: list[str]) -> str:
     """Create `<base>/.hoodie/.aux/hudilite_catalog/<instant>/` holding hard links to `files` (created
     under a temporary name and renamed, so a snapshot directory is either complete or absent)."""
+    # direct file calls: hard links of a local table's files (Spark's catalog reads them as a parquet table)
     root = snapshot_root(base_path)
     final = os.path.join(root, instant or "empty")
     if os.path.isdir(final):
@@ -111,7 +112,7 @@ def publish_snapshot(base_path: str, instant: str, files: list[str]) -> str:
 
 
 def prune_snapshots(base_path: str, current: str, keep: int = KEEP_SNAPSHOTS) -> None:
-    root = snapshot_root(base_path)
+    root = snapshot_root(base_path)  # the link directories of `publish_snapshot`: local like them
     try:
         names = sorted(n for n in os.listdir(root) if not n.startswith("."))
     except FileNotFoundError:

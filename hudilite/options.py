@@ -426,7 +426,7 @@ def main(argv=None) -> int:
         for name, opts in _SECTIONS.items():
             print(f"<!-- {name} -->\n{markdown_table(opts)}")
         return 0
-    if args[:1] == ["--write"]:
+    if args[:1] == ["--write"]:  # a developer tool rewriting the source tree's doc: local files
         doc = args[1] if len(args) > 1 else os.path.join(os.path.dirname(__file__), "..", "docs", "options.md")
         with open(doc, encoding="utf-8") as f:
             text = render_doc(f.read())

@@ -39,7 +39,7 @@ def spark_log_config(metastore_dir: str) -> str:
     default one writes to stderr, which is dbt's console: a failing query logs its stack as JSON lines and
     Java frames there before dbt's own summary. Overwritten per session (the warehouse lock makes the session
     the only one on this warehouse)."""
-    path = os.path.join(metastore_dir, "log4j2.properties")
+    path = os.path.join(metastore_dir, "log4j2.properties")  # the local warehouse: no table storage
     with open(path, "w") as f:
         f.write(_LOG4J2.format(log=os.path.join(metastore_dir, SPARK_LOG)))
     return path
