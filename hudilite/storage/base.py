@@ -7,13 +7,15 @@ content, never a part), `put_if_absent` creates a file only if it does not exist
 instant; object stores: a conditional put), and a file once listed can be read.
 
 Backends are found by URI scheme: `register_storage(scheme, factory)` adds one, `storage_for(path)` returns the
-backend of a path (plain paths and `file:` URIs: the LocalStorage). Table paths are joined and compared with
-`join_path` / `relative_to` (hudilite/storage/paths.py), never with os.path.abspath/realpath/relpath, which would
-mangle `s3://bucket/prefix/t`.
+backend of a path (plain paths and `file:` URIs: the LocalStorage). Table paths are normalized and related with
+`normalize_path` / `relative_to` / `canonical` (hudilite/storage/paths.py), never with os.path.abspath, realpath,
+normpath or relpath, which mangle `s3://bucket/prefix/t`. tests/unit/test_storage_seam.py fails on a file
+operation of the core that bypasses this interface.
 
-LocalStorage also offers POSIX primitives that only the local lock provider, heartbeats and direct markers use
-(descriptors kept open for appends and lease renewals, hard links, exclusive directory creation, mtimes); a
-backend without them needs its own lock provider (hoodie.write.lock.provider) and timeline-server markers.
+LocalStorage also offers POSIX primitives that only local-by-nature protocols use, through `local_storage()`: the
+file lock provider, the batched marker service's files and table swaps (descriptors kept open for appends and
+lease renewals, hard links, exclusive directory creation). A backend without them needs its own lock provider
+(hoodie.write.lock.provider); direct markers (the default) need only `create_empty_if_absent`.
 """
 
 from __future__ import annotations
