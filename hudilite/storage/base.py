@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import abc
 import os
-from typing import Iterator
+import re
+import threading
+from typing import Callable, Iterator
 
 import pyarrow as pa
 
@@ -109,3 +111,40 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def fsync_dirs(self, dirs) -> None:
         """Make the listed directories' entries durable (object stores: nothing to do)."""
+
+
+# ---- backends by URI scheme ---------------------------------------------------------------------------------
+_REGISTRY: dict[str, Callable[[str], Storage]] = {}
+_INSTANCES: dict[str, Storage] = {}
+_REGISTRY_LOCK = threading.Lock()
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")  # two characters at least: "C:" is a drive, not a scheme
+
+
+def scheme_of(path: str) -> str:
+    """The URI scheme of `path`, lower case: "" for a plain local path, "file" for a `file:` URI."""
+    m = _SCHEME.match(os.fspath(path))
+    return m.group(1).lower() if m else ""
+
+
+def register_storage(scheme: str, factory: Callable[[str], Storage]) -> None:
+    """Serve paths of `scheme` (e.g. "s3") with the backend `factory(scheme)` builds; built once, on first use.
+    Registering a scheme again replaces its backend (tests register throwaway ones)."""
+    with _REGISTRY_LOCK:
+        _REGISTRY[scheme.lower()] = factory
+        _INSTANCES.pop(scheme.lower(), None)
+
+
+def unregister_storage(scheme: str) -> None:
+    with _REGISTRY_LOCK:
+        _REGISTRY.pop(scheme.lower(), None)
+        _INSTANCES.pop(scheme.lower(), None)
+
+
+def registered_storage(scheme: str) -> Storage | None:
+    """The backend of `scheme` ("" and "file": the local one), or None when no backend serves it."""
+    key = scheme.lower() or "file"
+    with _REGISTRY_LOCK:
+        inst = _INSTANCES.get(key)
+        if inst is None and key in _REGISTRY:
+            inst = _INSTANCES[key] = _REGISTRY[key](key)
+        return inst
