@@ -2,7 +2,7 @@
 
 import pytest
 
-from hudilite.storage.base import registered_storage, unregister_storage
+from hudilite.storage.base import registered_storage
 from hudilite.storage.s3 import MULTIPART_CHUNK, S3Storage, counting, register, request_counts, resolve_options
 
 
@@ -82,5 +82,4 @@ def test_s3_and_s3a_are_one_store(s3_server, s3_root):
         s3.write_bytes(f"{s3_root}/k", b"v")
         assert s3a.read_bytes(f"{s3_root}/k".replace("s3://", "s3a://", 1)) == b"v"
     finally:
-        unregister_storage("s3")
-        unregister_storage("s3a")
+        register()  # back to the environment's configuration
