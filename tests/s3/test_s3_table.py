@@ -68,3 +68,24 @@ def test_table_lifecycle_on_s3(s3_tables):
     assert m.services.compact(force=True)
     assert {r["id"]: r["v"] for r in m.to_arrow(["id", "v"]).to_pylist()} == \
         {i: 1 for i in range(2, 5)} | {i: 2 for i in range(5, 10)}
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_hudi_rs_reads_an_s3_table_with_its_own_storage_options(s3_server, s3_tables, table_type):
+    from hudi import HudiReadOptions, HudiTableBuilder
+
+    import hudilite
+
+    path = f"{s3_tables}/{table_type.lower()}"
+    t = hudilite.Table.create(path, record_key="id", precombine_field="v", partition_by=("p",), table_type=table_type)
+    t.write(_rows(range(10)), "insert")
+    t.write(_rows([3, 4], v=2), "upsert")  # merge-on-read: a log file on top of the base files
+    o = s3_server.storage_options
+    logs = [f for f in S3Storage(o).walk_files(path) if ".log." in f]
+    assert bool(logs) == (table_type == "MERGE_ON_READ")
+    # object_store's keys, which S3Storage accepts too
+    rs_options = {"aws_endpoint": o["endpoint"], "aws_access_key_id": o["access_key_id"],
+                  "aws_secret_access_key": o["secret_access_key"], "aws_region": o["region"], "aws_allow_http": "true"}
+    batches = HudiTableBuilder.from_base_uri(path).with_storage_options(rs_options).build().read(HudiReadOptions())
+    rows = pa.Table.from_batches(batches).select(["id", "v"]).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(i, 2 if i in (3, 4) else 1) for i in range(10)]
