@@ -6,6 +6,7 @@ Used by tests/s3/conftest.py (a session fixture) and by the bench scripts; nothi
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -48,6 +49,15 @@ def _free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the process that started it dies, so that a test run killed
+    with SIGKILL leaves no server behind (Linux's PR_SET_PDEATHSIG; elsewhere nothing)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 class SeaweedServer:
@@ -102,7 +112,8 @@ class SeaweedServer:
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=env, cwd=self.root, start_new_session=True)
+                                         env=env, cwd=self.root, start_new_session=True,
+                                         preexec_fn=_die_with_parent)
         finally:
             log.close()
         self.endpoint = f"http://127.0.0.1:{s3}"
