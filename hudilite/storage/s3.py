@@ -35,7 +35,7 @@ from typing import Any, Iterator, cast
 import obstore
 import pyarrow as pa
 import pyarrow.parquet as pq
-from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
+from obstore.exceptions import AlreadyExistsError, GenericError, NotFoundError, PreconditionError
 from obstore.store import S3Store
 
 from hudilite.storage.base import Storage, register_storage
@@ -364,36 +364,34 @@ class S3Storage(ConditionalStorage):
         store, key = self._loc(path)
         _count("GET")
         try:
-            # S3 clips a range past the end; object_store asks for exactly `end`, so bound it by the size first
-            return bytes(obstore.get_range(store, key, start=offset, length=length))
+            return bytes(obstore.get_range(store, key, start=offset, length=length))  # S3 clips a range at the end
         except _NOT_FOUND:
             raise FileNotFoundError(path) from None
-        except Exception as e:  # a range reaching past the end: read what is there
-            if "range" not in str(e).lower():
-                raise
-            size = self.size(path)
-            if offset >= size:
+        except GenericError as e:
+            if "416" in str(e):  # Range Not Satisfiable: the offset is at or past the end
                 return b""
-            _count("GET")
-            return bytes(obstore.get_range(store, key, start=offset, end=size))
+            raise
 
     def open_input(self, path: str) -> pa.NativeFile:
         store, key = self._loc(path)
         size = self.size(path)
         return pa.PythonFile(_RangedReader(store, key, size), mode="r")
 
-    def listdir(self, path: str) -> list[str]:
+    def _list_one_level(self, path: str) -> dict:
         store, key = self._loc(path)
-        _count("LIST")
         res = obstore.list_with_delimiter(store, key or None)
+        # object_store follows continuation tokens itself: one request per page of 1000 entries
+        _count("LIST", max(1, -(-(len(res["objects"]) + len(res["common_prefixes"])) // 1000)))
+        return cast(dict, res)
+
+    def listdir(self, path: str) -> list[str]:
+        res = self._list_one_level(path)
         names = [p["path"].rsplit("/", 1)[-1] for p in res["objects"]]
         names += [p.rstrip("/").rsplit("/", 1)[-1] for p in res["common_prefixes"]]
         return names
 
     def scandir_files(self, path: str) -> Iterator[os.DirEntry]:
-        store, key = self._loc(path)
-        _count("LIST")
-        res = obstore.list_with_delimiter(store, key or None)
+        res = self._list_one_level(path)
         base = path.rstrip("/")
         for meta in res["objects"]:
             name = meta["path"].rsplit("/", 1)[-1]
@@ -404,15 +402,14 @@ class S3Storage(ConditionalStorage):
     def walk_files(self, path: str) -> Iterator[str]:
         scheme, bucket, key = split_uri(path)
         store = self._client(bucket)
-        stream = obstore.list(store, prefix=key + "/" if key else None, chunk_size=1000)
-        while True:
-            _count("LIST")  # object_store fetches one page (1000 keys) per chunk
-            try:
-                chunk = next(stream)
-            except StopIteration:
-                return
+        pages = 0
+        for chunk in obstore.list(store, prefix=key + "/" if key else None, chunk_size=1000):
+            pages += 1  # object_store fetches one page (1000 keys) per chunk
+            _count("LIST")
             for meta in chunk:
                 yield f"{scheme}://{bucket}/{meta['path']}"
+        if not pages:
+            _count("LIST")  # the request that found nothing
 
     # ---- writes ----
     def makedirs(self, path: str) -> None:

@@ -40,6 +40,7 @@ def test_write_read_and_metadata(store):
     assert before - 5 <= fs.mtime(f"{root}/a/x.bin") <= time.time() + 5
     assert fs.read_range(f"{root}/a/x.bin", 2, 3) == b"234"
     assert fs.read_range(f"{root}/a/x.bin", 8, 100) == b"89"  # fewer at the end of the file
+    assert fs.read_range(f"{root}/a/x.bin", 10, 5) == b"" and fs.read_range(f"{root}/a/x.bin", 12, 1) == b""
     fs.write_bytes(f"{root}/a/x.bin", b"new")  # replaces
     assert fs.read_bytes(f"{root}/a/x.bin") == b"new"
 
