@@ -520,4 +520,4 @@ def register(storage_options: dict | None = None) -> None:
         register_storage(scheme, lambda _scheme: S3Storage(storage_options))
 
 
-__all__ = ["S3Storage", "counting", "register", "request_counts", "resolve_options", "split_uri", "Storage"]
+__all__ = ["ObjectEntry", "S3Storage", "counting", "register", "request_counts", "resolve_options", "split_uri"]
