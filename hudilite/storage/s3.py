@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from obstore.exceptions import AlreadyExistsError, GenericError, NotFoundError, PreconditionError
 from obstore.store import S3Store
 
-from hudilite.storage.base import Storage, register_storage
+from hudilite.storage.base import register_storage
 from hudilite.storage.conditional import ConditionalStorage
 
 SCHEMES = ("s3", "s3a")
