@@ -191,7 +191,7 @@ STREAMING_CONFLICT_RETRIES = _o("hoodie.write.streaming.conflict.retries", "int"
 CONCURRENCY_MODE = _o("hoodie.write.concurrency.mode", "string", "optimistic_concurrency_control",
                       "SINGLE_WRITER or OPTIMISTIC_CONCURRENCY_CONTROL (docs/concurrency.md)")
 LOCK_PROVIDER = _o("hoodie.write.lock.provider", "string", None, "lock provider class or name",
-                   shown="file system lock")
+                   shown="file system lock; storage lock on s3://")
 LOCK_WAIT_MS = _o("hoodie.write.lock.wait_time_ms", "int", 600_000, "how long to wait for the lock")
 LOCK_RETRY_MS = _o("hoodie.write.lock.wait_time_ms_between_retry", "int", 20, "lock retry interval")
 LOCK_PATH = _o("hoodie.write.lock.filesystem.path", "string", None, "lock file directory",
@@ -199,6 +199,11 @@ LOCK_PATH = _o("hoodie.write.lock.filesystem.path", "string", None, "lock file d
 LOCK_EXPIRE_MINUTES = _o("hoodie.write.lock.filesystem.expire", "float", None,
                          "lock expiry in minutes (Apache Hudi's key)")
 LOCK_EXPIRE_MS = _o("hoodie.write.lock.filesystem.expire.ms", "int", None, "lock expiry in milliseconds")
+LOCK_STORAGE_VALIDITY_SECS = _o("hoodie.write.lock.storage.validity.timeout.secs", "int", 300,
+                                "storage lock: lease of the lock object, seconds", minimum=1)
+LOCK_STORAGE_RENEW_SECS = _o("hoodie.write.lock.storage.renew.interval.secs", "int", None,
+                             "storage lock: lease renewal interval, seconds", minimum=1,
+                             shown="30, at most a third of the lease")
 MAX_CLOCK_SKEW_MS = _o("hoodie.write.instant.max.clock.skew.ms", "int", 5, "tolerated clock skew between writers")
 HEARTBEAT_INTERVAL_MS = _o("hoodie.client.heartbeat.interval_in_ms", "int", 60_000, "writer heartbeat interval",
                            minimum=1)

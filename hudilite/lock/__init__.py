@@ -11,6 +11,7 @@ from hudilite.lock.base import (
                                 register_lock_provider,
 )
 from hudilite.lock.file_lock import FileLock
+from hudilite.lock.storage_lock import StorageLock
 
-__all__ = ["LockProvider", "FileLock", "InProcessLock", "LockLostError", "lock_for", "register_lock_provider",
-           "check_lock_provider"]
+__all__ = ["LockProvider", "FileLock", "InProcessLock", "StorageLock", "LockLostError", "lock_for",
+           "register_lock_provider", "check_lock_provider"]

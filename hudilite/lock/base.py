@@ -15,6 +15,7 @@ from typing import Callable
 
 from hudilite.errors import HudiliteError, LockTimeoutError
 from hudilite.options import LOCK_PROVIDER, LOCK_WAIT_MS
+from hudilite.storage.base import scheme_of
 
 PROVIDER_KEY = LOCK_PROVIDER.key
 DEFAULT_PROVIDER = "file"
@@ -55,13 +56,17 @@ class LockProvider(abc.ABC):
 
 
 _PROVIDERS: dict[str, Callable[[str, dict], LockProvider]] = {}
+_SCHEME_DEFAULTS: dict[str, str] = {}  # URI scheme -> provider of tables there without hoodie.write.lock.provider
 
 
 def register_lock_provider(name: str, factory: Callable[[str, dict], LockProvider], *,
-                           aliases: tuple[str, ...] = ()) -> None:
-    """Register `factory(base_path, options) -> LockProvider` under `name` (and aliases)."""
+                           aliases: tuple[str, ...] = (), default_for: tuple[str, ...] = ()) -> None:
+    """Register `factory(base_path, options) -> LockProvider` under `name` (and aliases); the default for tables
+    whose path has a URI scheme in `default_for`."""
     for n in (name, *aliases):
         _PROVIDERS[n] = factory
+    for scheme in default_for:
+        _SCHEME_DEFAULTS[scheme] = name
 
 
 def _resolve(name: str) -> Callable[[str, dict], LockProvider]:
@@ -82,7 +87,8 @@ def _resolve(name: str) -> Callable[[str, dict], LockProvider]:
 
 def lock_for(base_path: str, options: dict | None = None) -> LockProvider:
     options = options or {}
-    return _resolve(LOCK_PROVIDER.get(options) or DEFAULT_PROVIDER)(base_path, options)
+    name = LOCK_PROVIDER.get(options) or _SCHEME_DEFAULTS.get(scheme_of(base_path), DEFAULT_PROVIDER)
+    return _resolve(name)(base_path, options)
 
 
 def check_lock_provider(options: dict | None) -> None:

@@ -1,0 +1,47 @@
+"""A real S3 server for the session (SeaweedFS on loopback, tests/s3/server.py) and a fresh bucket per test."""
+
+import uuid
+
+import pytest
+from pyarrow import fs as pafs
+
+from tests.s3.server import ACCESS_KEY, REGION, SECRET_KEY, SeaweedServer
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    srv = SeaweedServer()
+    try:
+        srv.start()
+        yield srv
+    finally:  # also when start() failed half-way: no process or directory is left behind
+        srv.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_admin(s3_server):
+    """pyarrow's S3 file system as the bucket administrator (our own client cannot create buckets)."""
+    return pafs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
+                             endpoint_override=s3_server.endpoint, scheme="http", allow_bucket_creation=True,
+                             allow_bucket_deletion=True)
+
+
+@pytest.fixture
+def s3_bucket(s3_server, s3_admin):
+    """An empty bucket of its own for the test, deleted with its objects afterwards."""
+    name = f"t-{uuid.uuid4().hex[:20]}"
+    s3_admin.create_dir(name)
+    yield name
+    s3_admin.delete_dir(name)
+
+
+@pytest.fixture
+def s3_storage(s3_server):
+    from hudilite.storage.s3 import S3Storage
+
+    return S3Storage(s3_server.storage_options)
+
+
+@pytest.fixture
+def s3_root(s3_bucket):
+    return f"s3://{s3_bucket}/root"
