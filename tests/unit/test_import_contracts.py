@@ -68,9 +68,11 @@ def test_every_core_module_has_a_layer():
     assert missing == []
 
 
-# The public modules (docs/api.md); the adapter and the CLI may import only these (contract public-api).
+# The public modules (docs/api.md); the adapter, the CLI and the streaming sink may import only these
+# (contract public-api).
 PUBLIC_MODULES = ("hudilite", "hudilite.api", "hudilite.errors", "hudilite.options", "hudilite.columns",
-                  "hudilite.checkpoints", "hudilite.aggregate", "hudilite.spark.session", "hudilite.spark.schema",
+                  "hudilite.checkpoints", "hudilite.aggregate", "hudilite.prepared", "hudilite.streaming",
+                  "hudilite.spark.session", "hudilite.spark.schema",
                   "hudilite.metastore", "hudilite.warehouse", "hudilite.sql_merge", "hudilite.sql_dml")
 
 
