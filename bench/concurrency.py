@@ -129,14 +129,13 @@ def _stream_files(src: str, batches: int, batch_rows: int) -> None:
 
 def bench_stream(spark, work: str, batches: int, batch_rows: int, async_instants: bool) -> dict:
     import hudilite
-    import hudilite.streaming as hs
 
     name = "async" if async_instants else "blocking"
     src = os.path.join(work, "stream-src")
     path, chk = os.path.join(work, f"stream-{name}"), os.path.join(work, f"stream-{name}-chk")
     shutil.rmtree(path, ignore_errors=True)
     shutil.rmtree(chk, ignore_errors=True)
-    sink = hs.sink(path, query_id=f"bench-{name}", async_instants=async_instants, **WRITE)
+    sink = hudilite.Table.create(path, **WRITE).sink(query_id=f"bench-{name}", async_instants=async_instants)
     marks: list[float] = []
 
     def fn(df, batch_id):

@@ -6,7 +6,7 @@
     hudilite.read(spark, path, as_of=None, begin=None, end=None)
 """
 
-from hudilite.api import OPERATIONS, RollbackRefusedError, Table, TableInfo, TableServices, register
+from hudilite.api import OPERATIONS, RollbackRefusedError, Table, TableInfo, TableLayout, TableServices, register
 from hudilite.errors import (
     CommitConflictError,
     CorruptTableError,
@@ -62,9 +62,9 @@ def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_i
 
 
 __all__ = [
-    "Table", "TableInfo", "TableServices", "OPERATIONS", "write", "read", "changes", "register", "check_workers",
-    "local_session", "check_options", "UNSET", "HudiliteError", "InvalidWriteError", "TableNotFoundError",
-    "CorruptTableError",
+    "Table", "TableInfo", "TableLayout", "TableServices", "OPERATIONS", "write", "read", "changes", "register",
+    "check_workers", "local_session", "check_options", "UNSET", "HudiliteError", "InvalidWriteError",
+    "TableNotFoundError", "CorruptTableError",
     "UnsupportedTableError", "CommitConflictError", "LockTimeoutError", "RangeUnavailableError",
     "TableReplacedError", "WorkerEnvironmentError", "RollbackRefusedError",
 ]

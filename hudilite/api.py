@@ -14,9 +14,11 @@ sees the table as it is on storage then (writers may commit in between).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 from hudilite import checkpoints as _checkpoints
+from hudilite import replace as _replace
 from hudilite.errors import HudiliteError, InvalidWriteError
 from hudilite.reader import changes as _changes
 from hudilite.reader.planner import table_schema as _table_schema
@@ -29,6 +31,7 @@ from hudilite.services.rollback import rollback_instant as _rollback_instant
 from hudilite.spark.changes import changes as _spark_changes
 from hudilite.spark.datasource import register as _register
 from hudilite.spark.read import read as _spark_read
+from hudilite.spark.schema import spark_to_arrow as _spark_to_arrow
 from hudilite.spark.session import check_workers
 from hudilite.streaming import BATCH_ID_KEY, QUERY_ID_KEY, StreamingSink
 from hudilite.streaming import last_batch_id as _last_batch_id
@@ -65,6 +68,17 @@ class TableInfo:
     completed_instants: int
     pending_instants: int
     properties: dict[str, str]  # hoodie.properties as stored
+
+
+@dataclasses.dataclass(frozen=True)
+class TableLayout:
+    """A table's layout from hoodie.properties alone (no listing, unlike `TableInfo`): what a write must match."""
+
+    table_type: str  # COPY_ON_WRITE / MERGE_ON_READ
+    record_key: list[str]
+    precombine_field: str | None
+    partition_by: list[str]  # empty for a non-partitioned table (whatever fields the properties name)
+    table_id: str | None
 
 
 class Table:
@@ -205,6 +219,12 @@ class Table:
         """The table's Arrow schema (data columns and Hudi meta columns)."""
         return _table_schema(self._meta())
 
+    def row_count(self, spark=None) -> int:
+        """Rows of the latest snapshot: from commit metadata, or (merge-on-read slices with log files, whose
+        rows only a merge counts) by a Spark read."""
+        rows = self.stats()["rows"]
+        return rows if rows is not None else self.read(spark=spark).count()
+
     # ---- change feeds and consumer checkpoints ---------------------------------------------
     def changes(self, begin=None, end=None, *, include_deletes: bool = True, before_image: bool = False,
                 filters=None, completion_bounds: bool = False, table_id: str | None = None, spark=None):
@@ -223,6 +243,11 @@ class Table:
         return _changes.local_changes(self._path, begin, end, include_deletes=include_deletes,
                                       before_image=before_image, completion_bounds=completion_bounds,
                                       columns=columns, table_id=table_id)
+
+    def latest_position(self) -> str | None:
+        """The completion position of the newest commit (None: no commits), without the table id `position()`
+        adds: a range ending here covers everything committed now."""
+        return _changes.latest_position(self._path)
 
     def position(self) -> tuple[str | None, str | None]:
         """(completion position of the newest commit, table id): what a consumer of this table records to
@@ -259,6 +284,28 @@ class Table:
             partition_fields=c.partition_fields, partitions=parts, file_groups=len(slices),
             bytes=sum(s.base_file.size for s in slices if s.base_file),
             completed_instants=len(tl.completed()), pending_instants=len(tl.pending()), properties=dict(c.props))
+
+    def layout(self) -> TableLayout:
+        """Type, record key, precombine field and partitioning from the table's properties."""
+        c = self._meta().config
+        return TableLayout(table_type=c.table_type, record_key=list(c.record_key_fields),
+                           precombine_field=c.precombine_field,
+                           partition_by=list(c.partition_fields) if c.is_partitioned else [], table_id=c.table_id)
+
+    def accepts(self, df, *, table_type: str, record_key, partition_by, precombine_field) -> bool:
+        """Whether writing Spark DataFrame `df` with this layout can be a commit on this table (same type, key,
+        partitioning and precombine field, a permitted schema evolution) rather than needing `replacing()`."""
+        return self._meta().accepts(table_type, record_key, partition_by, precombine_field, df.columns,
+                                    _spark_to_arrow(df.schema))
+
+    @contextlib.contextmanager
+    def replacing(self):
+        """A staging path beside this table: write the new table there (any layout) inside the block; on a
+        clean exit it replaces this one crash-safely (hudilite/replace.py: a crash leaves the old or the new
+        table at the path, never nothing). The new table has a new table id, so its consumers rebuild."""
+        with _replace.staging_dir(self._path) as staging:
+            yield staging
+            _replace.swap(self._path, staging)
 
     def stats(self) -> dict:
         """{'rows', 'bytes', 'files'} of the latest snapshot from metadata only ('rows' None on merge-on-read
@@ -399,4 +446,4 @@ def _live_writer(base_path: str, instant: str) -> str | None:
             f"automatically once it is {tolerance / 1000:.0f} s old")
 
 
-__all__ = ["Table", "TableServices", "TableInfo", "RollbackRefusedError", "OPERATIONS", "register"]
+__all__ = ["Table", "TableServices", "TableInfo", "TableLayout", "RollbackRefusedError", "OPERATIONS", "register"]

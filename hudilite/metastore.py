@@ -39,11 +39,16 @@ import json
 import os
 import shutil
 import uuid
+from dataclasses import dataclass
 
+from pyspark.errors import AnalysisException
 from pyspark.sql.types import ArrayType, MapType, StructField, StructType
 
 from hudilite import auxfiles
+from hudilite.columns import is_system_column
+from hudilite.reader.planner import plan_read
 from hudilite.spark.datasource import PATH_KEY  # field metadata the data source reads the table path from
+from hudilite.spark.schema import arrow_to_spark
 
 SNAPSHOT_DIR = auxfiles.relative(auxfiles.CATALOG)
 KEEP_SNAPSHOTS = 2
@@ -51,6 +56,116 @@ PROP_PATH = "hudilite.path"
 PROP_INSTANT = "hudilite.instant"
 PROP_SNAPSHOT = "hudilite.snapshot"
 ENTRY_KEY = "hudilite.catalog"  # field metadata of a merge-on-read entry: its properties (JSON)
+
+
+@dataclass
+class CatalogEntry:
+    """A catalog entry as `describe` finds it: a hudilite table's (`path` set) or any other table or view."""
+
+    schema: str
+    identifier: str
+    kind: str  # TABLE | VIEW
+    props: dict[str, str]
+    columns: list[str]  # visible columns (meta and system columns removed)
+    location: str | None = None
+    merged: bool = False  # a merge-on-read entry over the hudilite data source
+
+    @property
+    def is_hudilite(self) -> bool:
+        return PROP_PATH in self.props
+
+    @property
+    def path(self) -> str | None:
+        return self.props.get(PROP_PATH)
+
+
+def qualified(schema: str, identifier: str) -> str:
+    return f"{quote_ident(schema)}.{quote_ident(identifier)}"
+
+
+def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
+    """The catalog entry `schema.identifier`, None when there is none."""
+    name = qualified(schema, identifier)
+    try:
+        if not spark.catalog.tableExists(name):
+            return None
+        t = spark.catalog.getTable(name)
+        props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+        fields = spark.table(name).schema.fields
+    except AnalysisException:
+        return None
+    kind = "VIEW" if (t.tableType or "").upper() == "VIEW" else "TABLE"
+    merged = merged_entry_props(fields)
+    if merged is not None:
+        props = {**props, **merged}
+    return CatalogEntry(schema, identifier, kind, props, [f.name for f in fields if not is_system_column(f.name)],
+                        merged=merged is not None)
+
+
+def publish(spark, schema: str, identifier: str, path: str, visible: list[str], props: dict[str, str],
+            entry: CatalogEntry | None, sql=None) -> str:
+    """Point the catalog entry `schema.identifier` (now `entry`) at the latest committed snapshot of the table
+    at `path`, with the columns `visible` (the table's types) and `props`. `sql` runs the DDL (default
+    `spark.sql`; a caller may tag or translate its errors). Returns what was done, for logs."""
+    sql = sql or spark.sql
+    plan = plan_read(path)
+    fields = {f.name: f for f in arrow_to_spark(plan.schema).fields}
+    lower = {k.lower(): v for k, v in fields.items()}
+    cols = []  # the model's columns only: `_hoodie_*` meta columns stay in the files, out of `select *`
+    for c in visible:
+        f = fields.get(c) or lower.get(c.lower())
+        if f is not None and not is_system_column(f.name):
+            cols.append(f)
+    instant = plan.as_of or ""
+    if plan.table.config.table_type == "MERGE_ON_READ":
+        _publish_merged(spark, schema, identifier, path, cols, props, entry, sql)
+        return "(merge-on-read)"
+    snap = publish_snapshot(path, instant, plan.base_files)
+    all_props = {**props, PROP_PATH: path, PROP_INSTANT: instant, PROP_SNAPSHOT: snap}
+    name = qualified(schema, identifier)
+    same_schema = False
+    if entry is not None and entry.is_hudilite and entry.kind == "TABLE" and not entry.merged:
+        current = [(f.name.lower(), f.dataType.simpleString()) for f in spark.table(name).schema.fields]
+        same_schema = current == [(f.name.lower(), f.dataType.simpleString()) for f in cols]
+    if same_schema:
+        assert entry is not None
+        stale = [k for k in entry.props if k.startswith("hudilite.") and k not in all_props]
+        if stale:
+            sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES IF EXISTS ({', '.join(sql_string(k) for k in stale)})")
+        sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({props_sql(all_props)})")
+        sql(f"ALTER TABLE {name} SET LOCATION {sql_string(snap)}")
+    else:
+        if entry is not None:
+            sql(f"DROP {'VIEW' if entry.kind == 'VIEW' else 'TABLE'} IF EXISTS {name}")
+        sql(f"CREATE TABLE {name} ({columns_ddl(cols)}) USING parquet "
+            f"LOCATION {sql_string(snap)} TBLPROPERTIES ({props_sql(all_props)})")
+    try:
+        spark.catalog.refreshTable(name)
+    except Exception:  # noqa: BLE001, S110 - a stale cache only; the entry is already updated
+        pass
+    prune_snapshots(path, snap)
+    return f"at {instant} ({len(plan.base_files)} files, {'moved' if same_schema else 'created'})"
+
+
+def _publish_merged(spark, schema: str, identifier: str, path: str, cols, props: dict[str, str],
+                    entry: CatalogEntry | None, sql) -> None:
+    """A merge-on-read table's entry reads the latest committed merged snapshot through the hudilite data
+    source, so it only changes when the columns or properties do."""
+    all_props = {**props, PROP_PATH: path}
+    struct = merged_entry_schema(path, cols, all_props)
+    name = qualified(schema, identifier)
+    if entry is not None and entry.merged and entry.kind == "TABLE":
+        def shape(fields):  # column comments (persist_docs) are not part of what is published
+            return [(f.name, f.dataType.simpleString(), f.metadata.get(PATH_KEY), f.metadata.get(ENTRY_KEY))
+                    for f in fields]
+
+        if shape(spark.table(name).schema.fields) == shape(struct.fields):
+            return
+    if entry is not None:
+        sql(f"DROP {'VIEW' if entry.kind == 'VIEW' else 'TABLE'} IF EXISTS {name}")
+    # DDL has no syntax for field metadata: the catalog API stores the schema as given (EXTERNAL: dropping
+    # the entry never deletes the table directory)
+    spark.catalog.createTable(f"{schema}.{identifier}", source="hudilite", schema=struct, path=path)
 
 
 def merged_entry_schema(path: str, fields, props: dict):

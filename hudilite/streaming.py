@@ -35,70 +35,20 @@ import queue
 import threading
 import weakref
 
-from hudilite import checkpoints
 from hudilite.errors import CommitConflictError, HudiliteError, InvalidWriteError
 from hudilite.options import STREAMING_CONFLICT_RETRIES
+from hudilite.prepared import APP_ID_KEY as QUERY_ID_KEY
+from hudilite.prepared import BATCH_ID_KEY, UNSET, Completer, PreparedWriter, batch_of, last_batch_id, recover
 from hudilite.storage import storage_for
-from hudilite.table import HoodieTable
-from hudilite.timeline import COMPLETED, WRITE_ACTIONS, Instant, Timeline
-from hudilite.writer.client import WriteClient
-from hudilite.writer.conflict import prepared_metadata
-from hudilite.writer.options import UNSET, resolve
-from hudilite.writer.transaction import WRITER_TAG_KEY, Transaction
 
 log = logging.getLogger(__name__)
 
-QUERY_ID_KEY = "hudilite.streaming.query.id"
-BATCH_ID_KEY = "hudilite.streaming.batch.id"
 CONFLICT_RETRIES_KEY = STREAMING_CONFLICT_RETRIES.key
 
 
 class StreamingSinkError(HudiliteError):
     """The sink's committer failed to complete a prepared commit; the query must be restarted (the prepared
     commits are completed on restart)."""
-
-
-# ---------------------------------------------------------------------------------------------
-def _stream_commits(tl: Timeline, query_id: str) -> tuple[int | None, list[tuple[Instant, dict]]]:
-    """(highest batch id committed by this query, [(prepared instant, metadata)] of this query in instant
-    order)."""
-    hit = checkpoints.newest(tl, QUERY_ID_KEY, query_id, WRITE_ACTIONS)
-    last = int(hit[1][BATCH_ID_KEY]) if hit is not None else None
-    prepared = []
-    for inst in tl.pending(WRITE_ACTIONS):
-        md = prepared_metadata(tl, inst)
-        if md and (md.get("extraMetadata") or {}).get(QUERY_ID_KEY) == query_id:
-            prepared.append((inst, md))
-    return last, prepared
-
-
-def recover(path: str, query_id: str | None = None, options: dict | None = None) -> list[str]:
-    """Complete the prepared commits of a streaming query (all queries when `query_id` is None), in instant
-    order. Returns the completed instant times. The sink calls this on its first batch after a restart."""
-    table = HoodieTable.open(path)
-    tl = table.reload()
-    todo = []
-    for inst in tl.pending(WRITE_ACTIONS):
-        md = prepared_metadata(tl, inst)
-        if md is not None and (query_id is None or (md.get("extraMetadata") or {}).get(QUERY_ID_KEY) == query_id):
-            todo.append(inst)
-    done = []
-    txn = Transaction(table, options or {})
-    for inst in sorted(todo, key=lambda i: i.timestamp):
-        txn.complete_prepared(inst)
-        done.append(inst.timestamp)
-    if done:
-        log.info("completed prepared streaming commits %s of %s", done, path)
-    return done
-
-
-def last_batch_id(path: str, query_id: str) -> int | None:
-    """The highest batch id of `query_id` committed (or prepared: guaranteed to commit) on the table."""
-    if not HoodieTable.exists(path):
-        return None
-    last, prepared = _stream_commits(HoodieTable.open(path).reload(), query_id)
-    ids = [int(md["extraMetadata"][BATCH_ID_KEY]) for _i, md in prepared]
-    return max([x for x in [last, *ids] if x is not None], default=None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,17 +65,17 @@ class StreamingSink:
             raise InvalidWriteError(f"streaming sink operation {operation!r}: expected upsert, insert, bulk_insert "
                                     "or delete (an overwrite per micro-batch is not a stream)")
         self.path = path
-        self.kwargs = dict(record_key=record_key, precombine_field=precombine_field, partition_by=partition_by,
-                           operation=operation, table_type=table_type)
         self.options = {str(k): str(v) for k, v in (options or {}).items()}
-        resolve(path, record_key, precombine_field, partition_by, operation, table_type, self.options)  # validate
+        self._writer = PreparedWriter(path, record_key=record_key, precombine_field=precombine_field,
+                                      partition_by=partition_by, operation=operation, table_type=table_type,
+                                      options=self.options)  # validates the layout
         self.query_id = query_id
         self.checkpoint_location = checkpoint_location
         self.async_instants = async_instants
         self.conflict_retries = STREAMING_CONFLICT_RETRIES.get(self.options)
         self._recovered = False
         self._last_batch: int | None = None
-        self._outstanding: list[tuple[Instant, dict]] = []  # prepared, not completed, in instant order
+        self._outstanding: list[tuple[object, dict]] = []  # prepared, not completed, in instant order
         self._guard = threading.Condition()
         self._queue: queue.Queue = queue.Queue()
         self._committer: threading.Thread | None = None
@@ -140,9 +90,7 @@ class StreamingSink:
         qid = self._resolve_query_id(df)
         self._raise_committer_error()
         if not self._recovered:
-            if HoodieTable.exists(self.path):
-                recover(self.path, qid, self.options)
-            self._last_batch = last_batch_id(self.path, qid)
+            self._last_batch = self._writer.resume(qid)
             self._recovered = True
         if self._last_batch is not None and batch_id <= self._last_batch:
             log.info("batch %s of query %s is already committed on %s: skipped (replay)", batch_id, qid, self.path)
@@ -166,52 +114,21 @@ class StreamingSink:
             self.committed.append((batch_id, str(result)))
 
     def _write(self, df, extra: dict):
-        wo = resolve(self.path, self.kwargs["record_key"], self.kwargs["precombine_field"],
-                     self.kwargs["partition_by"], self.kwargs["operation"], self.kwargs["table_type"],
-                     {**self.options, WRITER_TAG_KEY: f"stream:{self.query_id}"})
         # the tag: Spark runs one instance of a query at a time, so an unprepared instant carrying it is a
         # dead run's and is rolled back at once (not after its heartbeat tolerance)
+        tag = f"stream:{self.query_id}"
         if not self.async_instants:
-            return WriteClient(df.sparkSession, wo).run(df, extra)
+            return self._writer.write(df, extra, writer_tag=tag)
         self._wait_outstanding(1)  # at most one commit completing while this batch writes
-        sink = self
+        # the next batch plans on top of this sink's prepared commits, as if completed (they are guaranteed to)
+        return self._writer.write(df, extra, writer_tag=tag, on_prepared=self._enqueue, prepared=self._pending)
 
-        class _PreparingTransaction(Transaction):
-            def complete(self, inst, metadata, validate=None, **kw):
-                self.prepare(inst, metadata)
-                sink._enqueue(inst, metadata)
-                return None
-
-        return WriteClient(df.sparkSession, wo, transaction_factory=_PreparingTransaction,
-                           open_table=self._open_table).run(df, extra)
-
-    # ---- planning on top of prepared commits ---------------------------------------------------
-    def _open_table(self, path):
-        """The table with this sink's prepared commits presented as completed (they are guaranteed to)."""
-        table = HoodieTable.open(path)
+    def _pending(self) -> list:
         with self._guard:
-            pending = list(self._outstanding)
-        if not pending:
-            return table
-        tl = table.timeline
-        have = {i.timestamp: i for i in tl.instants}
-        instants = [i for i in tl.instants]
-        overlay = []
-        for inst, md in pending:
-            cur = have.get(inst.timestamp)
-            if cur is not None and cur.is_completed:
-                continue
-            overlay.append((inst, md))
-        instants = [i for i in instants if i.timestamp not in {o.timestamp for o, _ in overlay}]
-        instants += [Instant(o.timestamp, o.action, COMPLETED) for o, _ in overlay]
-        ov = Timeline(tl.meta_dir, tl.layout, instants)
-        for o, md in overlay:
-            ov._meta_cache[(o.timestamp, COMPLETED)] = md
-        table._timeline = ov
-        return table
+            return list(self._outstanding)
 
     # ---- the committer -------------------------------------------------------------------------
-    def _enqueue(self, inst: Instant, metadata: dict) -> None:
+    def _enqueue(self, inst, metadata: dict) -> None:
         with self._guard:
             self._outstanding.append((inst, metadata))
         if self._committer is None or not self._committer.is_alive():
@@ -221,8 +138,7 @@ class StreamingSink:
         self._queue.put(inst)
 
     def _commit_loop(self) -> None:
-        table = HoodieTable.open(self.path)
-        txn = Transaction(table, self.options)
+        txn = Completer(self.path, self.options)
         while True:
             inst = self._queue.get()
             if inst is None:
@@ -236,12 +152,12 @@ class StreamingSink:
                     self._error = e
                     self._guard.notify_all()
 
-    def _complete(self, txn: Transaction, inst: Instant) -> None:
-        txn.complete_prepared(inst)
+    def _complete(self, txn: Completer, inst) -> None:
+        txn.complete(inst)
         with self._guard:
             _i, md = self._outstanding.pop(0)
             assert _i.timestamp == inst.timestamp, "commits complete in instant order"
-            self.committed.append((int(md["extraMetadata"][BATCH_ID_KEY]), inst.timestamp))
+            self.committed.append((batch_of(md), inst.timestamp))
             self._guard.notify_all()
 
     def _wait_outstanding(self, limit: int) -> None:
@@ -294,6 +210,8 @@ class StreamingSink:
 
 
 _LIVE: "weakref.WeakSet[StreamingSink]" = weakref.WeakSet()
+__all__ = ["QUERY_ID_KEY", "BATCH_ID_KEY", "StreamingSink", "StreamingSinkError", "sink", "write_stream", "recover",
+           "last_batch_id"]
 
 
 @atexit.register

@@ -8,9 +8,11 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import warnings
 from typing import Dict
 
 from hudilite.errors import HudiliteError
+from hudilite.spark.session import local_session
 
 _process_lock = threading.RLock()
 _warehouse_locks: Dict[str, int] = {}  # lock file -> open descriptor holding its flock (for the process's life)
@@ -19,6 +21,10 @@ WAREHOUSE_LOCK = "hudilite.lock"  # in <warehouse>/.metastore
 
 class WarehouseLockedError(HudiliteError):
     """Another process has the warehouse's catalog (a dbt run, a notebook, spark-sql)."""
+
+
+class SessionStartError(HudiliteError):
+    """Spark or the warehouse's catalog could not be started."""
 
 
 SPARK_LOG = "spark.log"  # in <warehouse>/.metastore: Spark's own log of the last session on the warehouse
@@ -100,3 +106,45 @@ def check_metastore_lock(db: str, warehouse: str) -> None:
         fcntl.lockf(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def open_session(master: str, warehouse: str, metastore_dir: str, spark_conf: dict, *, show_spark_logs: bool,
+                 app_name: str):
+    """A new SparkSession on `warehouse`, its catalog an embedded Derby metastore in `metastore_dir`, holding the
+    warehouse lock; Spark's log goes to a file there unless `show_spark_logs`. `spark_conf` is applied over
+    hudilite's settings (extra Java options appended). The metastore is booted here, so a catalog another
+    process holds fails now: WarehouseLockedError; SessionStartError when Spark or the catalog cannot start."""
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "resolves to a loopback address" noise
+    os.makedirs(metastore_dir, exist_ok=True)
+    db = os.path.join(metastore_dir, "metastore_db")
+    take_warehouse_lock(metastore_dir, warehouse)
+    check_metastore_lock(db, warehouse)  # a Spark process without hudilite on the catalog
+    java_opts = f"-Duser.timezone=UTC -Dderby.stream.error.file={os.path.join(metastore_dir, 'derby.log')}"
+    if not show_spark_logs:
+        java_opts += f" -Dlog4j2.configurationFile={spark_log_config(metastore_dir)}"
+    conf = {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.ansi.enabled": "false",
+        "spark.driver.extraJavaOptions": java_opts,
+    }
+    user = dict(spark_conf)
+    if "spark.driver.extraJavaOptions" in user:
+        user["spark.driver.extraJavaOptions"] = java_opts + " " + user["spark.driver.extraJavaOptions"]
+    conf.update(user)
+    try:
+        spark = local_session(master, app_name=app_name, conf=conf, hive_dir=metastore_dir)
+    except Exception as e:  # noqa: BLE001
+        raise SessionStartError(f"hudilite: could not start Spark (master {master}): {e}") from e
+    if not show_spark_logs:
+        quiet_query_errors(spark)
+    try:
+        spark.sql("show databases").collect()  # boots the metastore now: a locked catalog fails here
+    except Exception as e:  # noqa: BLE001
+        text = str(e)
+        if "Another instance of Derby" in text or "XSDB6" in text:
+            raise WarehouseLockedError(locked_message(db, warehouse)) from None
+        check_metastore_lock(db, warehouse)  # locked while we started: say so
+        raise SessionStartError(f"hudilite: the catalog at {db} could not be opened: {text[:2000]}") from None
+    return spark

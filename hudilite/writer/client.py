@@ -76,8 +76,8 @@ class WriteClient:
     def __init__(self, spark, wo: WriteOptions, *, transaction_factory=None, open_table=None):
         self.spark = spark
         self.wo = wo
-        # hooks for the streaming sink (hudilite/streaming.py): its Transaction subclass, and a table opener that
-        # presents its own prepared commits as completed to the planner
+        # hooks for prepared commits (hudilite/prepared.py, the streaming sink's): a Transaction subclass, and a
+        # table opener that presents the writer's prepared commits as completed to the planner
         self.transaction_factory = transaction_factory or Transaction
         self.open_table = open_table or HoodieTable.open
 

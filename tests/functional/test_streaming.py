@@ -19,6 +19,7 @@ import pytest
 import hudilite
 import hudilite.streaming as hs
 from hudilite.table import HoodieTable
+from hudilite.writer.conflict import prepared_metadata
 from hudilite.writer.transaction import Transaction
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -127,7 +128,7 @@ def test_stream_with_injected_failures_and_restarts(spark, tmp_path, monkeypatch
     assert [b for b, _t, _c in stream_commits(path)] == [0, 1]
     tl = HoodieTable.open(path).reload()
     (pending,) = tl.pending()
-    assert hs.prepared_metadata(tl, pending)["extraMetadata"][hs.BATCH_ID_KEY] == "2"
+    assert prepared_metadata(tl, pending)["extraMetadata"][hs.BATCH_ID_KEY] == "2"
     # other writers' failed-write rollback leaves a prepared commit alone
     assert Transaction(HoodieTable.open(path), {}).rollback_failed_writes(lazy=False) == []
     # readers do not see it yet

@@ -297,3 +297,30 @@ def test_accepts_a_write_only_of_the_same_layout_and_an_evolvable_schema(tmp_pat
     assert not t.accepts(cow, key, parts, "v", ["id", "p"], schema)  # the stored precombine field is missing
     narrowed = pa.schema([schema.field("id"), schema.field("p"), pa.field("v", pa.string())])
     assert not t.accepts(cow, key, parts, "v", cols, narrowed)  # long -> string is not an evolution
+
+
+def test_layout_position_row_count_and_replacing(tmp_path):
+    """The facade methods the dbt adapter uses instead of internals give what the core functions give."""
+    path = str(tmp_path / "t")
+    t = Table.create(path, **LAYOUT)
+    t.write(_rows(range(10)), "bulk_insert")
+    t.write(_rows([3, 11], v=2))
+    t = Table.open(path)
+    cfg = HoodieTable.open(path).config
+    lay = t.layout()
+    assert (lay.table_type, lay.record_key, lay.precombine_field, lay.partition_by, lay.table_id) == (
+        "COPY_ON_WRITE", ["id"], "v", ["p"], cfg.table_id)
+    assert t.latest_position() == core_changes.latest_position(path) == t.position()[0] is not None
+    assert t.row_count() == 11 == HoodieTable.open(path).snapshot_stats()["rows"]
+    # replacing: the table written at the staging path (another key) takes the path's place, a new table id
+    with t.replacing() as staging:
+        assert staging != path and not os.path.exists(os.path.join(staging, ".hoodie", "hoodie.properties"))
+        hudilite.write(_rows([1, 2]), staging, record_key="id", partition_by=())
+    new = Table.open(path).layout()
+    assert (new.partition_by, new.precombine_field) == ([], None) and new.table_id != lay.table_id
+    assert Table.open(path).row_count() == 2
+    # a failed write inside the block leaves the old table at the path
+    with pytest.raises(RuntimeError), Table.open(path).replacing() as staging:
+        hudilite.write(_rows([7]), staging, record_key="id", partition_by=())
+        raise RuntimeError("the rebuild failed")
+    assert Table.open(path).row_count() == 2 and Table.open(path).layout().table_id == new.table_id

@@ -21,7 +21,6 @@ from dbt.adapters.hudilite.response import no_change, response
 from dbt.adapters.hudilite.run_state import model_key, resume_position
 from hudilite import aggregate
 from hudilite.aggregate import GROUP_KEY, SIGNATURE_KEY
-from hudilite.table import HoodieTable
 
 logger = AdapterLogger("Hudilite")
 
@@ -53,7 +52,7 @@ def materialize_aggregate(env, schema: str, identifier: str, sql: str, cfg: Dict
         entry = env.describe(schema, identifier)
         path = env.table_path(schema, identifier, spec)
         start = None
-        if (entry is not None and entry.is_hudilite and not spec.full_refresh and HoodieTable.exists(path)
+        if (entry is not None and entry.is_hudilite and not spec.full_refresh and hudilite.Table.exists(path)
                 and aggregate.stored_signature(path) == q.signature()):
             start, rebuilt = resume_position(path, detail, detail_id)
             if rebuilt:  # the state folds changes of another table: recompute from the new snapshot
@@ -68,7 +67,7 @@ def materialize_aggregate(env, schema: str, identifier: str, sql: str, cfg: Dict
 def _full(env, q, schema, identifier, path, detail, end, spec, entry):
     df, visible = _spark_errors(lambda: aggregate.full_frame(env.spark, q, detail, end))
     options = env._options(spec, identifier)
-    exists = HoodieTable.exists(path)
+    exists = hudilite.Table.exists(path)
     env.run.set_extra(model_key(schema, identifier), aggregate.full_state(q, detail, path, end))
     if exists and env._compatible(path, spec, [GROUP_KEY], df):
         op = "insert_overwrite_table"

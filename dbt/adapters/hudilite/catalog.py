@@ -9,41 +9,18 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
-from pyspark.errors import AnalysisException
 
-from dbt.adapters.hudilite.model_config import ModelSpec, is_hidden_column
+import hudilite
+from dbt.adapters.hudilite.model_config import ModelSpec
 from dbt.adapters.hudilite.response import error_text
 from hudilite import metastore as ms
-from hudilite.reader.planner import plan_read
-from hudilite.spark.schema import arrow_to_spark
-from hudilite.table import HoodieTable
+from hudilite.metastore import CatalogEntry
 
 logger = AdapterLogger("Hudilite")
-
-
-@dataclass
-class CatalogEntry:
-    schema: str
-    identifier: str
-    kind: str  # TABLE | VIEW
-    props: Dict[str, str]
-    columns: List[str]  # visible columns (meta columns removed)
-    location: Optional[str] = None
-    merged: bool = False  # a merge-on-read entry over the hudilite data source (catalog.py)
-
-    @property
-    def is_hudilite(self) -> bool:
-        return ms.PROP_PATH in self.props
-
-    @property
-    def path(self) -> Optional[str]:
-        return self.props.get(ms.PROP_PATH)
-
 
 
 class CatalogMixin:
@@ -63,27 +40,10 @@ class CatalogMixin:
     def schema_path(self, schema: str) -> str:
         return os.path.join(self.warehouse, schema)
 
-    @staticmethod
-    def qualified(schema: str, identifier: str) -> str:
-        return f"{ms.quote_ident(schema)}.{ms.quote_ident(identifier)}"
+    qualified = staticmethod(ms.qualified)
 
     def describe(self, schema: str, identifier: str) -> Optional[CatalogEntry]:
-        spark = self.spark
-        name = self.qualified(schema, identifier)
-        try:
-            if not spark.catalog.tableExists(name):
-                return None
-            t = spark.catalog.getTable(name)
-            props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
-            fields = spark.table(name).schema.fields
-        except AnalysisException:
-            return None
-        kind = "VIEW" if (t.tableType or "").upper() == "VIEW" else "TABLE"
-        merged = ms.merged_entry_props(fields)
-        if merged is not None:
-            props = {**props, **merged}
-        return CatalogEntry(schema, identifier, kind, props,
-                            [f.name for f in fields if not is_hidden_column(f.name)], merged=merged is not None)
+        return ms.describe(self.spark, schema, identifier)
 
     def snapshot_stats(self, schema: str, identifier: str) -> Optional[Dict[str, Any]]:
         """Docs catalog statistics of a hudilite table: its latest snapshot's rows and bytes, from commit
@@ -91,7 +51,7 @@ class CatalogMixin:
         entry = self.describe(schema, identifier)
         if entry is None or not entry.path:
             return None
-        st = HoodieTable.open(entry.path).snapshot_stats()
+        st = hudilite.Table.open(entry.path).stats()
         out: Dict[str, Any] = {}
         for key, label, value, what in (("rows", "Rows", st["rows"], "rows in the latest snapshot"),
                                         ("bytes", "Bytes", st["bytes"], "size of the latest snapshot's base files")):
@@ -140,63 +100,5 @@ class CatalogMixin:
     def _publish(self, schema: str, identifier: str, path: str, visible: List[str],
                  props: Dict[str, str], entry: Optional[CatalogEntry]) -> None:
         t0 = time.perf_counter()
-        plan = plan_read(path)
-        fields = {f.name: f for f in arrow_to_spark(plan.schema).fields}
-        lower = {k.lower(): v for k, v in fields.items()}
-        cols = []  # the model's columns only: `_hoodie_*` meta columns stay in the files, out of `select *`
-        for c in visible:
-            f = fields.get(c) or lower.get(c.lower())
-            if f is not None and not is_hidden_column(f.name):
-                cols.append(f)
-        instant = plan.as_of or ""
-        if plan.table.config.table_type == "MERGE_ON_READ":
-            self._publish_merged(schema, identifier, path, cols, props, entry)
-            logger.debug(f"hudilite: published {schema}.{identifier} (merge-on-read) in "
-                         f"{time.perf_counter() - t0:.2f}s")
-            return
-        snap = ms.publish_snapshot(path, instant, plan.base_files)
-        all_props = {**props, ms.PROP_PATH: path, ms.PROP_INSTANT: instant, ms.PROP_SNAPSHOT: snap}
-        name = self.qualified(schema, identifier)
-        spark = self.spark
-        same_schema = False
-        if entry is not None and entry.is_hudilite and entry.kind == "TABLE" and not entry.merged:
-            current = [(f.name.lower(), f.dataType.simpleString()) for f in spark.table(name).schema.fields]
-            same_schema = current == [(f.name.lower(), f.dataType.simpleString()) for f in cols]
-        if same_schema:
-            stale = [k for k in entry.props if k.startswith("hudilite.") and k not in all_props]
-            if stale:
-                self.sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES IF EXISTS ({', '.join(ms.sql_string(k) for k in stale)})")
-            self.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({ms.props_sql(all_props)})")
-            self.sql(f"ALTER TABLE {name} SET LOCATION {ms.sql_string(snap)}")
-        else:
-            if entry is not None:
-                self.sql(f"DROP {'VIEW' if entry.kind == 'VIEW' else 'TABLE'} IF EXISTS {name}")
-            self.sql(f"CREATE TABLE {name} ({ms.columns_ddl(cols)}) USING parquet "
-                     f"LOCATION {ms.sql_string(snap)} TBLPROPERTIES ({ms.props_sql(all_props)})")
-        try:
-            spark.catalog.refreshTable(name)
-        except Exception:  # noqa: BLE001
-            pass
-        ms.prune_snapshots(path, snap)
-        logger.debug(f"hudilite: published {schema}.{identifier} at {instant} ({len(plan.base_files)} files, "
-                     f"{'moved' if same_schema else 'created'}) in {time.perf_counter() - t0:.2f}s")
-
-    def _publish_merged(self, schema: str, identifier: str, path: str, cols, props: Dict[str, str],
-                        entry: Optional[CatalogEntry]) -> None:
-        """A merge-on-read table's entry reads the latest committed merged snapshot through the hudilite data
-        source, so it only changes when the columns or properties do (catalog.py)."""
-        all_props = {**props, ms.PROP_PATH: path}
-        struct = ms.merged_entry_schema(path, cols, all_props)
-        name = self.qualified(schema, identifier)
-        if entry is not None and entry.merged and entry.kind == "TABLE":
-            def shape(fields):  # column comments (persist_docs) are not part of what is published
-                return [(f.name, f.dataType.simpleString(), f.metadata.get(ms.PATH_KEY),
-                         f.metadata.get(ms.ENTRY_KEY)) for f in fields]
-
-            if shape(self.spark.table(name).schema.fields) == shape(struct.fields):
-                return
-        if entry is not None:
-            self.sql(f"DROP {'VIEW' if entry.kind == 'VIEW' else 'TABLE'} IF EXISTS {name}")
-        # DDL has no syntax for field metadata: the catalog API stores the schema as given (EXTERNAL: dropping
-        # the entry never deletes the table directory)
-        self.spark.catalog.createTable(f"{schema}.{identifier}", source="hudilite", schema=struct, path=path)
+        what = ms.publish(self.spark, schema, identifier, path, visible, props, entry, sql=self.sql)
+        logger.debug(f"hudilite: published {schema}.{identifier} {what} in {time.perf_counter() - t0:.2f}s")

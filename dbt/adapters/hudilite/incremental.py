@@ -32,7 +32,6 @@ from pyspark.sql import functions as F
 
 import hudilite
 from dbt.adapters.hudilite.run_state import model_key, resume_position
-from hudilite.reader.changes import latest_position
 
 CHECKPOINTED = ("incremental", "aggregate")
 _NOT_PERSISTED = ("view", "ephemeral")
@@ -84,7 +83,7 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
     if mat in CHECKPOINTED:
         fixed, table_id = state.fixed_position(key, path)
     else:
-        fixed, table_id = latest_position(path), None
+        fixed, table_id = hudilite.Table.open(path).latest_position(), None
     start = None
     rebuilt = False
     if mat in CHECKPOINTED and not full_refresh:

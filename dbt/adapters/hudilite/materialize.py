@@ -29,12 +29,7 @@ from dbt.adapters.hudilite.run_state import model_key
 from dbt.adapters.hudilite.strategies import with_row_id
 from hudilite import metastore as ms
 from hudilite import options as o
-from hudilite import replace as table_replace
-from hudilite.schema import SchemaError, avro_to_arrow, evolve
-from hudilite.spark.schema import spark_to_arrow
 from hudilite.sql_merge import latest_per_key
-from hudilite.table import HoodieTable
-from hudilite.writer.options import UNSET
 
 logger = AdapterLogger("Hudilite")
 
@@ -84,7 +79,7 @@ class MaterializeMixin:
 
             incremental = (kind == "incremental" and entry is not None and entry.is_hudilite
                            and entry.kind == "TABLE" and not spec.full_refresh
-                           and os.path.normpath(entry.path or "") == path and HoodieTable.exists(path))
+                           and os.path.normpath(entry.path or "") == path and hudilite.Table.exists(path))
             if incremental:
                 return self._incremental(schema, identifier, path, df, spec, entry)
             return self._build(schema, identifier, path, df, spec, entry)
@@ -156,7 +151,7 @@ class MaterializeMixin:
         if not keyed:
             df = with_row_id(df)
         options = self._options(spec, identifier)
-        exists = HoodieTable.exists(path)
+        exists = hudilite.Table.exists(path)
         removed = self._snapshot_rows(path) if exists else None  # the rows this build replaces
         if exists and self._compatible(path, spec, record_key, df):
             op = "insert_overwrite_table"
@@ -175,38 +170,31 @@ class MaterializeMixin:
 
     def _snapshot_rows(self, path: str) -> Optional[int]:
         try:
-            rows = HoodieTable.open(path).snapshot_stats()["rows"]
-            if rows is None:  # merge-on-read slices with log files: only the merged read counts them
-                rows = hudilite.read(self.spark, path).count()
-            return rows
+            return hudilite.Table.open(path).row_count(self.spark)
         except Exception as e:  # noqa: BLE001 - an unreadable table is replaced all the same (_compatible)
             logger.debug(f"hudilite: rows of {path} before its rebuild: {e}")
             return None
 
     def _rebuild_beside(self, df, path, record_key, spec, op, options, schema, identifier):
-        """The new table cannot be a commit on the old one (record key, partitioning or an incompatible
-        column type changed): write it beside the old table, then swap the directories (hudilite.replace: a
-        crash at any point leaves the old or the new table at the path, never nothing). The new table has a
-        new table id, so the checkpoints of its consumers no longer match it (they rebuild)."""
+        """The new table cannot be a commit on the old one (key, partitioning or a column type changed): it
+        is written beside it and swapped in (Table.replacing); its consumers' checkpoints no longer match."""
         logger.info(f"hudilite: {schema}.{identifier} changes its key, partitioning or column types: "
                     "rebuilding it beside the old table")
-        with table_replace.staging_dir(path) as staging:
-            result = self._write(df, staging, record_key, spec, op, options, schema, identifier)
-            table_replace.swap(path, staging)
-        return result
+        with hudilite.Table(path).replacing() as staging:
+            return self._write(df, staging, record_key, spec, op, options, schema, identifier)
 
     def _compatible(self, path, spec: ModelSpec, record_key, df) -> bool:
         try:
-            table = HoodieTable.open(path)
+            table = hudilite.Table.open(path)
         except Exception:  # noqa: BLE001 - unreadable: replace it
             return False
-        return table.accepts(spec.table_type, record_key, spec.partition_by, spec.precombine_field, df.columns,
-                             spark_to_arrow(df.schema))
+        return table.accepts(df, table_type=spec.table_type, record_key=record_key, partition_by=spec.partition_by,
+                             precombine_field=spec.precombine_field)
 
     # ---- incremental runs ------------------------------------------------------------------
     def _incremental(self, schema, identifier, path, df, spec: ModelSpec, entry: CatalogEntry):
-        cfg = HoodieTable.open(path).config
-        stored_key = list(cfg.record_key_fields)
+        cfg = hudilite.Table.open(path).layout()
+        stored_key = list(cfg.record_key)
         keyed = stored_key != [ROW_ID]
         cols = {c.lower() for c in df.columns}
         missing = [k for k in spec.record_key if k.lower() not in cols]
@@ -227,7 +215,7 @@ class MaterializeMixin:
                 f"incremental_strategy '{strategy}' needs a unique_key (the table {schema}.{identifier} has "
                 "none): set unique_key and run with --full-refresh, or use 'append' / 'insert_overwrite'")
         if spec.partition_by:
-            stored_parts = list(cfg.partition_fields) if cfg.is_partitioned else []
+            stored_parts = cfg.partition_by
             if [p.lower() for p in stored_parts] != [p.lower() for p in spec.partition_by]:
                 raise DbtRuntimeError(
                     f"partition_by of {schema}.{identifier} changed (table: {stored_parts}, model: "
@@ -298,7 +286,7 @@ class MaterializeMixin:
         pcf = spec.precombine_field or (cfg.precombine_field if cfg is not None else None)
         if pcf:
             props["hudilite.precombine_field"] = pcf
-        parts = spec.partition_by or (list(cfg.partition_fields) if cfg is not None and cfg.is_partitioned else [])
+        parts = spec.partition_by or (cfg.partition_by if cfg is not None else [])
         if parts:
             props["hudilite.partition_by"] = ",".join(parts)
         props["hudilite.table_type"] = spec.table_type
@@ -313,7 +301,7 @@ class MaterializeMixin:
             # write_model: hudilite.write, or audit_before_publish / mark_ready (write-audit-publish)
             result = write_model(self, schema, identifier, df, path, record_key=record_key,
                                   # no precombine_field configured: the table's (the core raises on None)
-                                  precombine_field=precombine or spec.precombine_field or UNSET,
+                                  precombine_field=precombine or spec.precombine_field or hudilite.UNSET,
                                   partition_by=spec.partition_by, operation=op, table_type=spec.table_type,
                                   options=options, extra_metadata=extra)
             logger.debug(f"hudilite: {op} into {schema}.{identifier} took {time.perf_counter() - t0:.2f}s "

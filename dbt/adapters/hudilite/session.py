@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import warnings
 from typing import Any, Dict, Optional
 
 from dbt.adapters.events.logging import AdapterLogger
@@ -21,7 +20,6 @@ from pyspark.sql import SparkSession
 
 import hudilite
 from hudilite import warehouse
-from hudilite.spark.session import local_session
 
 logger = AdapterLogger("Hudilite")
 
@@ -88,47 +86,12 @@ class SessionMixin:
         return conf
 
     def _build_session(self):
-        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-        if self.credentials.master.startswith("local"):
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "resolves to a loopback address" noise
-        os.makedirs(self.metastore_dir, exist_ok=True)
-        db = os.path.join(self.metastore_dir, "metastore_db")
         try:
-            warehouse.take_warehouse_lock(self.metastore_dir, self.warehouse)
-            warehouse.check_metastore_lock(db, self.warehouse)  # a Spark process without hudilite on the catalog
-        except warehouse.WarehouseLockedError as e:
+            return warehouse.open_session(self.credentials.master, self.warehouse, self.metastore_dir,
+                                          self.credentials.spark_conf, app_name="dbt-hudilite",
+                                          show_spark_logs=self.credentials.show_spark_logs)
+        except hudilite.HudiliteError as e:  # the warehouse is locked, or Spark or its catalog did not start
             raise FailedToConnectError(str(e)) from None
-        java_opts = f"-Duser.timezone=UTC -Dderby.stream.error.file={os.path.join(self.metastore_dir, 'derby.log')}"
-        if not self.credentials.show_spark_logs:
-            java_opts += f" -Dlog4j2.configurationFile={warehouse.spark_log_config(self.metastore_dir)}"
-        conf = {
-            "spark.ui.showConsoleProgress": "false",
-            "spark.sql.ansi.enabled": "false",
-            "spark.driver.extraJavaOptions": java_opts,
-        }
-        user = dict(self.credentials.spark_conf)
-        if "spark.driver.extraJavaOptions" in user:
-            user["spark.driver.extraJavaOptions"] = java_opts + " " + user["spark.driver.extraJavaOptions"]
-        conf.update(user)
-        try:
-            spark = local_session(self.credentials.master, app_name="dbt-hudilite", conf=conf,
-                                  hive_dir=self.metastore_dir)
-        except Exception as e:  # noqa: BLE001
-            raise FailedToConnectError(f"hudilite: could not start Spark (master {self.credentials.master}): {e}")
-        if not self.credentials.show_spark_logs:
-            warehouse.quiet_query_errors(spark)
-        try:
-            spark.sql("show databases").collect()  # boots the metastore now: a locked catalog fails here
-        except Exception as e:  # noqa: BLE001
-            text = str(e)
-            if "Another instance of Derby" in text or "XSDB6" in text:
-                raise FailedToConnectError(warehouse.locked_message(db, self.warehouse)) from None
-            try:
-                warehouse.check_metastore_lock(db, self.warehouse)  # locked while we started: say so
-            except warehouse.WarehouseLockedError as le:
-                raise FailedToConnectError(str(le)) from None
-            raise FailedToConnectError(f"hudilite: the catalog at {db} could not be opened: {text[:2000]}")
-        return spark
 
     def describe_session(self) -> str:
         spark = self.spark
