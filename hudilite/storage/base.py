@@ -68,21 +68,22 @@ class Storage(abc.ABC):
 
     def read_parquet(self, path: str, columns: list[str] | None = None, **options) -> pa.Table:
         """A whole parquet file (or the named columns) as an Arrow table."""
-        with self.open_input(path) as f:
+        with _naming(path), self.open_input(path) as f:
             return pq.read_table(f, columns=columns, **options)
 
     def parquet_file(self, path: str, **options) -> pq.ParquetFile:
         """A parquet file opened for reading row groups and its footer; close it (or use `with`) when done."""
-        return pq.ParquetFile(self.open_input(path), **options)
+        with _naming(path):
+            return pq.ParquetFile(self.open_input(path), **options)
 
     def parquet_metadata(self, path: str) -> pq.FileMetaData:
         """The parquet footer of a file (row counts, column statistics)."""
-        with self.open_input(path) as f:
+        with _naming(path), self.open_input(path) as f:
             return pq.read_metadata(f)
 
     def parquet_schema(self, path: str) -> pa.Schema:
         """The Arrow schema of a parquet file."""
-        with self.open_input(path) as f:
+        with _naming(path), self.open_input(path) as f:
             return pq.read_schema(f)
 
     @abc.abstractmethod
@@ -188,6 +189,15 @@ class Storage(abc.ABC):
     def touch_mtime(self, path: str) -> None:
         """Set `path`'s modification time to now (a heartbeat beat); FileNotFoundError when it is absent."""
         self.write_bytes(path, self.read_bytes(path), fsync=False)
+
+
+@contextlib.contextmanager
+def _naming(path: str) -> Iterator[None]:
+    """pyarrow names a stream `<Buffer>` in its errors: name the file instead (damaged-file reports show it)."""
+    try:
+        yield
+    except pa.ArrowInvalid as e:
+        raise pa.ArrowInvalid(str(e).replace("'<Buffer>'", repr(path))) from e
 
 
 # ---- backends by URI scheme ---------------------------------------------------------------------------------

@@ -90,6 +90,19 @@ class LocalStorage(Storage):
     def open_input(self, path: str) -> pa.NativeFile:
         return pa.OSFile(path, "rb")
 
+    # parquet by path: pyarrow then names the file in its errors (users see them in damaged-file reports)
+    def read_parquet(self, path: str, columns: list[str] | None = None, **options) -> pa.Table:
+        return pq.read_table(path, columns=columns, **options)
+
+    def parquet_file(self, path: str, **options) -> pq.ParquetFile:
+        return pq.ParquetFile(path, **options)
+
+    def parquet_metadata(self, path: str) -> pq.FileMetaData:
+        return pq.read_metadata(path)
+
+    def parquet_schema(self, path: str) -> pa.Schema:
+        return pq.read_schema(path)
+
     def size(self, path: str) -> int:
         return os.path.getsize(path)
 
