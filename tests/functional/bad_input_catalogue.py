@@ -367,10 +367,10 @@ def negative_size_option(p):
 
 
 # paths ---------------------------------------------------------------------------------------------------
-@case("paths", "a URI of an unsupported scheme (s3://)", InvalidWriteError, "unsupported storage scheme",
-      "s3://bucket/tbl", table="none", regression="raised a plain ValueError")
-def s3_uri(p):
-    write("s3://bucket/tbl")
+@case("paths", "a URI of an unsupported scheme (gs://)", InvalidWriteError, "unsupported storage scheme",
+      "gs://bucket/tbl", table="none", regression="raised a plain ValueError")
+def unregistered_scheme_uri(p):
+    write("gs://bucket/tbl")
 
 
 @case("paths", "a file URI naming another host", InvalidWriteError, "a file URI naming host 'otherhost'",
