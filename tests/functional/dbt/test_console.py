@@ -71,9 +71,10 @@ def test_second_process_on_a_busy_warehouse_fails_at_once(tmp_path):
     out = done[failed][1]
     assert "is locked by another process" in out, out[-4000:]
     assert not JAVA_NOISE.search(out), out[-4000:]   # the loser never started a JVM
-    # it fails as soon as it needs the catalog, long before the winner (JVM start, metastore boot, a commit)
+    # it fails as soon as it needs the catalog, before the winner is done (JVM start, metastore boot, a commit).
+    # Not a ratio: on a loaded 2-core machine dbt's own start-up alone can take half the winner's time.
     print(f"loser failed after {done[failed][0]:.1f}s, the winner finished after {done[ok][0]:.1f}s")
-    assert done[failed][0] < done[ok][0] / 2, (done[failed][0], done[ok][0])
+    assert done[failed][0] < done[ok][0], (done[failed][0], done[ok][0])
 
 
 
