@@ -79,3 +79,24 @@ def test_local_paths_take_no_storage_options(tmp_path):
     assert not (tmp_path / "t").exists()
     hudilite.write(_rows([1]), str(tmp_path / "t"), record_key="id", storage_options={})
     assert len(hudilite.Table.open(str(tmp_path / "t")).to_arrow(["id"])) == 1
+
+
+def test_binding_covers_the_table_and_nothing_beside_it():
+    from hudilite.storage.base import bind_storage_options, bound_storage, registered_storage
+
+    opts = {"endpoint": "http://127.0.0.1:9", "allow_http": "true", "region": "r1"}
+    try:
+        bind_storage_options("s3://b/w/t", opts)
+        bind_storage_options("s3://b/w/t/inner", {**opts, "region": "r2"})
+        fs = bound_storage("s3://b/w/t/.hoodie/hoodie.properties")
+        assert fs is not None and fs.options["region"] == "r1"
+        assert bound_storage("s3://b/w/t/inner/x").options["region"] == "r2"  # the nearest location wins
+        assert bound_storage("s3://b/w/t") is fs
+        for beside in ("s3://b/w/t2", "s3://b/w", "s3://c/w/t"):  # a sibling sharing a prefix, a parent, a bucket
+            assert bound_storage(beside) is None
+            assert storage_for(beside) is registered_storage("s3")
+        bind_storage_options("s3://b/w/t", dict(opts))  # equal options: the same backend and clients
+        assert bound_storage("s3://b/w/t/x") is fs
+    finally:
+        unbind_storage("s3://b/w/t")
+        unbind_storage("s3://b/w/t/inner")
