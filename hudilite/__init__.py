@@ -25,40 +25,45 @@ from hudilite.writer.options import UNSET
 
 
 def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), operation="upsert",
-          table_type=UNSET, options=None, extra_metadata=None, commit=True):
+          table_type=UNSET, options=None, extra_metadata=None, commit=True, storage_options=None):
     """Write `df` to the table at `path` as one commit; returns the committed instant time (a str whose
     `.stats` holds inserted/updated/deleted counts). `precombine_field` / `table_type` left out: the existing
     table's (a new table: none / COPY_ON_WRITE); given, they must match an existing table's. `commit=False`
     writes the data but leaves the instant inflight and returns a `PendingWrite` (`.read(spark)` to audit,
-    then `.complete()` or `.abort()`). `Table(...).write` with the table's layout given here."""
+    then `.complete()` or `.abort()`). `Table(...).write` with the table's layout given here.
+    `storage_options`: how to reach the object store of `path` (endpoint, region, credentials, ...;
+    docs/storage.md), for this table only; left out, the process-wide settings (the AWS environment)."""
     t = Table(path, record_key=record_key, precombine_field=precombine_field, partition_by=partition_by,
-              table_type=table_type)
+              table_type=table_type, storage_options=storage_options)
     return t.write(df, operation, options=options, extra_metadata=extra_metadata, commit=commit)
 
 
 def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False, ready_only=False,
-         completion_bounds=False):
+         completion_bounds=False, storage_options=None):
     """Read the table at `path`: latest snapshot, time travel `as_of`, or incremental `(begin, end]` (completion
     order). Merge-on-read tables merge base and log files; `read_optimized=True` reads their base files only.
     `ready_only=True` reads only the partitions a commit marked ready (write-audit-publish).
     `completion_bounds=True`: `begin`/`end` are completion times — the positions `Table.position()`
     returns — rather than instant times (on a version-6 table a bare time is read as an instant position, which
-    skips a write requested before the checkpoint that completed after it). `Table.read`."""
-    return Table(path, spark=spark).read(as_of=as_of, begin=begin, end=end, filters=filters,
-                                         read_optimized=read_optimized, ready_only=ready_only,
-                                         completion_bounds=completion_bounds)
+    skips a write requested before the checkpoint that completed after it). `storage_options`: as for
+    `write`. `Table.read`."""
+    t = Table(path, spark=spark, storage_options=storage_options)
+    return t.read(as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized,
+                  ready_only=ready_only, completion_bounds=completion_bounds)
 
 
 def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_image=False, filters=None,
-            completion_bounds=False, table_id=None):
+            completion_bounds=False, table_id=None, storage_options=None):
     """What changed in `(begin, end]` (completion order): the latest image of every changed record with a
     `_change_op` column ('I', 'U', 'D'; with `before_image` also 'B': updated records as of `begin`). Deleted
     records carry their last image. `begin=None` reads the whole snapshot as of `end` (all 'I'). Raises
     `RangeUnavailableError` when the range was cleaned/archived away (rebuild from the snapshot instead).
     `table_id`: the identity of the table `begin` was taken on (`Table.position()` gives both); a different
-    table at `path` (rebuilt or recreated) raises `TableReplacedError`. `Table.changes`."""
-    return Table(path, spark=spark).changes(begin, end, include_deletes=include_deletes, before_image=before_image,
-                                            filters=filters, completion_bounds=completion_bounds, table_id=table_id)
+    table at `path` (rebuilt or recreated) raises `TableReplacedError`. `storage_options`: as for `write`.
+    `Table.changes`."""
+    t = Table(path, spark=spark, storage_options=storage_options)
+    return t.changes(begin, end, include_deletes=include_deletes, before_image=before_image, filters=filters,
+                     completion_bounds=completion_bounds, table_id=table_id)
 
 
 __all__ = [

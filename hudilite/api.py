@@ -33,6 +33,8 @@ from hudilite.spark.datasource import register as _register
 from hudilite.spark.read import read as _spark_read
 from hudilite.spark.schema import spark_to_arrow as _spark_to_arrow
 from hudilite.spark.session import check_workers
+from hudilite.storage import bind_storage_options as _bind_storage_options
+from hudilite.storage import normalize_path
 from hudilite.streaming import BATCH_ID_KEY, QUERY_ID_KEY, StreamingSink
 from hudilite.streaming import last_batch_id as _last_batch_id
 from hudilite.streaming import write_stream as _write_stream
@@ -87,9 +89,11 @@ class Table:
     and change feeds only: Arrow data is written in this process without Spark."""
 
     def __init__(self, path, *, spark=None, options: dict | None = None, record_key=None,
-                 precombine_field=UNSET, partition_by=(), table_type=UNSET):
+                 precombine_field=UNSET, partition_by=(), table_type=UNSET, storage_options: dict | None = None):
         # no I/O here: `open`/`create` check the path; the thin functions use this to keep their error order
+        _bind(path, storage_options)
         self._path = path
+        self.storage_options = dict(storage_options or {})
         self.spark = spark
         self.options = dict(options or {})
         self._layout = dict(record_key=record_key, precombine_field=precombine_field, partition_by=partition_by,
@@ -98,20 +102,25 @@ class Table:
 
     # ---- opening / creating --------------------------------------------------------------
     @classmethod
-    def open(cls, path, spark=None, options: dict | None = None) -> "Table":
-        """The table at `path`; raises TableNotFoundError (none there) or CorruptTableError (damaged)."""
+    def open(cls, path, spark=None, options: dict | None = None, *,
+             storage_options: dict | None = None) -> "Table":
+        """The table at `path`; raises TableNotFoundError (none there) or CorruptTableError (damaged).
+        `storage_options`: how to reach an object store (docs/storage.md), for this table only."""
+        _bind(path, storage_options)
         meta = HoodieTable.open(path)
-        return cls(meta.base_path, spark=spark, options=options)
+        return cls(meta.base_path, spark=spark, options=options, storage_options=storage_options)
 
     @classmethod
     def create(cls, path, *, record_key, precombine_field=UNSET, partition_by=(), table_type=UNSET, spark=None,
-               options: dict | None = None, exist_ok: bool = False) -> "Table":
+               options: dict | None = None, exist_ok: bool = False,
+               storage_options: dict | None = None) -> "Table":
         """A table with this layout at `path`, created on storage by its first write. `exist_ok=True`: an
         existing table is fine, and each write checks the layout given here against it (as `hudilite.write`)."""
+        _bind(path, storage_options)
         if not exist_ok and HoodieTable.exists(path):
             raise InvalidWriteError(f"a table exists at {path}: open it with Table.open (or pass exist_ok=True)")
         return cls(path, spark=spark, options=options, record_key=record_key, precombine_field=precombine_field,
-                   partition_by=partition_by, table_type=table_type)
+                   partition_by=partition_by, table_type=table_type, storage_options=storage_options)
 
     @staticmethod
     def exists(path) -> bool:
@@ -314,6 +323,12 @@ class Table:
 
     def __repr__(self) -> str:
         return f"hudilite.Table({self.path!r})"
+
+
+def _bind(path, storage_options: dict | None) -> None:
+    """Paths of this table go to a backend made from its `storage_options` (none given: the scheme's default)."""
+    if storage_options:
+        _bind_storage_options(normalize_path(path), storage_options)
 
 
 def register(spark) -> None:

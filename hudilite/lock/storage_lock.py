@@ -31,7 +31,7 @@ import uuid
 from hudilite.errors import LockTimeoutError
 from hudilite.lock.base import LockLostError, LockProvider, register_lock_provider
 from hudilite.options import LOCK_RETRY_MS, LOCK_STORAGE_RENEW_SECS, LOCK_STORAGE_VALIDITY_SECS, LOCK_WAIT_MS
-from hudilite.storage.base import registered_storage, scheme_of
+from hudilite.storage.base import bound_storage, registered_storage, scheme_of
 from hudilite.storage.conditional import ConditionalStorage
 
 LOCK_FILE = ".hoodie/.locks/table_lock.json"
@@ -184,7 +184,7 @@ class StorageLock(LockProvider):
 
 
 def storage_lock_for(base_path: str, options: dict) -> StorageLock:
-    fs = registered_storage(scheme_of(base_path))
+    fs = bound_storage(base_path) or registered_storage(scheme_of(base_path))  # a table's own options first
     if not isinstance(fs, ConditionalStorage):
         raise ValueError(f"the storage lock needs a backend with conditional writes; {base_path!r} is served by "
                          f"{type(fs).__name__ if fs else 'no registered backend'} (use the file lock there)")

@@ -3,7 +3,14 @@ URI scheme (`register_storage`, `storage_for`)."""
 
 import importlib.util
 
-from hudilite.storage.base import Storage, register_storage, registered_storage, scheme_of, unregister_storage
+from hudilite.storage.base import (
+    Storage,
+    bind_storage_options,
+    register_storage,
+    registered_storage,
+    scheme_of,
+    unregister_storage,
+)
 from hudilite.storage.local import LocalStorage, storage_for
 from hudilite.storage.paths import canonical, is_local, normalize_path, relative_to
 
@@ -12,5 +19,5 @@ if importlib.util.find_spec("obstore") is not None:  # S3 is the optional `s3` e
 
     _register_s3()  # s3:// and s3a:// configured from the AWS environment; the client is made on first use
 
-__all__ = ["LocalStorage", "Storage", "canonical", "is_local", "normalize_path", "register_storage",
-           "registered_storage", "relative_to", "scheme_of", "storage_for", "unregister_storage"]
+__all__ = ["LocalStorage", "Storage", "bind_storage_options", "canonical", "is_local", "normalize_path",
+           "register_storage", "registered_storage", "relative_to", "scheme_of", "storage_for", "unregister_storage"]

@@ -203,6 +203,8 @@ def _naming(path: str) -> Iterator[None]:
 # ---- backends by URI scheme ---------------------------------------------------------------------------------
 _REGISTRY: dict[str, Callable[[str], Storage]] = {}
 _INSTANCES: dict[str, Storage] = {}
+_CONFIGURED: dict[str, Callable[[dict], Storage]] = {}  # scheme -> backend made from storage options
+_BOUND: dict[str, Storage] = {}  # location (no trailing /) -> the backend of paths at and under it
 _REGISTRY_LOCK = threading.Lock()
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")  # two characters at least: "C:" is a drive, not a scheme
 
@@ -218,18 +220,62 @@ def scheme_of(path: str) -> str:
     return scheme if scheme == "file" or path.startswith("//", m.end()) else ""
 
 
-def register_storage(scheme: str, factory: Callable[[str], Storage]) -> None:
+def register_storage(scheme: str, factory: Callable[[str], Storage],
+                     configured: Callable[[dict], Storage] | None = None) -> None:
     """Serve paths of `scheme` (e.g. "s3") with the backend `factory(scheme)` builds; built once, on first use.
-    Registering a scheme again replaces its backend (tests register throwaway ones)."""
+    `configured(storage_options)`: a backend for one table's options (`bind_storage_options`); ValueError for a
+    key it does not know. Registering a scheme again replaces its backend (tests register throwaway ones)."""
     with _REGISTRY_LOCK:
         _REGISTRY[scheme.lower()] = factory
         _INSTANCES.pop(scheme.lower(), None)
+        if configured is None:
+            _CONFIGURED.pop(scheme.lower(), None)
+        else:
+            _CONFIGURED[scheme.lower()] = configured
 
 
 def unregister_storage(scheme: str) -> None:
     with _REGISTRY_LOCK:
         _REGISTRY.pop(scheme.lower(), None)
         _INSTANCES.pop(scheme.lower(), None)
+        _CONFIGURED.pop(scheme.lower(), None)
+
+
+def bind_storage_options(location: str, storage_options: dict | None) -> None:
+    """Serve `location` (a table's normalized path) and every path under it with a backend made from
+    `storage_options` (per-table endpoint, credentials, ...), ahead of its scheme's process-wide backend, so that
+    tables on different endpoints work in one process. None or {}: nothing changes. Binding a location again
+    replaces its backend. ValueError naming the key for an option the scheme's backend does not know; local
+    paths take none."""
+    if not storage_options:
+        return
+    scheme = scheme_of(location)
+    with _REGISTRY_LOCK:
+        configured = _CONFIGURED.get(scheme)
+    if configured is None:
+        key = next(iter(storage_options))
+        where = "a local path" if scheme in ("", "file") else f"{scheme}:// paths"
+        raise ValueError(f"unknown storage option {key!r}: {where} take no storage options ({location})")
+    backend = configured(dict(storage_options))
+    with _REGISTRY_LOCK:
+        _BOUND[location.rstrip("/")] = backend
+
+
+def unbind_storage(location: str) -> None:
+    with _REGISTRY_LOCK:
+        _BOUND.pop(location.rstrip("/"), None)
+
+
+def bound_storage(path: str) -> Storage | None:
+    """The backend bound to `path` or to its nearest enclosing location (`bind_storage_options`), else None."""
+    if not _BOUND:  # the common case, without a lock: no table was given storage options
+        return None
+    with _REGISTRY_LOCK:
+        best, found = -1, None
+        for loc, backend in _BOUND.items():
+            if len(loc) > best and (path == loc or path.startswith(loc + "/")):
+                best, found = len(loc), backend
+        return found
 
 
 def registered_storage(scheme: str) -> Storage | None:

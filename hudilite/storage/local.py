@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hudilite.options import FSYNC
-from hudilite.storage.base import Storage, register_storage, registered_storage, scheme_of
+from hudilite.storage.base import Storage, bound_storage, register_storage, registered_storage, scheme_of
 from hudilite.storage.paths import normalize_path
 
 
@@ -416,7 +416,7 @@ def storage_for(path: str) -> Storage:
     if scheme in ("", "file"):
         normalize_path(path)  # validates a file URI's form
         return _LOCAL
-    fs = registered_storage(scheme)
+    fs = bound_storage(path) or registered_storage(scheme)
     if fs is None:
         raise ValueError(f"unsupported storage scheme in {path!r}: no storage backend is registered for "
                          f"{scheme}:// (local/shared file systems and registered backends are supported)")

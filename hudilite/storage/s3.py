@@ -514,10 +514,28 @@ class S3Storage(ConditionalStorage):
             obstore.delete(store, batch)
 
 
+_BY_OPTIONS: dict[tuple, S3Storage] = {}
+_BY_OPTIONS_LOCK = threading.Lock()
+
+
+def configured(storage_options: dict) -> S3Storage:
+    """The S3Storage of one set of storage options (per-table ones): tables with equal options share it and its
+    clients. ValueError naming an unknown key."""
+    resolved = resolve_options(storage_options)
+    key = tuple(sorted((k, str(v)) for k, v in resolved.items()))
+    with _BY_OPTIONS_LOCK:
+        found = _BY_OPTIONS.get(key)
+        if found is None:
+            found = _BY_OPTIONS[key] = S3Storage(resolved)
+        return found
+
+
 def register(storage_options: dict | None = None) -> None:
-    """Serve `s3://` and `s3a://` paths with an S3Storage (`storage_options`, else the AWS environment)."""
+    """Serve `s3://` and `s3a://` paths with an S3Storage (`storage_options`, else the AWS environment); tables
+    given their own storage options get theirs (`configured`)."""
     for scheme in SCHEMES:
-        register_storage(scheme, lambda _scheme: S3Storage(storage_options))
+        register_storage(scheme, lambda _scheme: S3Storage(storage_options), configured)
 
 
-__all__ = ["ObjectEntry", "S3Storage", "counting", "register", "request_counts", "resolve_options", "split_uri"]
+__all__ = ["ObjectEntry", "S3Storage", "configured", "counting", "register", "request_counts", "resolve_options",
+           "split_uri"]
