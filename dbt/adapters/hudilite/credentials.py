@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from dbt.adapters.contracts.connection import Credentials
+from dbt.flags import get_flags
 from dbt_common.exceptions import DbtRuntimeError
 
 
@@ -104,8 +105,6 @@ class HudiliteCredentials(Credentials):
 def project_dir_hint() -> str:
     """The dbt project directory of this invocation (--project-dir / DBT_PROJECT_DIR / the working directory)."""
     try:
-        from dbt.flags import get_flags
-
         d = getattr(get_flags(), "PROJECT_DIR", None)
         if d:
             return os.path.abspath(str(d))

@@ -8,6 +8,8 @@ of it is the plugin's global macro `hudilite_x`.
 
 from __future__ import annotations
 
+from dbt.context.macros import MacroNamespace
+
 
 class HudiliteMacros:
     def __init__(self, namespace) -> None:
@@ -23,8 +25,6 @@ class HudiliteMacros:
 
 
 def install() -> None:
-    from dbt.context.macros import MacroNamespace
-
     if getattr(MacroNamespace, "_hudilite_namespace", False):
         return
     original = MacroNamespace._search_order
