@@ -158,11 +158,13 @@ class SparkPlanner(PlannerBase):
             key_schema = StructType([StructField(KEY_COL, StringType()), StructField(PART_COL, StringType())])
             keys = (read_parquet_files(self.spark, key_schema, files, meta={"file_name": "_hl_file"})
                     .select(F.col(KEY_COL).alias("_k"), F.col(PART_COL).alias("_p"),
-                            F.substring_index(name, "_", 1).alias(FID_COL)))
+                            F.substring_index(name, "_", 1).alias(FID_COL), name))
             if self.mor:  # a key in several base files: the newest one owns it (the owner rule, writer/planning.py)
                 inst = F.substring_index(F.substring_index(name, "_", -1), ".", 1)
                 keys = (keys.select("_k", "_p", F.struct(inst.alias("i"), F.col(FID_COL).alias("f")).alias("_o"))
                         .groupBy("_k", "_p").agg(F.max("_o").getField("f").alias(FID_COL)))
+            else:
+                keys = keys.drop("_hl_file")
             b = (rows.filter(F.col(PART_COL).isin(list(exact)))
                  .join(keys, (F.col(KEY_COL) == F.col("_k")) & (F.col(PART_COL) == F.col("_p")), "left")
                  .drop("_k", "_p"))

@@ -59,7 +59,8 @@ def _life(spark, path, table_type, opts):
         seen["read_optimized"] = _rows(hudilite.read(spark, path, read_optimized=True, storage_options=opts))
         assert t.services.compact(force=True)
         seen["compacted"] = _rows(t.read())
-    t.services.clean({"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "1"})
+    t.services.clean({"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+                      "hoodie.cleaner.fileversions.retained": "1"})
     seen["cleaned"] = _rows(t.read())
     seen["filtered"] = _rows(hudilite.read(spark, path, filters=[("p", "=", "a"), ("v", ">=", 2)],
                                            storage_options=opts))
@@ -92,3 +93,22 @@ def test_spark_life_on_s3_equals_local(spark, s3_server, s3_table, tmp_path, tab
     batches = HudiTableBuilder.from_base_uri(path).with_storage_options(rs_options).build().read(HudiReadOptions())
     rows = pa.Table.from_batches(batches).select(["id", "v", "name", "p"]).to_pylist()
     assert sorted((r["id"], r["v"], r["name"], r["p"]) for r in rows) == on_s3["cleaned"]
+
+
+def test_captured_bindings_cover_the_table_only_and_install_once(s3_server):
+    from hudilite.storage import bind_storage_options, capture_bindings, install_bindings, storage_for
+
+    opts = s3_server.storage_options
+    bind_storage_options("s3://b/w/t", opts)
+    try:
+        got = capture_bindings("s3://b/w/t/p=a/f.parquet")
+        assert got == (("s3://b/w/t", opts),)
+        assert capture_bindings("s3://b/w/t2") == () and capture_bindings("s3://b/w") == ()
+        install_bindings(got)  # a worker: binds (here the driver's binding is replaced by an equal one) ...
+        first = storage_for("s3://b/w/t/x")
+        install_bindings(got)  # ... and a second task in the same worker keeps the backend and its clients
+        assert storage_for("s3://b/w/t/x") is first
+        install_bindings((("s3://b/w/t", {**opts, "max_retries": 1}),))  # other options: bound anew
+        assert storage_for("s3://b/w/t/x") is not first
+    finally:
+        unbind_storage("s3://b/w/t")
