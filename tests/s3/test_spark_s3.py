@@ -8,7 +8,10 @@ import pyarrow as pa
 import pytest
 
 import hudilite
+from hudilite.reader import overlay_cache
+from hudilite.spark import read as spark_read
 from hudilite.spark.files import jvm_scheme
+from hudilite.storage import storage_for
 from hudilite.storage.base import unbind_storage
 from hudilite.storage.s3 import S3Storage, register
 
@@ -57,6 +60,18 @@ def _life(spark, path, table_type, opts):
     t = hudilite.Table.open(path, spark=spark, storage_options=opts)
     if table_type == "MERGE_ON_READ":
         seen["read_optimized"] = _rows(hudilite.read(spark, path, read_optimized=True, storage_options=opts))
+        # the merged scan with row ids (not whole slices merged in Python), with overlay files written by
+        # executor tasks beside the table and without
+        spark.conf.set(overlay_cache.MIN_LOG_BYTES_CONF, "0")
+        spark.conf.set(spark_read.SMALL_SLICE_CONF, "0")
+        try:
+            for cache in ("true", "false"):
+                spark.conf.set(overlay_cache.CONF, cache)
+                seen[f"merged_scan_{cache}"] = _rows(hudilite.read(spark, path, storage_options=opts))
+            seen["overlay_files"] = any(f"/{overlay_cache.DIR}/" in f for f in storage_for(path).walk_files(path))
+        finally:
+            for k in (overlay_cache.CONF, overlay_cache.MIN_LOG_BYTES_CONF, spark_read.SMALL_SLICE_CONF):
+                spark.conf.unset(k)
         assert t.services.compact(force=True)
         seen["compacted"] = _rows(t.read())
     t.services.clean({"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
@@ -83,6 +98,8 @@ def test_spark_life_on_s3_equals_local(spark, s3_server, s3_table, tmp_path, tab
     if table_type == "MERGE_ON_READ":
         assert on_s3["read_optimized"] != on_s3["snapshot"]  # the logs held the updates until compaction
         assert on_s3["compacted"] == on_s3["snapshot"]
+        assert on_s3["merged_scan_true"] == on_s3["merged_scan_false"] == on_s3["snapshot"]
+        assert on_s3["overlay_files"], "no overlay file was written"
 
     # hudi-rs reads the same table through its own storage options (object_store's keys)
     from hudi import HudiReadOptions, HudiTableBuilder
@@ -96,7 +113,7 @@ def test_spark_life_on_s3_equals_local(spark, s3_server, s3_table, tmp_path, tab
 
 
 def test_captured_bindings_cover_the_table_only_and_install_once(s3_server):
-    from hudilite.storage import bind_storage_options, capture_bindings, install_bindings, storage_for
+    from hudilite.storage import bind_storage_options, capture_bindings, install_bindings
 
     opts = s3_server.storage_options
     bind_storage_options("s3://b/w/t", opts)
