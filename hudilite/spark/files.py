@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 _DISCOVERY_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 # Spark's hidden `_metadata` fields a read may ask for, and their Spark types
-META_FIELDS = {"file_name": "string", "file_size": "bigint", "row_index": "bigint"}
+META_FIELDS = {"file_name": "string", "file_size": "long", "row_index": "long"}
 # Object-store schemes the JVM may serve under another name: hadoop-aws serves s3a://, not s3://
 _JVM_ALIASES = {"s3": ("s3", "s3a"), "s3a": ("s3a",)}
 _JVM_SCHEMES: dict[tuple[str, str], str | None] = {}  # (application id, scheme) -> the scheme the JVM reads it as
