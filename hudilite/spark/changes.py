@@ -26,6 +26,7 @@ from hudilite.reader.ranges import (
 from hudilite.spark.files import read_parquet_files
 from hudilite.spark.read import apply_filters, plan_to_dataframe
 from hudilite.spark.schema import arrow_to_spark
+from hudilite.storage import capture_bindings, install_bindings
 from hudilite.table import HoodieTable
 
 
@@ -120,7 +121,10 @@ def _group_changes(spark, table, rng: ChangeRange, t: Touched, after: dict, befo
     ctx = ChangeContext(times, ReadPlan(table, schema, [], "snapshot", visible=vis_e).merge_spec(),
                         ReadPlan(table, schema, [], "snapshot", visible=vis_b).merge_spec(), before_image, columns)
 
+    bindings = capture_bindings(table.base_path)
+
     def classify_task(batches):
+        install_bindings(bindings)
         for batch in batches:
             for d in batch.column(0).to_pylist():
                 yield from classify(GroupTask.from_json(d), ctx).to_batches()
@@ -138,6 +142,7 @@ def _group_changes(spark, table, rng: ChangeRange, t: Touched, after: dict, befo
         return spark.createDataFrame([], out_spark)
 
     def image_task(batches):
+        install_bindings(bindings)
         for batch in batches:
             for d, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
                 yield from images(GroupTask.from_json(d), ctx, _from_ipc(blob), out_arrow).to_batches(

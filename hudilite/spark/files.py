@@ -1,10 +1,49 @@
-"""Spark reads of a known list of parquet files (the lowest Spark module: the scan and the merge both use it)."""
+"""Spark reads of a known list of parquet files (the lowest Spark module: the scan and the merge both use it).
+
+Local files and files of a scheme the session's JVM has a Hadoop file system for are read by Spark's native
+parquet scan. Other schemes (`s3://` without hadoop-aws on the classpath, the default) are read by an Arrow scan
+in Python tasks through the table's `Storage` (`S3Storage.open_input`: ranged GETs), with the same columns."""
 
 from __future__ import annotations
 
-_DISCOVERY_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+import logging
+import os
+import threading
 
-def read_parquet_files(spark, schema, files):
+import pyarrow as pa
+
+from hudilite.spark.schema import spark_to_arrow
+from hudilite.storage import capture_bindings, install_bindings, scheme_of, storage_for
+
+log = logging.getLogger(__name__)
+
+_DISCOVERY_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+# Spark's hidden `_metadata` fields a read may ask for, and their Spark types
+META_FIELDS = {"file_name": "string", "file_size": "long", "row_index": "long"}
+# Object-store schemes the JVM may serve under another name: hadoop-aws serves s3a://, not s3://
+_JVM_ALIASES = {"s3": ("s3", "s3a"), "s3a": ("s3a",)}
+_JVM_SCHEMES: dict[tuple[str, str], str | None] = {}  # (application id, scheme) -> the scheme the JVM reads it as
+_JVM_LOCK = threading.Lock()
+ARROW_BATCH_ROWS = 65536
+
+
+def read_parquet_files(spark, schema, files, *, meta: dict[str, str] | None = None):
+    """`files` read in Spark StructType `schema` (columns missing from a file read as null), plus the `_metadata`
+    fields named in `meta` ({"file_name" | "file_size" | "row_index": column name}) as columns.
+    Native scan when the JVM reads the files' scheme (`jvm_scheme`), else `arrow_scan`."""
+    files = list(files)
+    scheme = scheme_of(files[0]) if files else ""
+    if scheme not in ("", "file"):
+        as_scheme = jvm_scheme(spark, scheme)
+        if as_scheme is None:
+            return arrow_scan(spark, schema, files, meta=meta)
+        if as_scheme != scheme:
+            files = [as_scheme + f[len(scheme):] for f in files]
+    df = _native(spark, schema, files)
+    return df.selectExpr("*", *[f"_metadata.{k} AS `{v}`" for k, v in meta.items()]) if meta else df
+
+
+def _native(spark, schema, files):
     """`spark.read.parquet(*files)`, the files' status taken on the driver: the planned files are known to exist,
     and above 32 paths Spark would otherwise run a listing job per read (~0.2 s even for local files)."""
     old = spark.conf.get(_DISCOVERY_THRESHOLD, None)
@@ -18,3 +57,102 @@ def read_parquet_files(spark, schema, files):
             spark.conf.unset(_DISCOVERY_THRESHOLD)
         else:
             spark.conf.set(_DISCOVERY_THRESHOLD, old)
+
+
+def jvm_scheme(spark, scheme: str) -> str | None:
+    """The scheme under which this session's JVM reads `scheme://` files (`s3` may be read as `s3a` when only
+    hadoop-aws's S3AFileSystem is there), or None when it has no Hadoop file system for it. Found once per
+    Spark application and scheme (a lookup through py4j) and logged, since it decides how every read scans."""
+    key = (_app_id(spark), scheme)
+    with _JVM_LOCK:
+        if key in _JVM_SCHEMES:
+            return _JVM_SCHEMES[key]
+    found = next((s for s in _JVM_ALIASES.get(scheme, (scheme,)) if _jvm_has_filesystem(spark, s)), None)
+    with _JVM_LOCK:
+        _JVM_SCHEMES[key] = found
+    if found is None:
+        log.info("%s:// base files are read by an Arrow scan in Spark tasks: the session's JVM has no Hadoop "
+                 "file system for the scheme (add hadoop-aws for the native scan)", scheme)
+    else:
+        log.info("%s:// base files are read by Spark's native parquet scan as %s://", scheme, found)
+    return found
+
+
+def _app_id(spark) -> str:
+    try:
+        return spark.sparkContext.applicationId
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: one answer per session object
+        return f"session-{id(spark)}"
+
+
+def _jvm_has_filesystem(spark, scheme: str) -> bool:
+    """Whether Hadoop's FileSystem finds a class for `scheme` in the session's configuration. core-default.xml
+    names S3AFileSystem for s3a even without hadoop-aws, so the lookup loads the class: it must exist too.
+    Spark Connect (no py4j gateway): False, the Arrow scan works there."""
+    try:
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        cls = spark.sparkContext._jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)
+        return cls is not None
+    except Exception:  # noqa: BLE001 - UnsupportedFileSystemException, ClassNotFound, no gateway: not readable
+        return False
+
+
+def arrow_scan(spark, schema, files, *, meta: dict[str, str] | None = None):
+    """`files` read by pyarrow in Spark tasks (each task every n-th file), through the files' `Storage` with the
+    table's storage options (`capture_bindings`): only the columns of `schema` are fetched from each file
+    (ranged GETs of their column chunks), missing ones are null, each cast to `schema`'s type. Partition pruning
+    is the planner's (`files` is the pruned list); Spark cannot push a later projection into the task."""
+    from pyspark.sql.types import StructType
+
+    meta = dict(meta or {})
+    out = StructType(list(schema.fields))
+    for k, name in meta.items():
+        out = out.add(name, META_FIELDS[k], False)
+    target = spark_to_arrow(out)
+    if not files:
+        return spark.createDataFrame([], out)
+    by_name = {v: k for k, v in meta.items()}
+    bindings = capture_bindings(files[0])
+    n = max(1, min(len(files), 4 * spark.sparkContext.defaultParallelism))
+
+    def scan_task(batches):
+        install_bindings(bindings)
+        for b in batches:
+            for t in b.column(0).to_pylist():
+                for path in files[t::n]:
+                    yield from _file_batches(path, target, by_name)
+
+    return spark.range(0, n, 1, n).mapInArrow(scan_task, out)
+
+
+def _file_batches(path: str, target: pa.Schema, meta: dict[str, str]):
+    """Record batches of one parquet file in `target`: data columns cast, `meta` columns ({column: _metadata
+    field}) computed, as Spark's `_metadata` has them (file_name is the base name, row_index counts from 0)."""
+    fs = storage_for(path)
+    with fs.parquet_file(path) as pf:
+        yield from _batches(pf, target, meta, os.path.basename(path),
+                            fs.size(path) if "file_size" in meta.values() else None)
+
+
+def _batches(pf, target: pa.Schema, meta: dict[str, str], name: str, size: int | None):
+    have = set(pf.schema_arrow.names)
+    cols = [f.name for f in target if f.name not in meta and f.name in have]
+    row = 0
+    for rb in pf.iter_batches(batch_size=ARROW_BATCH_ROWS, columns=cols, use_threads=False):
+        n = rb.num_rows
+        arrays = []
+        for f in target:
+            kind = meta.get(f.name)
+            if kind == "file_name":
+                arrays.append(pa.array([name] * n, f.type))
+            elif kind == "file_size":
+                arrays.append(pa.array([size] * n, f.type))
+            elif kind == "row_index":
+                arrays.append(pa.array(range(row, row + n), f.type))
+            elif f.name in have:
+                col = rb.column(f.name)
+                arrays.append(col if col.type == f.type else col.cast(f.type))
+            else:
+                arrays.append(pa.nulls(n, f.type))
+        row += n
+        yield pa.RecordBatch.from_arrays(arrays, schema=target)

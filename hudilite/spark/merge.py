@@ -37,6 +37,7 @@ from hudilite.reader import overlay_cache
 from hudilite.reader.merge import SliceDesc, slice_overlay, to_spark_arrow
 from hudilite.reader.overlay_cache import BLOCK, BLOCK_BITS, BLOCKS_ARROW, KEY_BITS, MASK, ROW_BITS
 from hudilite.spark.files import read_parquet_files
+from hudilite.storage import capture_bindings, install_bindings
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +114,10 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
         # `range` feeds the tasks without a Python input stage (the slice list travels in the task closure).
         n = _tasks(spark, len(merged_here))
         sdf = spark.range(0, n, 1, n)
+        bindings = capture_bindings(plan.table.base_path)
 
         def overlay_task(batches):
+            install_bindings(bindings)
             for b in batches:
                 for t in b.column(0).to_pylist():
                     for desc, fid in merged_here[t::n]:
@@ -171,8 +174,10 @@ def overlay_files(spark, plan, slices, descs, spec, out_schema: pa.Schema):
     else:
         todo = [(item, None) for item in items]
     n = _tasks(spark, len(todo))
+    bindings = capture_bindings(base_path)
 
     def entry_task(batches):
+        install_bindings(bindings)
         for b in batches:
             for t in b.column(0).to_pylist():
                 prefixes, errors = [], []

@@ -18,7 +18,7 @@ from hudilite.schema import SchemaError, avro_to_arrow
 from hudilite.spark.files import read_parquet_files
 from hudilite.spark.merge import FILE, ROW, SIZE, file_ids, merged_dataframe
 from hudilite.spark.schema import arrow_to_spark
-from hudilite.storage import storage_for
+from hudilite.storage import capture_bindings, install_bindings, storage_for
 
 
 def plan_to_dataframe(spark, plan: ReadPlan):
@@ -154,8 +154,10 @@ def _merged(spark, plan: ReadPlan, schema, slices):
                        + (s.base_file.size if s.base_file is not None else 0)) for s in slices],
                      2 * spark.sparkContext.defaultParallelism)
     n = len(groups)
+    bindings = capture_bindings(plan.table.base_path)
 
     def merge_task(batches):
+        install_bindings(bindings)
         for b in batches:
             for g in b.column(0).to_pylist():
                 t = merge_slices(groups[g], spec)
@@ -343,11 +345,9 @@ def _scan(spark, schema, files, *, check_file_types=True, row_ids: bool = False)
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, StructType
 
-    ids = [f"_metadata.file_name AS `{FILE}`", f"_metadata.file_size AS `{SIZE}`",
-           f"_metadata.row_index AS `{ROW}`"] if row_ids else []
+    meta = {"file_name": FILE, "file_size": SIZE, "row_index": ROW} if row_ids else None
     if not check_file_types:
-        part = read_parquet_files(spark, schema, files)
-        return part.selectExpr("*", *ids) if ids else part
+        return read_parquet_files(spark, schema, files, meta=meta)
     overrides_of = check_file_types if callable(check_file_types) else (lambda p: _file_type_overrides(schema, p))
     by_overrides: dict[tuple, list[str]] = {}
     for f in files:
@@ -355,15 +355,15 @@ def _scan(spark, schema, files, *, check_file_types=True, row_ids: bool = False)
     df = None
     for overrides, group in by_overrides.items():
         if not overrides:
-            part = read_parquet_files(spark, schema, group)
-            part = part.selectExpr("*", *ids) if ids else part
+            part = read_parquet_files(spark, schema, group, meta=meta)
         else:
             o = dict(overrides)
             read_schema = StructType([StructField(fl.name, o.get(fl.name, fl.dataType), fl.nullable)
                                       for fl in schema.fields])
-            part = read_parquet_files(spark, read_schema, group)
+            part = read_parquet_files(spark, read_schema, group, meta=meta)
             part = part.select(*[_cast_column(fl.name, o[fl.name], fl.dataType) if fl.name in o
-                                 else F.col(f"`{fl.name}`") for fl in schema.fields], *map(F.expr, ids))
+                                 else F.col(f"`{fl.name}`") for fl in schema.fields],
+                               *[F.col(f"`{c}`") for c in (meta or {}).values()])
         df = part if df is None else df.unionByName(part)
     return df
 

@@ -19,7 +19,9 @@ from hudilite.errors import InvalidWriteError
 from hudilite.index.global_index import FOUND_PART, FOUND_PC, explode_found, relocate, slice_keys
 from hudilite.options import INPUT_PERSIST
 from hudilite.reader.merge import SliceDesc
+from hudilite.spark.files import read_parquet_files
 from hudilite.spark.schema import spark_to_arrow
+from hudilite.storage import capture_bindings, install_bindings
 from hudilite.table import HoodieTable
 from hudilite.writer.context import WriteContext
 from hudilite.writer.handle import stats_table
@@ -105,8 +107,10 @@ class SparkPlanner(PlannerBase):
                                    StructField(FOUND_PC, pc_type)])
         found_arrow = spark_to_arrow(found_schema)
         key_col, spec = numeric or KEY_COL, self.merge_spec()
+        bindings = capture_bindings(self.table.base_path)
 
         def keys_task(batches):
+            install_bindings(bindings)
             for b in batches:
                 for d in b.column(0).to_pylist():
                     t = slice_keys(SliceDesc.from_json(d), key_col, pcf, spec)
@@ -122,6 +126,7 @@ class SparkPlanner(PlannerBase):
         choice, event_time = self.choice, bool(wo.precombine_field)
 
         def relocate_task(batches):
+            install_bindings(bindings)
             for b in batches:
                 t, found_rows = explode_found(pa.Table.from_batches([b]), "_hl_found")
                 yield from relocate(t, found_rows, choice, pcf, event_time).to_batches()
@@ -149,14 +154,17 @@ class SparkPlanner(PlannerBase):
             parts.append(rows.withColumn(FID_COL, F.lit(None).cast("string")))
         if exact:
             files = [r.path for r in self.index.files(exact) if r.path]
-            name = F.col("_metadata.file_name")
-            keys = (self.spark.read.parquet(*files)
+            name = F.col("_hl_file")
+            key_schema = StructType([StructField(KEY_COL, StringType()), StructField(PART_COL, StringType())])
+            keys = (read_parquet_files(self.spark, key_schema, files, meta={"file_name": "_hl_file"})
                     .select(F.col(KEY_COL).alias("_k"), F.col(PART_COL).alias("_p"),
-                            F.substring_index(name, "_", 1).alias(FID_COL)))
+                            F.substring_index(name, "_", 1).alias(FID_COL), name))
             if self.mor:  # a key in several base files: the newest one owns it (the owner rule, writer/planning.py)
                 inst = F.substring_index(F.substring_index(name, "_", -1), ".", 1)
                 keys = (keys.select("_k", "_p", F.struct(inst.alias("i"), F.col(FID_COL).alias("f")).alias("_o"))
                         .groupBy("_k", "_p").agg(F.max("_o").getField("f").alias(FID_COL)))
+            else:
+                keys = keys.drop("_hl_file")
             b = (rows.filter(F.col(PART_COL).isin(list(exact)))
                  .join(keys, (F.col(KEY_COL) == F.col("_k")) & (F.col(PART_COL) == F.col("_p")), "left")
                  .drop("_k", "_p"))
@@ -201,8 +209,10 @@ class SparkPlanner(PlannerBase):
         routed = self._route(buckets)
         mor, block_format = self.mor, self.block_format
         n_tasks = max(1, min(len(lookup), 4 * self.spark.sparkContext.defaultParallelism))
+        bindings = capture_bindings(ctx.base_path)
 
         def merge(key, table):  # no type hints: Spark picks the (key, pyarrow.Table) form
+            install_bindings(bindings)
             fid = key[0].as_py()
             return stats_table(merge_group(ctx, lookup[fid], fid, table, mor, block_format))
 

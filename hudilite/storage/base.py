@@ -205,6 +205,8 @@ _REGISTRY: dict[str, Callable[[str], Storage]] = {}
 _INSTANCES: dict[str, Storage] = {}
 _CONFIGURED: dict[str, Callable[[dict], Storage]] = {}  # scheme -> backend made from storage options
 _BOUND: dict[str, Storage] = {}  # location (no trailing /) -> the backend of paths at and under it
+_BOUND_OPTIONS: dict[str, dict] = {}  # location -> the storage options its backend was made from (for workers)
+_INSTALLED: dict[str, str] = {}  # location -> key of the options `install_bindings` bound it with
 _REGISTRY_LOCK = threading.Lock()
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")  # two characters at least: "C:" is a drive, not a scheme
 
@@ -259,11 +261,14 @@ def bind_storage_options(location: str, storage_options: dict | None) -> None:
     backend = configured(dict(storage_options))
     with _REGISTRY_LOCK:
         _BOUND[location.rstrip("/")] = backend
+        _BOUND_OPTIONS[location.rstrip("/")] = dict(storage_options)
 
 
 def unbind_storage(location: str) -> None:
     with _REGISTRY_LOCK:
         _BOUND.pop(location.rstrip("/"), None)
+        _BOUND_OPTIONS.pop(location.rstrip("/"), None)
+        _INSTALLED.pop(location.rstrip("/"), None)
 
 
 def bound_storage(path: str) -> Storage | None:
@@ -276,6 +281,31 @@ def bound_storage(path: str) -> Storage | None:
             if len(loc) > best and (path == loc or path.startswith(loc + "/")):
                 best, found = len(loc), backend
         return found
+
+
+def capture_bindings(path: str) -> tuple[tuple[str, dict], ...]:
+    """The bindings (`bind_storage_options`) that serve `path`: ((location, storage options), ...), taken on the
+    driver into a task closure so that `install_bindings` in an executor's Python worker (another process, where
+    nothing was bound) reaches the table with the same options. () for a path without bindings. The options may
+    hold credentials: they travel inside the task like any closure and must never be logged."""
+    if not _BOUND_OPTIONS:
+        return ()
+    path = path.rstrip("/")
+    with _REGISTRY_LOCK:
+        return tuple((loc, dict(o)) for loc, o in sorted(_BOUND_OPTIONS.items())
+                     if path == loc or path.startswith(loc + "/"))
+
+
+def install_bindings(bindings: tuple[tuple[str, dict], ...]) -> None:
+    """Bind what `capture_bindings` captured, in this process. Idempotent and cheap when repeated: a worker
+    process runs many tasks, and each call only compares keys; a location bound with other options (another
+    write with new credentials) is bound again."""
+    for loc, options in bindings:
+        key = repr(sorted(options.items()))
+        if _INSTALLED.get(loc) == key:
+            continue
+        bind_storage_options(loc, options)
+        _INSTALLED[loc] = key
 
 
 def registered_storage(scheme: str) -> Storage | None:

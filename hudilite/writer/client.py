@@ -34,7 +34,7 @@ from hudilite.spark.keygen import partition_path_expr, record_key_expr
 from hudilite.spark.schema import spark_to_arrow
 from hudilite.spark.session import check_workers
 from hudilite.spark.write import SparkPlanner, collect_stats, stat_struct
-from hudilite.storage import normalize_path, relative_to, storage_for
+from hudilite.storage import capture_bindings, install_bindings, normalize_path, relative_to, storage_for
 from hudilite.table import PROPS_FILE, HoodieTable
 from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
 from hudilite.writer import local as local_write
@@ -300,8 +300,10 @@ class WriteClient:
         # strings, so Spark converts and ships only the data columns - or nothing at all, see source_files.py
         keygen = arrow_keygen(spec, spark_to_arrow(prepared.schema)) if mode == "NONE" else None
         key_fields = list(self.wo.record_key)
+        bindings = capture_bindings(ctx.base_path)
 
         def write_batches(batches):
+            install_bindings(bindings)  # the table's storage options, in the executor's Python worker
             w = StreamingBaseFileWriter(ctx)
 
             def consume(b):
