@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -69,6 +70,7 @@ class SeaweedServer:
         self.root = root or tempfile.mkdtemp(prefix="hudilite-s3-")
         self.proc: subprocess.Popen | None = None
         self.endpoint = ""
+        self.metrics_url = ""
         self._ports: list[int] = []
         self.log_path = os.path.join(self.root, "weed.log")
 
@@ -96,8 +98,8 @@ class SeaweedServer:
             json.dump({"identities": [{"name": "hudilite",
                                        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
                                        "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}, f)
-        self._ports = _free_ports(10)
-        (master, master_g, volume, volume_g, filer, filer_g, s3, s3_g, admin, admin_g) = self._ports
+        self._ports = _free_ports(11)
+        (master, master_g, volume, volume_g, filer, filer_g, s3, s3_g, admin, admin_g, metrics) = self._ports
         args = [weed_binary(), "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                 "-master.telemetry=false",
                 f"-master.port={master}", f"-master.port.grpc={master_g}",
@@ -107,7 +109,7 @@ class SeaweedServer:
                 f"-s3.port={s3}", f"-s3.port.grpc={s3_g}", f"-s3.localSocket={os.path.join(tmp, 's3.sock')}",
                 "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={config}",
                 f"-admin.port={admin}", f"-admin.port.grpc={admin_g}", "-admin.ui=false",
-                "-webdav=false", "-volume.max=8"]
+                "-webdav=false", "-volume.max=8", f"-metricsPort={metrics}"]
         env = dict(os.environ, TMPDIR=tmp)
         log = open(self.log_path, "ab")
         try:
@@ -117,6 +119,7 @@ class SeaweedServer:
         finally:
             log.close()
         self.endpoint = f"http://127.0.0.1:{s3}"
+        self.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
@@ -131,6 +134,18 @@ class SeaweedServer:
                 self._kill()
                 raise RuntimeError(f"SeaweedFS S3 did not answer within {timeout} s; log: {self.log_path}")
             time.sleep(0.2)
+
+    def request_totals(self, bucket: str) -> dict[str, int]:
+        """Requests the server has answered for `bucket` since it started, per S3 verb (its Prometheus counter
+        `SeaweedFS_s3_request_total`; HEAD counts as GET there). The server's view covers every process — the
+        driver and Spark's Python workers alike — which the client-side counters of S3Storage cannot."""
+        text = urllib.request.urlopen(self.metrics_url, timeout=10).read().decode()
+        out: dict[str, int] = {}
+        for m in re.finditer(r'^SeaweedFS_s3_request_total\{([^}]*)\} (\S+)$', text, re.M):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            if labels.get("bucket") == bucket:
+                out[labels["type"]] = out.get(labels["type"], 0) + int(float(m.group(2)))
+        return out
 
     def _answers(self) -> bool:
         """S3 is up once an unsigned request gets an S3 answer (403 AccessDenied: the gateway checks keys)."""
