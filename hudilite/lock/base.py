@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import abc
 import importlib
+import os
+import socket
 import threading
+import time
+import uuid
 from typing import Callable
 
 from hudilite.errors import HudiliteError, LockTimeoutError
@@ -53,6 +57,92 @@ class LockProvider(abc.ABC):
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+class LeasedLock(LockProvider):
+    """What the lease-based providers (the file lock, the storage lock) share: a holder takes the lock, a
+    background thread renews its lease, `verify()` renews it synchronously, and `release()` stops the renewer
+    before giving the lock back. Subclasses say how to take (`_try_take`), renew (`_renew_once`), describe the
+    holder (`_holder`) and give back (`_give_back`)."""
+
+    def __init__(self, path: str, *, timeout_ms: int, retry_ms: int, renew_s: float, thread_name: str):
+        self.path = path
+        self.timeout_ms, self.retry_ms = int(timeout_ms), retry_ms
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+        self._held = False
+        self._lost = False
+        self._renew_s = renew_s
+        self._thread_name = thread_name
+        self._renew_guard = threading.Lock()  # the renewer thread and verify() both renew
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._local = threading.Lock()  # serialise threads of this object
+
+    @abc.abstractmethod
+    def _try_take(self) -> bool:
+        """One attempt to take the lock; True when taken."""
+
+    def _after_take(self) -> None:
+        """Work right after taking the lock, before it counts as held (undo the take on failure)."""
+
+    @abc.abstractmethod
+    def _holder(self) -> str:
+        """' (held by ..., lease until ...)' for a timeout error, or ''."""
+
+    @abc.abstractmethod
+    def _renew_once(self) -> int:
+        """Renew the lease; its new end (ms since the epoch). LockLostError when taken over."""
+
+    @abc.abstractmethod
+    def _give_back(self) -> None:
+        """Release what the holder holds (called once the renewer stopped)."""
+
+    def acquire(self) -> None:
+        self._local.acquire()
+        try:
+            deadline = time.monotonic() + self.timeout_ms / 1000
+            while not self._try_take():
+                if time.monotonic() > deadline:
+                    raise LockTimeoutError(f"could not acquire table lock {self.path} within {self.timeout_ms} ms"
+                                           f"{self._holder()}")
+                # jitter: takers that collided do not retry in lockstep
+                time.sleep(self.retry_ms / 1000 * (0.5 + (uuid.uuid4().int % 100) / 100))
+            self._after_take()
+        except BaseException:
+            self._local.release()
+            raise
+        self._held, self._lost = True, False
+        self._stop.clear()
+        self._renewer = threading.Thread(target=self._renew, name=self._thread_name, daemon=True)
+        self._renewer.start()
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self._renew_s):
+            try:
+                self._renew_once()
+            except LockLostError:
+                return
+            except Exception:  # a failed request or I/O error: try again next interval; verify() reports
+                continue
+
+    def verify(self) -> int:
+        """Renew the lease now; the time (ms since the epoch) until which nobody else can take the lock (less
+        the clock margin). LockLostError if it was lost or taken over."""
+        if not self._held:
+            raise LockLostError(f"table lock {self.path} is not held")
+        return self._renew_once()
+
+    def release(self) -> None:
+        if not self._held:
+            return
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        try:
+            self._give_back()
+        finally:
+            self._held = False
+            self._local.release()
 
 
 _PROVIDERS: dict[str, Callable[[str, dict], LockProvider]] = {}

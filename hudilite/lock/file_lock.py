@@ -42,13 +42,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import threading
 import time
 import uuid
 
-from hudilite.errors import HudiliteError, LockTimeoutError
-from hudilite.lock.base import LockLostError, LockProvider, register_lock_provider
+from hudilite.errors import HudiliteError
+from hudilite.lock.base import LeasedLock, LockLostError, register_lock_provider
 from hudilite.options import LOCK_EXPIRE_MINUTES, LOCK_EXPIRE_MS, LOCK_PATH, LOCK_RETRY_MS, LOCK_WAIT_MS
 from hudilite.storage.local import local_storage
 from hudilite.storage.paths import is_local
@@ -62,28 +60,20 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class FileLock(LockProvider):
+class FileLock(LeasedLock):
     def __init__(self, path: str, *, lease_ms: int = 60_000, timeout_ms: int = 600_000, retry_ms: int = 20,
                  fence_root: str | None = None):
         if lease_ms <= 0:
             raise ValueError(f"lock lease must be positive, got {lease_ms} ms")
-        self.path = path
+        super().__init__(path, timeout_ms=timeout_ms, retry_ms=retry_ms, renew_s=max(lease_ms / 3000, 0.02),
+                         thread_name="hudilite-lock-lease")
         self.fence_root = fence_root
         self._lease_dir: str | None = None
         self.lease_ms = int(lease_ms)
-        self.timeout_ms = int(timeout_ms)
-        self.retry_ms = retry_ms
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
-        self._held = False
-        self._lost = False
         self._fd: int | None = None
         self._ino: tuple[int, int] | None = None
         self._expires_ms = 0  # the expiry our file holds (the last renewal that counted)
         self.margin_ms = self.lease_ms // 10  # tolerated clock difference between holder and breakers
-        self._renew_guard = threading.Lock()  # the renewer thread and verify() both renew
-        self._stop = threading.Event()
-        self._renewer: threading.Thread | None = None
-        self._local = threading.Lock()  # serialise threads of this object
 
     # ---- content ---------------------------------------------------------------------------
     def _content(self, expires_ms: int) -> bytes:
@@ -114,7 +104,11 @@ class FileLock(LockProvider):
     def _try_create(self) -> bool:
         exp = _now_ms() + self.lease_ms
         try:
-            fd = _FS.create_exclusive(self.path, self._content(exp), fsync=True)
+            try:
+                fd = _FS.create_exclusive(self.path, self._content(exp), fsync=True)
+            except FileNotFoundError:  # the lock's directory does not exist yet (the table's first lock)
+                _FS.makedirs(os.path.dirname(self.path) or ".")
+                fd = _FS.create_exclusive(self.path, self._content(exp), fsync=True)
         except FileExistsError:
             return False
         st = os.fstat(fd)
@@ -145,34 +139,25 @@ class FileLock(LockProvider):
                 pass
             _FS.delete(grave)
 
-    def acquire(self) -> None:
-        self._local.acquire()
-        try:
-            _FS.makedirs(os.path.dirname(self.path) or ".")
-            deadline = time.monotonic() + self.timeout_ms / 1000
-            while not self._try_create():
-                self._break_if_expired()
-                if time.monotonic() > deadline:
-                    holder = self.read_state(self.path)
-                    who = f" (held by {holder['owner']}, lease until {holder['expires_ms']})" if holder else ""
-                    raise LockTimeoutError(
-                        f"could not acquire table lock {self.path} within {self.timeout_ms} ms{who}")
-                time.sleep(self.retry_ms / 1000 * (0.5 + (uuid.uuid4().int % 100) / 100))
-            self._sweep_graves()
-            self._lease_dir = None
-            if self.fence_root is not None:
-                try:
-                    self._lease_dir = self._open_lease()
-                except BaseException:
-                    self._release_file()  # took the lock file, could not fence: give it back
-                    raise
-        except BaseException:
-            self._local.release()
-            raise
-        self._held, self._lost = True, False
-        self._stop.clear()
-        self._renewer = threading.Thread(target=self._renew, name="hudilite-lock-lease", daemon=True)
-        self._renewer.start()
+    def _try_take(self) -> bool:
+        if self._try_create():
+            return True
+        self._break_if_expired()
+        return False
+
+    def _after_take(self) -> None:
+        self._sweep_graves()
+        self._lease_dir = None
+        if self.fence_root is not None:
+            try:
+                self._lease_dir = self._open_lease()
+            except BaseException:
+                self._release_file()  # took the lock file, could not fence: give it back
+                raise
+
+    def _holder(self) -> str:
+        holder = self.read_state(self.path)
+        return f" (held by {holder['owner']}, lease until {holder['expires_ms']})" if holder else ""
 
     def _sweep_graves(self) -> None:
         """Remove the renamed-away lock files (`<lock>.release.*`, `<lock>.broken.*`) of releasers and breakers
@@ -250,14 +235,6 @@ class FileLock(LockProvider):
             return False
         return (st.st_dev, st.st_ino) == self._ino
 
-    def _renew(self) -> None:
-        interval = max(self.lease_ms / 3000, 0.02)
-        while not self._stop.wait(interval):
-            try:
-                self._renew_once()
-            except LockLostError:
-                return
-
     def _lost_error(self, why: str) -> LockLostError:
         self._lost = True
         return LockLostError(f"table lock {self.path} was lost: {why} (this process stalled for longer than the "
@@ -281,19 +258,7 @@ class FileLock(LockProvider):
             self._expires_ms = exp
             return exp
 
-    def verify(self) -> int:
-        """Renew the lease now and return its new expiry (ms since the epoch): nobody can take the lock before
-        then (less the clock margin). Raises LockLostError if the lock was lost or the lease ran out."""
-        if not self._held:
-            raise LockLostError(f"table lock {self.path} is not held")
-        return self._renew_once()
-
-    def release(self) -> None:
-        if not self._held:
-            return
-        self._stop.set()
-        if self._renewer is not None:
-            self._renewer.join()
+    def _give_back(self) -> None:
         try:
             if self._lease_dir is not None:
                 lease_dir, self._lease_dir = self._lease_dir, None
@@ -304,11 +269,7 @@ class FileLock(LockProvider):
                     except OSError:
                         pass
         finally:
-            try:
-                self._release_file()
-            finally:
-                self._held = False
-                self._local.release()
+            self._release_file()
 
     def _release_file(self) -> None:
         try:

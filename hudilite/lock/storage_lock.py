@@ -22,14 +22,9 @@ not stopped; keep the lease well above the longest pause (GC, swapping) a writer
 from __future__ import annotations
 
 import json
-import os
-import socket
-import threading
 import time
-import uuid
 
-from hudilite.errors import LockTimeoutError
-from hudilite.lock.base import LockLostError, LockProvider, register_lock_provider
+from hudilite.lock.base import LeasedLock, LockLostError, register_lock_provider
 from hudilite.options import LOCK_RETRY_MS, LOCK_STORAGE_RENEW_SECS, LOCK_STORAGE_VALIDITY_SECS, LOCK_WAIT_MS
 from hudilite.storage.base import bound_storage, registered_storage, scheme_of
 from hudilite.storage.conditional import ConditionalStorage
@@ -41,7 +36,7 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class StorageLock(LockProvider):
+class StorageLock(LeasedLock):
     def __init__(self, fs: ConditionalStorage, path: str, *, validity_ms: int = 300_000, renew_ms: int = 30_000,
                  timeout_ms: int = 600_000, retry_ms: int = 20):
         if validity_ms <= 0 or renew_ms <= 0:
@@ -49,18 +44,12 @@ class StorageLock(LockProvider):
         if renew_ms >= validity_ms:
             raise ValueError(f"the lock renewal interval ({renew_ms} ms) must be shorter than its lease "
                              f"({validity_ms} ms)")
-        self.fs, self.path = fs, path
+        super().__init__(path, timeout_ms=timeout_ms, retry_ms=retry_ms, renew_s=renew_ms / 1000,
+                         thread_name="hudilite-storage-lock-lease")
+        self.fs = fs
         self.validity_ms, self.renew_ms = int(validity_ms), int(renew_ms)
-        self.timeout_ms, self.retry_ms = int(timeout_ms), retry_ms
         self.margin_ms = self.validity_ms // 10  # tolerated clock difference between holder and takers
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
         self._version: str | None = None  # the ETag of our last write while held
-        self._held = False
-        self._lost = False
-        self._renew_guard = threading.Lock()
-        self._stop = threading.Event()
-        self._renewer: threading.Thread | None = None
-        self._local = threading.Lock()  # serialise threads of this object
 
     def _content(self, expired: bool, valid_until: int) -> bytes:
         return json.dumps({"expired": expired, "validUntil": valid_until, "owner": self.owner}).encode()
@@ -102,35 +91,11 @@ class StorageLock(LockProvider):
         self._version = new
         return True
 
-    def acquire(self) -> None:
-        self._local.acquire()
-        try:
-            deadline = time.monotonic() + self.timeout_ms / 1000
-            while not self._try_take():
-                if time.monotonic() > deadline:
-                    st = self.read_state()
-                    who = f" (held by {st['owner']}, lease until {st['validUntil']})" if st else ""
-                    raise LockTimeoutError(f"could not acquire table lock {self.path} within {self.timeout_ms} ms"
-                                           f"{who}")
-                time.sleep(self.retry_ms / 1000 * (0.5 + (uuid.uuid4().int % 100) / 100))
-        except BaseException:
-            self._local.release()
-            raise
-        self._held, self._lost = True, False
-        self._stop.clear()
-        self._renewer = threading.Thread(target=self._renew, name="hudilite-storage-lock-lease", daemon=True)
-        self._renewer.start()
+    def _holder(self) -> str:
+        st = self.read_state()
+        return f" (held by {st['owner']}, lease until {st['validUntil']})" if st else ""
 
     # ---- holding ---------------------------------------------------------------------------------------------
-    def _renew(self) -> None:
-        while not self._stop.wait(self.renew_ms / 1000):
-            try:
-                self._renew_once()
-            except LockLostError:
-                return
-            except Exception:  # a failed request (retries exhausted): try again next interval; verify() reports
-                continue
-
     def _renew_once(self) -> int:
         with self._renew_guard:
             if self._lost:
@@ -160,27 +125,14 @@ class StorageLock(LockProvider):
             return None
         return self.fs.replace_if_match(self.path, self._content(False, valid_until), version)
 
-    def verify(self) -> int:
-        """Renew the lease now; the time (ms since the epoch) until which nobody else can take the lock.
-        LockLostError if it was taken over."""
-        if not self._held:
-            raise LockLostError(f"table lock {self.path} is not held")
-        return self._renew_once()
-
-    def release(self) -> None:
-        if not self._held:
-            return
-        self._stop.set()
-        if self._renewer is not None:
-            self._renewer.join()
+    def _give_back(self) -> None:
         try:
             with self._renew_guard:
                 if not self._lost and self._version is not None:
                     # If-Match: a lock taken over after our lease ran out stays with its new holder
                     self.fs.replace_if_match(self.path, self._content(True, _now_ms()), self._version)
         finally:
-            self._held, self._version = False, None
-            self._local.release()
+            self._version = None
 
 
 def storage_lock_for(base_path: str, options: dict) -> StorageLock:
