@@ -272,6 +272,8 @@ class S3Storage(ConditionalStorage):
     """Storage on S3-compatible object stores. One object serves every bucket (a client per bucket, made on first
     use); thread-safe."""
 
+    supports_append = False  # append_bytes rewrites the object (see the module docstring)
+
     def __init__(self, storage_options: dict | None = None):
         self.options = resolve_options(storage_options)
         self._stores: dict[str, S3Store] = {}
