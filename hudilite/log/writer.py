@@ -45,9 +45,11 @@ def create_log_file(path: str | os.PathLike, blocks: Iterable[LogBlock], *, fsyn
     """Write `blocks` as a new log file at `path` (a version nobody else writes: the caller picked it). Where the
     storage cannot append, one put-if-absent (an append there would first GET the missing object); elsewhere an
     append that creates the file. FileExistsError if the object store already holds `path`."""
-    path = os.fspath(path)
+    return _create_encoded(os.fspath(path), [encode_block(b) for b in blocks], fsync)
+
+
+def _create_encoded(path: str, encoded: list[bytes], fsync: bool) -> list[BlockLocation]:
     fs = storage_for(path)
-    encoded = [encode_block(b) for b in blocks]
     if fs.supports_append or not encoded:
         return _append_encoded(path, encoded, fsync)
     if not fs.put_if_absent(path, b"".join(encoded)):
@@ -130,20 +132,23 @@ class LogWriter:
         locations: list[BlockLocation] = []
         pending: list[bytes] = []
         fs = storage_for(self.path)
-        size = fs.size(self.path) if fs.exists(self.path) else 0
-        if size and not fs.supports_append:  # an append would rewrite the object: start the next version
+        exists = fs.exists(self.path)
+        size = fs.size(self.path) if exists else 0
+        if exists and not fs.supports_append:  # an append would rewrite the object: start the next version
             self._roll_over()
             size = 0
+        # (where the storage cannot append, every file written here is new)
+        write = _append_encoded if fs.supports_append else _create_encoded
         for block in blocks:
             if size > self.max_file_size:
-                locations += _append_encoded(self.path, pending, self.fsync)
+                locations += write(self.path, pending, self.fsync)
                 pending = []
                 self._roll_over()
                 size = 0
             data = encode_block(block)
             pending.append(data)
             size += len(data)
-        locations += _append_encoded(self.path, pending, self.fsync)
+        locations += write(self.path, pending, self.fsync)
         return locations
 
     def _roll_over(self) -> None:

@@ -15,6 +15,7 @@ from hudilite.storage import storage_for
 from hudilite.storage.local import LocalStorage
 from hudilite.storage.s3 import S3Storage
 from hudilite.timeline.archive import append_archive_records, list_archive_files
+from hudilite.writer import client
 from hudilite.writer.transaction import Transaction
 
 KW = {"record_key": "id", "precombine_field": "v", "partition_by": ("p",), "table_type": "MERGE_ON_READ"}
@@ -79,8 +80,7 @@ def test_deltacommits_write_new_log_versions_on_s3(s3_server, s3_tables, tmp_pat
     s3, local = _slices(paths["s3"]), _slices(paths["local"])
     assert _layout(s3) == _layout(local)
     # the partition-b group got a log version from each of the 4 deltacommits, partition a's from 3
-    assert _layout(s3) == [("p=a", [1, 2, 3]), ("p=b", [1, 2, 3, 4])] or \
-        _layout(s3) == [("a", [1, 2, 3]), ("b", [1, 2, 3, 4])]
+    assert _layout(s3) == [("p=a", [1, 2, 3]), ("p=b", [1, 2, 3, 4])]
     for (part, fid, base), versions in s3.items():  # each log file holds one deltacommit's blocks
         d = f"{paths['s3']}/{part}"
         for f in storage_for(d).listdir(d):
@@ -88,24 +88,18 @@ def test_deltacommits_write_new_log_versions_on_s3(s3_server, s3_tables, tmp_pat
                 assert len({b.instant_time for b in scan_log_file(f"{d}/{f}")}) == 1
     assert _hudi_rs(s3_server, paths["s3"]) == _hudi_rs(s3_server, paths["local"]) == LATEST
 
-    # a deltacommit that fails before its commit: rollback deletes the log files it created
+    # a deltacommit killed before its commit: rollback deletes the log files it created (CREATE and APPEND
+    # markers name them)
     t = hudilite.Table.open(paths["s3"])
     before = _objects(paths["s3"])
 
-    def fail(*_a, **_k):
-        raise RuntimeError("killed before the commit")
-
-    with monkeypatch.context() as m:
-        m.setattr(Transaction, "complete", fail)
-        with pytest.raises(RuntimeError, match="killed before the commit"):
-            t.write(_rows([2, 3, 8, 9], 9), "upsert")
-    if _objects(paths["s3"]).keys() != before.keys():  # the writer left its files for the rollback
-        assert any(v[-1] == 5 for v in _slices(paths["s3"]).values())
-        t = hudilite.Table.open(paths["s3"])
-        assert t.services.rollback(force=True)
+    _kill_write(monkeypatch, t, _rows([2, 3, 8, 9], 9))
+    # the killed writer left its new log versions (and markers) for the rollback
+    assert sorted(v[-1] for v in _slices(paths["s3"]).values()) == [4, 5]
+    t = hudilite.Table.open(paths["s3"])
+    assert t.services.rollback(force=True)
     assert _objects(paths["s3"]) == before
-    assert not storage_for(paths["s3"]).walk_files(f"{paths['s3']}/.hoodie/.temp") or \
-        all("/.heartbeat" in f for f in storage_for(paths["s3"]).walk_files(f"{paths['s3']}/.hoodie/.temp"))
+    assert not list(storage_for(paths["s3"]).walk_files(f"{paths['s3']}/.hoodie/.temp"))  # no marker left
     assert _hudi_rs(s3_server, paths["s3"]) == LATEST
 
     # compaction folds every version into new base files
@@ -116,7 +110,45 @@ def test_deltacommits_write_new_log_versions_on_s3(s3_server, s3_tables, tmp_pat
     assert {r["id"]: r["v"] for r in got.to_pylist()} == LATEST == _hudi_rs(s3_server, paths["s3"])
 
 
-def test_rollback_blocks_and_archive_records_start_new_files_on_s3(s3_root, monkeypatch):
+def _kill_write(monkeypatch, t, rows, op="upsert"):
+    """Run a write that is killed before its commit: its files and markers stay for a rollback."""
+    def fail(*_a, **_k):
+        raise RuntimeError("killed before the commit")
+
+    with monkeypatch.context() as m:
+        m.setattr(Transaction, "complete", fail)
+        m.setattr(client, "rollback_instant", lambda *_a: None)
+        with pytest.raises(RuntimeError, match="killed before the commit"):
+            t.write(rows, op)
+
+
+def test_rollback_of_a_log_file_with_other_instants_writes_a_new_version_on_s3(s3_server, s3_tables, monkeypatch):
+    """A log file that holds committed blocks too (as Java's appending writer leaves them) keeps them: the
+    rollback command block goes to the slice's next log version, not appended to the object."""
+    path = f"{s3_tables}/mor"
+    t = hudilite.Table.create(path, **KW)
+    t.write(_rows(range(6)), "insert")
+    t.write(_rows([2, 4], 2), "upsert")  # partition b: log version 1
+    _kill_write(monkeypatch, t, _rows([2], 7))  # version 2, failed
+    ((part, fid, base), versions), = _slices(path).items()
+    assert versions == [1, 2]
+    fs = storage_for(path)
+    d = f"{path}/{part}"
+    v1, v2 = (f"{d}/{f}" for f in sorted(fs.listdir(d)) if ".log." in f)
+    failed = {b.instant_time for b in scan_log_file(v2)}.pop()
+    fs.write_bytes(v2, fs.read_bytes(v1) + fs.read_bytes(v2))  # committed blocks ahead of the failed ones
+    monkeypatch.setattr(S3Storage, "append_bytes", _no_append)
+    assert hudilite.Table.open(path).services.rollback(force=True)
+    assert _slices(path) == {(part, fid, base): [1, 2, 3]}
+    v3, = (f"{d}/{f}" for f in fs.listdir(d) if ".log.3_" in f)
+    assert parse_log_file_name(v3).write_token == "0-0-0"
+    (cmd,) = scan_log_file(v3)
+    assert isinstance(cmd, CommandBlock) and cmd.is_rollback and cmd.target_instant_time == failed
+    assert _hudi_rs(s3_server, path) == {0: 1, 1: 1, 2: 2, 3: 1, 4: 2, 5: 1}
+
+
+def test_rollback_blocks_and_archive_records_start_new_files_on_s3(s3_tables, monkeypatch):
+    s3_root = f"{s3_tables}/root"
     monkeypatch.setattr(S3Storage, "append_bytes", _no_append)
     d = f"{s3_root}/p"
     w = LogWriter(d, "f1", "20260101000000000", "1-0-1")
