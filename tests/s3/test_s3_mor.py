@@ -109,6 +109,16 @@ def test_deltacommits_write_new_log_versions_on_s3(s3_server, s3_tables, tmp_pat
     assert got is not None  # no log file left in the latest slices
     assert {r["id"]: r["v"] for r in got.to_pylist()} == LATEST == _hudi_rs(s3_server, paths["s3"])
 
+    # archival: every run starts a new archive file version (the append above still fails)
+    opts = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "2"}
+    assert t.services.archive(opts, force=True)
+    t.write(_rows([1], 5), "upsert")
+    t.write(_rows([1], 6), "upsert")
+    assert t.services.archive(opts, force=True)
+    arch = f"{paths['s3']}/.hoodie/archived"
+    assert [v for v, _ in list_archive_files(arch)] == [1, 2]
+    assert _hudi_rs(s3_server, paths["s3"]) == LATEST | {1: 6}
+
 
 def _kill_write(monkeypatch, t, rows, op="upsert"):
     """Run a write that is killed before its commit: its files and markers stay for a rollback."""
