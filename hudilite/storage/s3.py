@@ -9,7 +9,7 @@ Why obstore: docs/storage.md (measured against boto3 on a local S3 server). The 
   the lock lease and `hoodie.properties`.
 - `append_bytes`: objects cannot be appended to; the object is read and rewritten with `If-Match` (a concurrent
   appender makes the rewrite fail, and it is retried on the new content). Each append costs a GET and a PUT of the
-  whole object: merge-on-read on object storage should write a new log file (version) per append batch instead.
+  whole object, so `supports_append` is False: writers start a new log (or archive) file version instead.
 - `rename`: copy + delete, NOT atomic; the commit protocol never needs it on object stores.
 - directories are key prefixes: `makedirs` and `fsync_dirs` do nothing, `listdir` is a LIST with delimiter.
 
