@@ -34,7 +34,14 @@ from hudilite.log.format import (
     try_parse_log_file_name,
 )
 from hudilite.log.reader import CorruptBlock, LogReader, scan_log_file
-from hudilite.log.writer import BlockLocation, LogWriter, append_blocks, next_log_version
+from hudilite.log.writer import (
+    BlockLocation,
+    LogWriter,
+    append_blocks,
+    create_log_file,
+    new_log_version_path,
+    next_log_version,
+)
 
 __all__ = [
     "AvroDataBlock",
@@ -58,6 +65,7 @@ __all__ = [
     "ORDERING_TYPES",
     "ParquetDataBlock",
     "append_blocks",
+    "create_log_file",
     "avro_to_arrow_schema",
     "decode_delete_content",
     "encode_block",
@@ -68,6 +76,7 @@ __all__ = [
     "is_log_file_name",
     "list_log_files",
     "log_file_sort_key",
+    "new_log_version_path",
     "make_block",
     "next_log_version",
     "parse_log_file_name",

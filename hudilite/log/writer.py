@@ -6,7 +6,12 @@ import os
 from typing import Iterable, NamedTuple
 
 from hudilite.log.blocks import LogBlock, encode_block
-from hudilite.log.format import DEFAULT_LOG_FILE_MAX_SIZE, format_log_file_name, list_log_files
+from hudilite.log.format import (
+    DEFAULT_LOG_FILE_MAX_SIZE,
+    format_log_file_name,
+    list_log_files,
+    parse_log_file_name,
+)
 from hudilite.storage.local import storage_for
 
 
@@ -33,6 +38,43 @@ def _append_encoded(path: str, encoded: list[bytes], fsync: bool) -> list[BlockL
 def append_blocks(path: str | os.PathLike, blocks: Iterable[LogBlock], *, fsync: bool = True) -> list[BlockLocation]:
     """Append blocks to a log file (created if missing); flush and fsync once at the end."""
     return _append_encoded(os.fspath(path), [encode_block(b) for b in blocks], fsync)
+
+
+def create_log_file(path: str | os.PathLike, blocks: Iterable[LogBlock], *, fsync: bool = True
+                    ) -> list[BlockLocation]:
+    """Write `blocks` as a new log file at `path` (a version nobody else writes: the caller picked it). Where the
+    storage cannot append, one put-if-absent (an append there would first GET the missing object); elsewhere an
+    append that creates the file. FileExistsError if the object store already holds `path`."""
+    return _create_encoded(os.fspath(path), [encode_block(b) for b in blocks], fsync)
+
+
+def _create_encoded(path: str, encoded: list[bytes], fsync: bool) -> list[BlockLocation]:
+    fs = storage_for(path)
+    if fs.supports_append or not encoded:
+        return _append_encoded(path, encoded, fsync)
+    if not fs.put_if_absent(path, b"".join(encoded)):
+        raise FileExistsError(path)
+    locations, offset = [], 0
+    for data in encoded:
+        locations.append(BlockLocation(path, offset, len(data)))
+        offset += len(data)
+    return locations
+
+
+def new_log_version_path(path: str | os.PathLike, write_token: str) -> str:
+    """The path of the next free log version of `path`'s file slice, named with `write_token`: where blocks go
+    that would be appended to `path` on a storage that cannot append."""
+    path = os.fspath(path)
+    directory = os.path.dirname(path)
+    name = parse_log_file_name(path)
+    fs = storage_for(path)
+    version = next_log_version(directory, name.file_id, name.instant)
+    while True:
+        candidate = os.path.join(directory,
+                                 format_log_file_name(name.file_id, name.instant, version, write_token))
+        if not fs.exists(candidate):
+            return candidate
+        version += 1
 
 
 def next_log_version(directory: str | os.PathLike, file_id: str, base_instant: str) -> int:
@@ -84,22 +126,29 @@ class LogWriter:
         return os.path.join(self.directory, self.file_name)
 
     def append(self, blocks: Iterable[LogBlock]) -> list[BlockLocation]:
-        """Append blocks, rolling to a new version when the current file is over the limit."""
+        """Append blocks, rolling to a new version when the current file is over the limit (or exists at all
+        on a storage that cannot append)."""
         storage_for(self.directory).makedirs(self.directory)
         locations: list[BlockLocation] = []
         pending: list[bytes] = []
         fs = storage_for(self.path)
-        size = fs.size(self.path) if fs.exists(self.path) else 0
+        exists = fs.exists(self.path)
+        size = fs.size(self.path) if exists else 0
+        if exists and not fs.supports_append:  # an append would rewrite the object: start the next version
+            self._roll_over()
+            size = 0
+        # (where the storage cannot append, every file written here is new)
+        write = _append_encoded if fs.supports_append else _create_encoded
         for block in blocks:
             if size > self.max_file_size:
-                locations += _append_encoded(self.path, pending, self.fsync)
+                locations += write(self.path, pending, self.fsync)
                 pending = []
                 self._roll_over()
                 size = 0
             data = encode_block(block)
             pending.append(data)
             size += len(data)
-        locations += _append_encoded(self.path, pending, self.fsync)
+        locations += write(self.path, pending, self.fsync)
         return locations
 
     def _roll_over(self) -> None:

@@ -37,6 +37,11 @@ import pyarrow.parquet as pq
 class Storage(abc.ABC):
     """File operations on absolute paths (or URIs of the backend's scheme)."""
 
+    #: Whether `append_bytes` extends a file in place. Object stores cannot: their `append_bytes` rewrites the
+    #: whole object, so writers that would append (rollback command blocks, archive records) put the new blocks
+    #: in a new file (the next log version) instead, as Apache Hudi does where the file system cannot append.
+    supports_append: bool = True
+
     # ---- reads ------------------------------------------------------------------------------------------
     @abc.abstractmethod
     def exists(self, path: str) -> bool:
@@ -132,7 +137,8 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def append_bytes(self, path: str, chunks: list[bytes], *, fsync: bool = True) -> int:
-        """Append to `path` (created if missing); the offset the first chunk landed at."""
+        """Append to `path` (created if missing); the offset the first chunk landed at. Without
+        `supports_append` this reads and rewrites the whole file: correct, but for occasional use only."""
 
     @abc.abstractmethod
     def write_parquet(self, path: str, parts: list[pa.Table], *, row_group_size: int | None = None,

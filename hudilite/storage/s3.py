@@ -9,14 +9,17 @@ Why obstore: docs/storage.md (measured against boto3 on a local S3 server). The 
   the lock lease and `hoodie.properties`.
 - `append_bytes`: objects cannot be appended to; the object is read and rewritten with `If-Match` (a concurrent
   appender makes the rewrite fail, and it is retried on the new content). Each append costs a GET and a PUT of the
-  whole object: merge-on-read on object storage should write a new log file (version) per append batch instead.
+  whole object, so `supports_append` is False: writers start a new log (or archive) file version instead.
 - `rename`: copy + delete, NOT atomic; the commit protocol never needs it on object stores.
 - directories are key prefixes: `makedirs` and `fsync_dirs` do nothing, `listdir` is a LIST with delimiter.
 
 Throttling (429/503 SlowDown), other 5xx, timeouts and dropped connections are retried with exponential backoff
-and jitter by object_store (`max_retries`, `retry_timeout_s`, `backoff_init_ms`, `backoff_max_ms` in the storage
-options). A conditional put whose response is lost and whose retry then answers 412 reports a loss although the
-object is ours: the writer aborts as if it lost the race and rollback cleans up (the safe direction).
+and jitter by object_store, for every request (GET, HEAD, LIST, PUT, conditional PUT, multipart parts, DELETE;
+`max_retries`, `retry_timeout_s`, `backoff_init_ms`, `backoff_max_ms` in the storage options;
+tests/s3/test_s3_retries.py proves it through a proxy that throttles). A put-if-absent whose first attempt
+succeeded but whose answer was lost is retried and answered 412: when object_store says the 412 came from a retry
+and the object holds exactly our content, `create_versioned` reports it as ours instead of a lost race (a 412 on
+the first attempt, other content, or empty content stay a loss).
 
 Every request is counted per verb (`request_counts()`, `counting()`): LIST, GET, HEAD, PUT, POST (multipart
 create/complete, batch delete), DELETE.
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat as stat_mod
 import threading
 from collections import Counter
@@ -43,9 +47,13 @@ from hudilite.storage.conditional import ConditionalStorage
 
 SCHEMES = ("s3", "s3a")
 MULTIPART_CHUNK = 8 * 1024 * 1024  # a data file larger than this is uploaded in parts of this size
+MIN_PART = 5 * 1024 * 1024  # S3 rejects smaller parts (but the last) when the upload completes
 READ_BLOCK = 1024 * 1024  # the least a random-access read fetches (parquet footers: one GET with the metadata)
 _DELETE_BATCH = 1000  # keys per DeleteObjects request (the S3 maximum)
 _NOT_FOUND = (FileNotFoundError, NotFoundError)  # obstore raises the builtin for a 404
+# object_store's error text when the answer came from a retry ("after 1 retries", debug "retries: 1"); should
+# it change, a 412 after a retry reads as a lost race again (the safe direction; tests/s3/test_s3_retries.py)
+_RETRIED = re.compile(r"after [1-9]\d* retries|\bretries: [1-9]")
 
 # ---- request counters -----------------------------------------------------------------------------------------
 _COUNTS: Counter = Counter()
@@ -101,6 +109,7 @@ _KEYS = {
     "allow_http": "allow_http", "aws_allow_http": "allow_http",
     "max_retries": "max_retries", "retry_timeout_s": "retry_timeout_s",
     "backoff_init_ms": "backoff_init_ms", "backoff_max_ms": "backoff_max_ms",
+    "multipart_chunk_bytes": "multipart_chunk_bytes",
 }
 # the usual AWS environment variables, read when the option is not given
 _ENV = {
@@ -223,11 +232,13 @@ class _RangedReader:
 
 
 class _UploadWriter:
-    """A write-only Python file that uploads on close: one PUT when the data fits in MULTIPART_CHUNK, else a
-    multipart upload (create, one PUT per part, complete). Nothing is visible under the key before close."""
+    """A write-only Python file that uploads on close: one PUT when the data fits in `chunk` bytes, else a
+    multipart upload (create, one PUT per part of `chunk` bytes, complete). Nothing is visible under the key
+    before close."""
 
-    def __init__(self, store: S3Store, key: str):
-        self._writer = obstore.open_writer(store, key, buffer_size=MULTIPART_CHUNK)
+    def __init__(self, store: S3Store, key: str, chunk: int = MULTIPART_CHUNK):
+        self._writer = obstore.open_writer(store, key, buffer_size=chunk)
+        self._chunk = chunk
         self._written = 0
         self.closed = False
 
@@ -259,10 +270,10 @@ class _UploadWriter:
             return
         self._writer.close()
         self.closed = True
-        if self._written <= MULTIPART_CHUNK:
+        if self._written <= self._chunk:
             _count("PUT")
         else:
-            parts = -(-self._written // MULTIPART_CHUNK)
+            parts = -(-self._written // self._chunk)
             _count("POST", 2)  # CreateMultipartUpload, CompleteMultipartUpload
             _count("PUT", parts)
 
@@ -272,8 +283,12 @@ class S3Storage(ConditionalStorage):
     """Storage on S3-compatible object stores. One object serves every bucket (a client per bucket, made on first
     use); thread-safe."""
 
+    supports_append = False  # append_bytes rewrites the object (see the module docstring)
+
     def __init__(self, storage_options: dict | None = None):
         self.options = resolve_options(storage_options)
+        if int(self.options.get("multipart_chunk_bytes", MULTIPART_CHUNK)) < MIN_PART:
+            raise ValueError(f"multipart_chunk_bytes must be at least {MIN_PART} (S3's least part size)")
         self._stores: dict[str, S3Store] = {}
         self._guard = threading.Lock()
 
@@ -431,8 +446,20 @@ class S3Storage(ConditionalStorage):
         _count("PUT")
         try:
             return str(obstore.put(store, key, data, mode="create", use_multipart=False)["e_tag"])
-        except (AlreadyExistsError, PreconditionError):
+        except (AlreadyExistsError, PreconditionError) as e:
+            return self._own_create(path, data) if _RETRIED.search(str(e)) else None
+
+    def _own_create(self, path: str, data: bytes) -> str | None:
+        """After a put-if-absent answered 412 on a retry: the object's version when it holds exactly `data` (our
+        own first attempt succeeded, its answer was lost), else None (another writer's object). Empty content
+        cannot tell whose it is: a loss, the safe direction."""
+        if not data:
             return None
+        try:
+            held, version = self.read_versioned(path)
+        except FileNotFoundError:
+            return None  # created and deleted meanwhile: not ours to claim
+        return version if held == data else None
 
     def put_if_absent(self, path: str, data: bytes, *, stage_dir: str | None = None) -> bool:
         """`stage_dir` (LocalStorage's lease fence) does not apply: the storage lock has no fence directory."""
@@ -472,7 +499,8 @@ class S3Storage(ConditionalStorage):
 
     def create_data_file(self, path: str) -> pa.NativeFile:
         store, key = self._loc(path)
-        return pa.PythonFile(_UploadWriter(store, key), mode="w")
+        chunk = int(self.options.get("multipart_chunk_bytes", MULTIPART_CHUNK))
+        return pa.PythonFile(_UploadWriter(store, key, chunk), mode="w")
 
     def rename(self, src: str, dst: str) -> None:
         """Copy, then delete: not atomic (the commit protocol does not rename on object stores)."""

@@ -25,7 +25,7 @@ from functools import cached_property
 from hudilite.log.blocks import AvroDataBlock, LogBlock, decode_avro_rows, encode_avro_rows
 from hudilite.log.format import BlockType, HeaderKey
 from hudilite.log.reader import scan_log_file
-from hudilite.log.writer import append_blocks
+from hudilite.log.writer import append_blocks, create_log_file
 from hudilite.storage.local import storage_for
 from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, parsed
 from hudilite.timeline.instant import COMPLETED, COMPLETION_KEY, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
@@ -185,18 +185,22 @@ def load_archive(directory: str) -> ArchivedTimeline:
 def append_archive_records(directory: str, records: list[dict], *, max_file_bytes: int = MAX_ARCHIVE_FILE_BYTES
                            ) -> str:
     """Append one AVRO_DATA block of HoodieArchivedMetaEntry records to the current archive file (a new
-    version once the current one is over `max_file_bytes`). Returns the file written."""
+    version once the current one is over `max_file_bytes`, or always on a storage that cannot append). Returns
+    the file written."""
     import struct
 
-    storage_for(directory).makedirs(directory)
+    fs = storage_for(directory)
+    fs.makedirs(directory)
     files = list_archive_files(directory)
-    if files and storage_for(directory).size(files[-1][1]) < max_file_bytes:
-        path = files[-1][1]
+    # where the storage cannot append (object stores), every archival starts a new version (Hudi's log writer
+    # rolls over there too); readers read every version
+    if files and fs.supports_append and fs.size(files[-1][1]) < max_file_bytes:
+        path, new = files[-1][1], False
     else:
-        path = os.path.join(directory, archive_file_name((files[-1][0] + 1) if files else 1))
+        path, new = os.path.join(directory, archive_file_name((files[-1][0] + 1) if files else 1)), True
     schema_json = json.dumps(ARCHIVED_META_ENTRY)
     content = encode_avro_rows(records, parsed(ARCHIVED_META_ENTRY))
     assert struct.unpack(">i", content[4:8])[0] == len(records)
     block = LogBlock(BlockType.AVRO_DATA, {HeaderKey.SCHEMA: schema_json}, content)
-    append_blocks(path, [block])
+    (create_log_file if new else append_blocks)(path, [block])
     return path

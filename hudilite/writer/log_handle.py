@@ -9,7 +9,10 @@ Runs inside a Spark task (no Spark calls). For the current slice of a file group
 
 The log file is a new version of the slice, named as table version 6 does:
 `.<fileId>_<baseInstant>.log.<version>_<writeToken>`; its APPEND marker (named after the log file) is created
-before the file. Every log file holds blocks of this one instant only, so a rollback may delete it whole.
+before the file. Every log file holds blocks of this one instant only, so a rollback may delete it whole. A write
+never appends to an existing log file: on object stores, which cannot append, that is one put-if-absent per
+file group and deltacommit (Apache Hudi's writer rolls to a new version there too), and the same file layout
+as on a local table.
 Log records carry the 5 meta fields; `_hoodie_file_name` holds the fileId, as Java writes it.
 """
 
@@ -29,7 +32,7 @@ from hudilite.file_group import new_file_id, parse_base_file_name
 from hudilite.log.blocks import DeleteBlock, ParquetDataBlock
 from hudilite.log.format import format_log_file_name, list_log_files
 from hudilite.log.vector_avro import avro_block
-from hudilite.log.writer import append_blocks, version_after
+from hudilite.log.writer import create_log_file, version_after
 from hudilite.markers import APPEND
 from hudilite.options import LOG_BLOCK_FORMAT
 from hudilite.reader.merge import SliceDesc, conform, slice_overlay
@@ -205,7 +208,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         version += 1
     ctx.markers().create(partition, name, APPEND)
     path = os.path.join(directory, name)
-    locations = append_blocks(path, blocks, fsync=ctx.fsync)
+    locations = create_log_file(path, blocks, fsync=ctx.fsync)
     size = fs.size(path)
     # (not behind a pending compaction: no read would find that entry; not for small logs: reads merge them)
     if entry and size + sum(fs.size(os.path.join(directory, f.name)) for f in prior) >= ctx.overlays[2]:

@@ -13,7 +13,16 @@ import re
 from hudilite import auxfiles
 from hudilite.file_group import parse_base_file_name
 from hudilite.fs_view import PARTITION_METAFILE
-from hudilite.log import CommandBlock, LogBlock, append_blocks, scan_log_file
+from hudilite.log import (
+    CommandBlock,
+    LogBlock,
+    append_blocks,
+    create_log_file,
+    list_log_files,
+    new_log_version_path,
+    parse_log_file_name,
+    scan_log_file,
+)
 from hudilite.markers import APPEND, delete_markers, list_markers, marker_dir
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMPLETED, Instant
@@ -111,7 +120,8 @@ def rollback_log_files(table: HoodieTable, instant: str) -> list[str]:
     """Merge-on-read: undo the log appends of a failed `instant` named by its APPEND markers. A log file that
     holds blocks of `instant` only (created by it) is deleted; a log file that also holds other instants' blocks
     gets a rollback COMMAND block (TARGET_INSTANT_TIME = `instant`), which makes readers drop the failed blocks
-    in any log file of the slice. Returns the deleted files. Idempotent (a rerun after a crash finds the file
+    in any log file of the slice: appended to that file, or where the storage cannot append, in a new log
+    version of the slice. Returns the deleted files. Idempotent (a rerun after a crash finds the file
     gone, or the command block already there)."""
     deleted = []
     for part, name, kind in list_markers(table.base_path, instant):
@@ -126,12 +136,33 @@ def rollback_log_files(table: HoodieTable, instant: str) -> list[str]:
             if table.fs.delete(path):
                 deleted.append(path)
             continue
-        if any(isinstance(b, CommandBlock) and b.is_rollback and b.target_instant_time == instant for b in blocks):
+        if _rolled_back_in_slice(path, instant):
             continue
         when = next_instant_time(table.timeline.last_instant_time())
-        append_blocks(path, [CommandBlock.rollback(when, instant)])
-        log.info("appended a rollback command block for %s to %s", instant, path)
+        block = CommandBlock.rollback(when, instant)
+        if table.fs.supports_append:
+            append_blocks(path, [block])
+        else:  # object store: the block starts the slice's next log version, as Apache Hudi's writer does there
+            path = new_log_version_path(path, ROLLBACK_WRITE_TOKEN)
+            create_log_file(path, [block])
+        log.info("wrote a rollback command block for %s to %s", instant, path)
     return deleted
+
+
+# a rollback runs on the driver, outside any Spark task
+ROLLBACK_WRITE_TOKEN = "0-0-0"
+
+
+def _rolled_back_in_slice(path: str, instant: str) -> bool:
+    """Whether a log file of `path`'s file slice (the file itself included) holds a rollback command block for
+    `instant`: a rerun of a rollback killed after writing it."""
+    name = parse_log_file_name(path)
+    directory = os.path.dirname(path)
+    for f in list_log_files(directory, name.file_id, name.instant):
+        for b in scan_log_file(os.path.join(directory, f.name)):
+            if isinstance(b, CommandBlock) and b.is_rollback and b.target_instant_time == instant:
+                return True
+    return False
 
 
 def clean_completed_leftovers(table: HoodieTable) -> list[str]:

@@ -45,3 +45,16 @@ def s3_storage(s3_server):
 @pytest.fixture
 def s3_root(s3_bucket):
     return f"s3://{s3_bucket}/root"
+
+
+@pytest.fixture
+def s3_tables(s3_server, s3_bucket, tmp_path, monkeypatch):
+    """A bucket URI for tables, served by the process-wide s3:// backend; no local file may appear on the way."""
+    from hudilite.storage.base import register_storage
+    from hudilite.storage.s3 import S3Storage, register
+
+    register_storage("s3", lambda _scheme: S3Storage(s3_server.storage_options))
+    monkeypatch.chdir(tmp_path)
+    yield f"s3://{s3_bucket}"
+    register()
+    assert not list(tmp_path.iterdir()), "local files were created for an s3:// table"

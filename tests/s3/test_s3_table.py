@@ -5,9 +5,8 @@ and no local file created on the way."""
 import pyarrow as pa
 import pytest
 
-from hudilite.storage.base import register_storage
 from hudilite.storage.local import storage_for
-from hudilite.storage.s3 import S3Storage, counting, register
+from hudilite.storage.s3 import S3Storage, counting
 
 
 def _core_routes_uris() -> bool:
@@ -25,15 +24,6 @@ pytestmark = pytest.mark.skipif(not _core_routes_uris(), reason="storage_for doe
 def _rows(ids, v=1):
     ids = list(ids)
     return pa.table({"id": ids, "v": [v] * len(ids), "p": ["a" if i % 2 else "b" for i in ids]})
-
-
-@pytest.fixture
-def s3_tables(s3_server, s3_bucket, tmp_path, monkeypatch):
-    register_storage("s3", lambda _scheme: S3Storage(s3_server.storage_options))
-    monkeypatch.chdir(tmp_path)
-    yield f"s3://{s3_bucket}"
-    register()
-    assert not list(tmp_path.iterdir()), "local files were created for an s3:// table"
 
 
 def test_table_lifecycle_on_s3(s3_tables):
