@@ -6,7 +6,7 @@ import os
 
 from hudilite.config import TableConfig
 from hudilite.errors import CorruptTableError, TableNotFoundError
-from hudilite.fs_view import PARTITION_METAFILE, FileSystemView, list_partitions
+from hudilite.fs_view import PARTITION_METAFILE, FileSystemView, list_partitions, partitions_in_listing
 from hudilite.replace import recover
 from hudilite.schema import SchemaError, avro_to_arrow, evolve
 from hudilite.storage import storage_for
@@ -100,8 +100,16 @@ class HoodieTable:
         self._timeline = None
         return self.timeline
 
-    def view(self) -> FileSystemView:
-        return FileSystemView(self.base_path, self.timeline)
+    def view(self, listing: dict[str, list] | None = None) -> FileSystemView:
+        return FileSystemView(self.base_path, self.timeline, listing)
+
+    def listed_view(self) -> tuple[list[str], FileSystemView]:
+        """(partitions, view) of a read of the whole table: on object stores from one recursive listing of the
+        table (a LIST per 1000 objects, not per partition), elsewhere by listing directories as needed."""
+        listing = self.fs.list_tree(self.base_path)
+        if listing is None:
+            return self.partitions(), self.view()
+        return partitions_in_listing(listing, self.config.is_partitioned), self.view(listing)
 
     def partitions(self) -> list[str]:
         return list_partitions(self.base_path, self.config.is_partitioned)

@@ -83,8 +83,9 @@ def snapshot_plan(table: HoodieTable, pos: str | None, filters=None, rng: Change
     schema = table_schema(table)
     visible = rng.visible(pos)
     filters = list(filters or [])
-    parts = prune_partitions(table, schema, table.partitions(), filters)
-    sl = slices_at(table, None, visible, replaced_upto(rng, pos), partitions=parts)
+    partitions, view = table.listed_view()
+    parts = prune_partitions(table, schema, partitions, filters)
+    sl = slices_at(table, None, visible, replaced_upto(rng, pos), view=view, partitions=parts)
     return ReadPlan(table, schema, [s for _, s in sorted(sl.items())], "snapshot", filters=filters,
                     visible=visible)
 

@@ -107,6 +107,13 @@ class Storage(abc.ABC):
         dirs = [n for n in names if self.isdir(f"{path.rstrip('/')}/{n}")]
         return dirs, [n for n in names if n not in set(dirs)]
 
+    def list_tree(self, path: str) -> dict[str, list[os.DirEntry]] | None:
+        """Every file under `path` as entries (`name`, `path`, `stat()` size), by the directory they are in
+        (relative to `path`, "" for `path` itself), where one recursive listing is cheaper than a listing per
+        directory: object stores list a whole prefix flat, 1000 keys a request. None elsewhere (local file
+        systems list directories)."""
+        return None
+
     @contextlib.contextmanager
     def mapped(self, path: str) -> Iterator[bytes | mmap.mmap]:
         """The whole file as a read-only buffer (`len`, `find`, slices) while the block runs (FileNotFoundError when
