@@ -103,13 +103,19 @@ class HoodieTable:
     def view(self, listing: dict[str, list] | None = None) -> FileSystemView:
         return FileSystemView(self.base_path, self.timeline, listing)
 
-    def listed_view(self) -> tuple[list[str], FileSystemView]:
-        """(partitions, view) of a read of the whole table: on object stores from one recursive listing of the
-        table (a LIST per 1000 objects, not per partition), elsewhere by listing directories as needed."""
+    def listing(self) -> tuple[list[str], dict[str, list] | None]:
+        """(partitions, listing for a FileSystemView) of a look at the whole table: on object stores from one
+        recursive listing of the table (a LIST per 1000 objects, not per partition); elsewhere the partitions
+        and None (directories are listed as they are needed)."""
         listing = self.fs.list_tree(self.base_path)
         if listing is None:
-            return self.partitions(), self.view()
-        return partitions_in_listing(listing, self.config.is_partitioned), self.view(listing)
+            return self.partitions(), None
+        return partitions_in_listing(listing, self.config.is_partitioned), listing
+
+    def listed_view(self) -> tuple[list[str], FileSystemView]:
+        """(partitions, view) of the whole table, from `listing()`."""
+        partitions, listing = self.listing()
+        return partitions, self.view(listing)
 
     def partitions(self) -> list[str]:
         return list_partitions(self.base_path, self.config.is_partitioned)
@@ -147,7 +153,8 @@ class HoodieTable:
         the `numWrites` its commit recorded for it, else its parquet footer (a commit archived or unreadable).
         'rows' is None when a file slice has log files: a merge-on-read slice's rows are known only by merging."""
         tl = self.timeline
-        slices = self.view().latest_slices(self.partitions())
+        partitions, view = self.listed_view()
+        slices = view.latest_slices(partitions)
         rows: int | None = 0
         size = files = 0
         recorded: dict[str, dict] = {}  # base instant -> {relative file path: numWrites}
