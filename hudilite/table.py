@@ -10,7 +10,7 @@ from hudilite.fs_view import PARTITION_METAFILE, FileSystemView, list_partitions
 from hudilite.replace import recover
 from hudilite.schema import SchemaError, avro_to_arrow, evolve
 from hudilite.storage import storage_for
-from hudilite.storage.paths import normalize_path, relative_to
+from hudilite.storage.paths import is_local, normalize_path, relative_to
 from hudilite.timeline import Timeline
 from hudilite.timeline.instant import parse_instant_file
 
@@ -180,7 +180,9 @@ class HoodieTable:
         d = self.partition_dir(partition)
         self.fs.makedirs(d)
         path = os.path.join(d, PARTITION_METAFILE)
-        if self.fs.exists(path):
+        # object stores: the conditional put alone (1 request) instead of HEAD + LIST (a missing key is looked
+        # up as a prefix too) + put; locally the check is cheaper than put_if_absent's temp file and link
+        if is_local(d) and self.fs.exists(path):
             return
         depth = len(partition.split("/")) if partition else 0
         body = f"#partition metadata\ncommitTime={instant}\npartitionDepth={depth}\n"
