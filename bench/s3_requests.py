@@ -4,8 +4,8 @@
 
 Against a local SeaweedFS: a driver-local (Arrow, no Spark) merge-on-read and copy-on-write table with
 `--partitions` partitions; an insert, an upsert of rows in `--touched` partitions, a compaction (merge-on-read;
-the local Arrow read merges no log files) and a snapshot read. Prints the requests of each per verb (LIST/GET/HEAD/PUT/POST/DELETE), as counted by
-`hudilite.storage.s3.counting()`.
+the local Arrow read merges no log files) and a snapshot read. Prints the requests of each per verb
+(LIST/GET/HEAD/PUT/POST/DELETE), as counted by `hudilite.storage.s3.counting()`.
 """
 
 from __future__ import annotations

@@ -13,9 +13,10 @@ normpath or relpath, which mangle `s3://bucket/prefix/t`. tests/unit/test_storag
 operation of the core that bypasses this interface.
 
 LocalStorage also offers POSIX primitives that only local-by-nature protocols use, through `local_storage()`: the
-file lock provider, the batched marker service's files and table swaps (descriptors kept open for appends and
-lease renewals, hard links, exclusive directory creation). A backend without them needs its own lock provider
-(hoodie.write.lock.provider); direct markers (the default) need only `create_empty_if_absent`.
+file lock provider, the batched marker service's local files and table swaps (descriptors kept open for appends
+and lease renewals, hard links, exclusive directory creation). A backend without them needs its own lock provider
+(hoodie.write.lock.provider); markers need only `create_empty_if_absent` (direct) or `write_bytes` (the batched
+service rewrites whole objects there).
 """
 
 from __future__ import annotations
