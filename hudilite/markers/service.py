@@ -417,6 +417,9 @@ class MarkerService:
     def _write_type_file(self, root: str) -> None:
         p = os.path.join(root, MARKER_TYPE_FILE)
         fs = storage_for(p)
+        if not self._local and fs.put_if_absent(p, TIMELINE_SERVER_BASED.encode()):
+            self.stats.add(files_created=1)  # the usual case in one request, instead of HEAD + LIST + PUT
+            return
         if fs.exists(p):
             cur = fs.read_bytes(p).decode().strip()
             # `DirectMarkers.init()` may have written DIRECT before any marker existed: take the instant over

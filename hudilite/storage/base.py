@@ -72,10 +72,16 @@ class Storage(abc.ABC):
         with _naming(path), self.open_input(path) as f:
             return pq.read_table(f, columns=columns, **options)
 
-    def parquet_file(self, path: str, **options) -> pq.ParquetFile:
-        """A parquet file opened for reading row groups and its footer; close it (or use `with`) when done."""
+    def open_input_sized(self, path: str, size: int) -> pa.NativeFile:
+        """`open_input` of a file whose size the caller knows (from a listing): object stores skip the HEAD."""
+        return self.open_input(path)
+
+    def parquet_file(self, path: str, *, size: int | None = None, **options) -> pq.ParquetFile:
+        """A parquet file opened for reading row groups and its footer; close it (or use `with`) when done.
+        `size`: the file's size when known (a listing's), saving object stores a request."""
         with _naming(path):
-            return pq.ParquetFile(self.open_input(path), **options)
+            src = self.open_input(path) if size is None else self.open_input_sized(path, size)
+            return pq.ParquetFile(src, **options)
 
     def parquet_metadata(self, path: str) -> pq.FileMetaData:
         """The parquet footer of a file (row counts, column statistics)."""

@@ -378,6 +378,10 @@ class S3Storage(ConditionalStorage):
         size = self.size(path)
         return pa.PythonFile(_RangedReader(store, key, size), mode="r")
 
+    def open_input_sized(self, path: str, size: int) -> pa.NativeFile:
+        store, key = self._loc(path)
+        return pa.PythonFile(_RangedReader(store, key, size), mode="r")
+
     def _list_one_level(self, path: str) -> dict:
         store, key = self._loc(path)
         res = obstore.list_with_delimiter(store, key or None)
