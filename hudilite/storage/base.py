@@ -83,9 +83,10 @@ class Storage(abc.ABC):
             src = self.open_input(path) if size is None else self.open_input_sized(path, size)
             return pq.ParquetFile(src, **options)
 
-    def parquet_metadata(self, path: str) -> pq.FileMetaData:
-        """The parquet footer of a file (row counts, column statistics)."""
-        with _naming(path), self.open_input(path) as f:
+    def parquet_metadata(self, path: str, *, size: int | None = None) -> pq.FileMetaData:
+        """The parquet footer of a file (row counts, column statistics); `size` as for `parquet_file`."""
+        src = self.open_input(path) if size is None else self.open_input_sized(path, size)
+        with _naming(path), src as f:
             return pq.read_metadata(f)
 
     def parquet_schema(self, path: str) -> pa.Schema:

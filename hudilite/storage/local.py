@@ -97,7 +97,7 @@ class LocalStorage(Storage):
     def parquet_file(self, path: str, *, size: int | None = None, **options) -> pq.ParquetFile:
         return pq.ParquetFile(path, **options)
 
-    def parquet_metadata(self, path: str) -> pq.FileMetaData:
+    def parquet_metadata(self, path: str, *, size: int | None = None) -> pq.FileMetaData:
         return pq.read_metadata(path)
 
     def parquet_schema(self, path: str) -> pa.Schema:
