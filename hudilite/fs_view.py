@@ -45,10 +45,30 @@ def list_partitions(base_path: str, partitioned: bool) -> list[str]:
     return out
 
 
+def partitions_in_listing(listing: dict[str, list], partitioned: bool) -> list[str]:
+    """`list_partitions` from a whole table's `Storage.list_tree` (object stores keep no empty directories: a
+    directory is there when a file is under it)."""
+    if not partitioned:
+        return [""]
+    dirs: set[str] = set()
+    for d, entries in listing.items():
+        parts = d.split("/") if d else []
+        if any(p.startswith(".") for p in parts) or (parts and parts[0] == "_delta_log") or not entries:
+            continue
+        for i in range(1, len(parts) + 1):
+            dirs.add("/".join(parts[:i]))
+    has_sub = {d.rpartition("/")[0] for d in dirs if "/" in d}
+    with_files = {d for d in dirs if any(not e.name.startswith(".") for e in listing.get(d, ()))}
+    return sorted(d for d in dirs if d not in has_sub or d in with_files)
+
+
 @dataclass
 class FileSystemView:
     base_path: str
     timeline: Timeline
+    # the whole table's files by directory, listed at once (`Storage.list_tree`, object stores), or None: each
+    # partition is listed when it is needed
+    listing: dict[str, list] | None = None
     _completed: dict | None = field(default=None, init=False, repr=False)
 
     def file_groups(self, partition: str) -> dict[str, FileGroup]:
@@ -57,7 +77,8 @@ class FileSystemView:
         full = os.path.join(self.base_path, partition) if partition else self.base_path
         groups: dict[str, FileGroup] = {}
         logs = []
-        for entry in fs.scandir_files(full):
+        entries = fs.scandir_files(full) if self.listing is None else self.listing.get(partition, ())
+        for entry in entries:
             name = entry.name
             if name.endswith(".crc") or name == PARTITION_METAFILE:
                 continue

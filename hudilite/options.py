@@ -210,7 +210,8 @@ HEARTBEAT_INTERVAL_MS = _o("hoodie.client.heartbeat.interval_in_ms", "int", 60_0
 HEARTBEAT_MISSES = _o("hoodie.client.heartbeat.tolerable.misses", "int", 2,
                       "missed heartbeats before a write counts as failed", minimum=1)
 MARKERS_TYPE = _o("hoodie.write.markers.type", "string", "DIRECT",
-                  "DIRECT or TIMELINE_SERVER_BASED (the batched marker service)")
+                  "DIRECT or TIMELINE_SERVER_BASED (the batched marker service)",
+                  shown="DIRECT locally, TIMELINE_SERVER_BASED on object storage")
 MARKERS_SERVICE_URL = _o("hoodie.write.markers.service.url", "string", None, "an external marker service")
 MARKERS_BATCH_INTERVAL_MS = _o("hoodie.markers.timeline_server_based.batch.interval_ms", "float", 20.0,
                                "marker service batch interval", shown="20")

@@ -6,11 +6,11 @@ import os
 
 from hudilite.config import TableConfig
 from hudilite.errors import CorruptTableError, TableNotFoundError
-from hudilite.fs_view import PARTITION_METAFILE, FileSystemView, list_partitions
+from hudilite.fs_view import PARTITION_METAFILE, FileSystemView, list_partitions, partitions_in_listing
 from hudilite.replace import recover
 from hudilite.schema import SchemaError, avro_to_arrow, evolve
 from hudilite.storage import storage_for
-from hudilite.storage.paths import normalize_path, relative_to
+from hudilite.storage.paths import is_local, normalize_path, relative_to
 from hudilite.timeline import Timeline
 from hudilite.timeline.instant import parse_instant_file
 
@@ -100,8 +100,22 @@ class HoodieTable:
         self._timeline = None
         return self.timeline
 
-    def view(self) -> FileSystemView:
-        return FileSystemView(self.base_path, self.timeline)
+    def view(self, listing: dict[str, list] | None = None) -> FileSystemView:
+        return FileSystemView(self.base_path, self.timeline, listing)
+
+    def listing(self) -> tuple[list[str], dict[str, list] | None]:
+        """(partitions, listing for a FileSystemView) of a look at the whole table: on object stores from one
+        recursive listing of the table (a LIST per 1000 objects, not per partition); elsewhere the partitions
+        and None (directories are listed as they are needed)."""
+        listing = self.fs.list_tree(self.base_path)
+        if listing is None:
+            return self.partitions(), None
+        return partitions_in_listing(listing, self.config.is_partitioned), listing
+
+    def listed_view(self) -> tuple[list[str], FileSystemView]:
+        """(partitions, view) of the whole table, from `listing()`."""
+        partitions, listing = self.listing()
+        return partitions, self.view(listing)
 
     def partitions(self) -> list[str]:
         return list_partitions(self.base_path, self.config.is_partitioned)
@@ -139,7 +153,8 @@ class HoodieTable:
         the `numWrites` its commit recorded for it, else its parquet footer (a commit archived or unreadable).
         'rows' is None when a file slice has log files: a merge-on-read slice's rows are known only by merging."""
         tl = self.timeline
-        slices = self.view().latest_slices(self.partitions())
+        partitions, view = self.listed_view()
+        slices = view.latest_slices(partitions)
         rows: int | None = 0
         size = files = 0
         recorded: dict[str, dict] = {}  # base instant -> {relative file path: numWrites}
@@ -165,7 +180,9 @@ class HoodieTable:
         d = self.partition_dir(partition)
         self.fs.makedirs(d)
         path = os.path.join(d, PARTITION_METAFILE)
-        if self.fs.exists(path):
+        # object stores: the conditional put alone (1 request) instead of HEAD + LIST (a missing key is looked
+        # up as a prefix too) + put; locally the check is cheaper than put_if_absent's temp file and link
+        if is_local(d) and self.fs.exists(path):
             return
         depth = len(partition.split("/")) if partition else 0
         body = f"#partition metadata\ncommitTime={instant}\npartitionDepth={depth}\n"

@@ -74,7 +74,7 @@ class RangeIndex:
             if bf is None:
                 return FileRange(sl.partition, sl.file_id, sl.base_instant, "", 0, 0)
             with damaged_file(bf.path):
-                md = storage_for(bf.path).parquet_metadata(bf.path)
+                md = storage_for(bf.path).parquet_metadata(bf.path, size=bf.size or None)
             lo, hi = _col_minmax(md, numeric) if numeric else _col_minmax(md, KEY_COL)
             if not numeric and lo is None:
                 kv = md.metadata or {}

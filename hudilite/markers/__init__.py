@@ -20,15 +20,16 @@ from hudilite.markers.service import (
     MarkerService,
     MarkerServiceError,
     ServiceMarkers,
+    marker_type,
 )
-from hudilite.options import MARKERS_SERVICE_URL, MARKERS_TYPE
+from hudilite.options import MARKERS_SERVICE_URL
 
 
 def markers_for(base_path: str, instant: str, options: dict | None = None):
-    """The markers executors should use for `instant`: `ServiceMarkers` when the write options select
-    `hoodie.write.markers.type=TIMELINE_SERVER_BASED` and name a running service in
-    `hoodie.write.markers.service.url`, else `DirectMarkers`. Both are picklable."""
-    kind = MARKERS_TYPE.get(options).strip().upper()
+    """The markers executors should use for `instant`: `ServiceMarkers` when the marker type (`marker_type`:
+    the write options' `hoodie.write.markers.type`, else by the table's storage) is TIMELINE_SERVER_BASED and
+    `hoodie.write.markers.service.url` names a running service, else `DirectMarkers`. Both are picklable."""
+    kind = marker_type(base_path, options)
     url = MARKERS_SERVICE_URL.get(options)
     if kind == TIMELINE_SERVER_BASED and url:
         return ServiceMarkers(str(url), base_path, instant)
@@ -39,5 +40,5 @@ __all__ = [
     "CREATE", "MERGE", "APPEND", "DirectMarkers", "marker_dir", "list_markers", "delete_markers",
     "MarkerService", "ServiceMarkers", "MarkerServiceError", "MarkerExistsError", "markers_for",
     "DIRECT", "TIMELINE_SERVER_BASED", "OPT_MARKERS_TYPE", "OPT_SERVICE_URL", "OPT_BATCH_INTERVAL_MS",
-    "OPT_NUM_THREADS",
+    "OPT_NUM_THREADS", "marker_type",
 ]

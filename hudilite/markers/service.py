@@ -10,6 +10,12 @@ instant is loaded lazily, on the first request naming it, from its `MARKERS*` fi
 files (so a restarted service knows what its predecessor acknowledged). `MARKERS.type` holds
 `TIMELINE_SERVER_BASED`.
 
+On object storage (any non-local table) objects cannot be appended to: each batch rewrites the worker's whole
+`MARKERS<i>` object with one PUT (as Apache Hudi's timeline server does on S3), from the content the service keeps
+in memory; the PUT replaces the object atomically, so a killed service leaves the last acknowledged content and
+there is no torn tail to repair. This is the default marker type for such tables (`marker_type`): one PUT per
+batch instead of one per data file.
+
 This is the on-disk layout `hudilite.markers.direct.list_markers` (and rollback) already reads.
 
 HTTP API (JSON bodies and answers, HTTP/1.1 keep-alive):
@@ -45,6 +51,7 @@ from hudilite.errors import HudiliteError
 from hudilite.markers.direct import MARKER_TYPE_FILE, SUFFIX, delete_markers, list_markers, marker_dir
 from hudilite.options import MARKERS_BATCH_INTERVAL_MS, MARKERS_NUM_THREADS, MARKERS_SERVICE_URL, MARKERS_TYPE
 from hudilite.storage.local import fsync_path, local_storage, normalize_path, storage_for
+from hudilite.storage.paths import is_local
 
 TIMELINE_SERVER_BASED = "TIMELINE_SERVER_BASED"
 DIRECT = "DIRECT"
@@ -55,6 +62,14 @@ DEFAULT_NUM_THREADS = MARKERS_NUM_THREADS.default
 
 _MARKERS_FILE = re.compile(r"^MARKERS\d+$")
 _VALID_KINDS = {"CREATE", "MERGE", "APPEND"}
+
+
+def marker_type(base_path: str, options: dict | None = None) -> str:
+    """The marker type of a write: `hoodie.write.markers.type` when given, else DIRECT for local tables and
+    TIMELINE_SERVER_BASED on object storage, where a file per marker costs a request each."""
+    if options and options.get(MARKERS_TYPE.key) is not None:
+        return str(MARKERS_TYPE.get(options)).strip().upper()
+    return DIRECT if is_local(base_path) else TIMELINE_SERVER_BASED
 
 
 class MarkerServiceError(HudiliteError):
@@ -104,6 +119,10 @@ class _InstantState:
         self.tokens: dict[str, str] = {}  # marker -> token of the request that created it (this service life)
         self.inflight: dict[str, _Req] = {}  # marker -> accepted request not yet durable
         self.fds: dict[int, int] = {}
+        # object stores: each worker file's content, rewritten whole per batch; names of MARKERS files that
+        # existed when the instant was loaded (a previous service life's, to be continued, not overwritten)
+        self.contents: dict[int, bytes] = {}
+        self.existing: set[str] = set()
         self.file_locks = [threading.Lock() for _ in range(num_files)]
 
 
@@ -209,6 +228,7 @@ class MarkerService:
         if batch_interval_ms < 0:
             raise ValueError("batch_interval_ms must be >= 0")
         self.base_path = normalize_path(base_path)
+        self._local = is_local(self.base_path)  # append descriptors and fsyncs; else whole-object rewrites
         self.batch_interval = batch_interval_ms / 1000.0
         self.num_threads = num_threads
         self.host, self.port = host, port
@@ -360,6 +380,16 @@ class MarkerService:
             return
         root = marker_dir(self.base_path, st.instant)
         fs = storage_for(root)
+        if not self._local:
+            self._write_type_file(root)
+            st.existing = {f for f in fs.listdir(root) if _MARKERS_FILE.match(f)}
+            n = 0
+            for part, name, kind in list_markers(self.base_path, st.instant):
+                st.markers.add(marker_line(part, name, kind))
+                n += 1
+            self.stats.add(instants_loaded=1, markers_loaded=n)
+            st.loaded = True
+            return
         if not fs.isdir(root):
             top = root
             while not fs.isdir(os.path.dirname(top)):
@@ -387,6 +417,9 @@ class MarkerService:
     def _write_type_file(self, root: str) -> None:
         p = os.path.join(root, MARKER_TYPE_FILE)
         fs = storage_for(p)
+        if not self._local and fs.put_if_absent(p, TIMELINE_SERVER_BASED.encode()):
+            self.stats.add(files_created=1)  # the usual case in one request, instead of HEAD + LIST + PUT
+            return
         if fs.exists(p):
             cur = fs.read_bytes(p).decode().strip()
             # `DirectMarkers.init()` may have written DIRECT before any marker existed: take the instant over
@@ -394,8 +427,10 @@ class MarkerService:
             if cur == TIMELINE_SERVER_BASED or any(e != MARKER_TYPE_FILE for e in fs.listdir(root)):
                 return
         fs.write_bytes(p, TIMELINE_SERVER_BASED.encode())
-        fsync_path(root)
-        self.stats.add(files_created=1, fsyncs=2)
+        if self._local:
+            fsync_path(root)
+            self.stats.add(fsyncs=2)
+        self.stats.add(files_created=1)
 
     def _repair_torn_tail(self, path: str) -> None:
         """A service killed mid-write may leave a partial last line; it was never acknowledged, drop it so the
@@ -428,6 +463,7 @@ class MarkerService:
                     for fd in st.fds.values():
                         os.close(fd)
                     st.fds.clear()
+                    st.contents.clear()
                 finally:
                     for lk in st.file_locks:
                         lk.release()
@@ -528,6 +564,9 @@ class MarkerService:
         with st.file_locks[w]:
             if st.deleted:
                 raise MarkerServiceError("markers of the instant were deleted")
+            if not self._local:
+                self._rewrite(st, w, data)
+                return
             fd = st.fds.get(w)
             if fd is None:
                 root = marker_dir(self.base_path, st.instant)
@@ -541,6 +580,26 @@ class MarkerService:
                     self.stats.add(files_created=1, fsyncs=1)
             local_storage().append_fd(fd, data, path=f"{marker_dir(self.base_path, st.instant)}/MARKERS{w}")
             self.stats.add(writes=1, fsyncs=1, bytes_written=len(data))
+
+
+    def _rewrite(self, st: _InstantState, w: int, data: bytes) -> None:
+        """Object stores: one PUT of the worker's whole file with the batch added. Caller holds the file lock."""
+        path = f"{marker_dir(self.base_path, st.instant)}/MARKERS{w}"
+        fs = storage_for(path)
+        cur = st.contents.get(w)
+        if cur is None:
+            cur = b""
+            if f"MARKERS{w}" in st.existing:  # a previous service life's file: continue it
+                try:
+                    cur = fs.read_bytes(path)
+                except FileNotFoundError:
+                    pass
+                cur = cur[:cur.rfind(b"\n") + 1]
+            self.stats.add(files_created=0 if cur else 1)
+        new = cur + data
+        fs.write_bytes(path, new)
+        st.contents[w] = new
+        self.stats.add(writes=1, bytes_written=len(data))
 
 
 # ==================================================================== client (executors)

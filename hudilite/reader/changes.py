@@ -83,8 +83,9 @@ def snapshot_plan(table: HoodieTable, pos: str | None, filters=None, rng: Change
     schema = table_schema(table)
     visible = rng.visible(pos)
     filters = list(filters or [])
-    parts = prune_partitions(table, schema, table.partitions(), filters)
-    sl = slices_at(table, None, visible, replaced_upto(rng, pos), partitions=parts)
+    partitions, view = table.listed_view()
+    parts = prune_partitions(table, schema, partitions, filters)
+    sl = slices_at(table, None, visible, replaced_upto(rng, pos), view=view, partitions=parts)
     return ReadPlan(table, schema, [s for _, s in sorted(sl.items())], "snapshot", filters=filters,
                     visible=visible)
 
@@ -139,18 +140,22 @@ def local_changes(path, begin, end=None, *, include_deletes: bool = True, before
     return pa.concat_tables(parts) if parts else out_schema.empty_table()
 
 
-def _read_conformed(files: list[str], schema: pa.Schema, dictionary: tuple = ()) -> list[pa.Table]:
+def _read_conformed(files: list[str], schema: pa.Schema, dictionary: tuple = (),
+                    sizes: dict[str, int] | None = None) -> list[pa.Table]:
     """The `schema` columns of each parquet file, read in parallel; files written before a later schema change
     are conformed to the table's schema (added columns as nulls, widened types). `dictionary`: string columns
-    read dictionary-encoded (their type in `schema` is then dictionary<int32, string>)."""
+    read dictionary-encoded (their type in `schema` is then dictionary<int32, string>). `sizes`: the files'
+    sizes where a listing gave them (object stores then ask for none)."""
     from concurrent.futures import ThreadPoolExecutor
+
+    sizes = sizes or {}
 
     def read(f):
         fs = storage_for(f)
-        pf = fs.parquet_file(f)
+        pf = fs.parquet_file(f, size=sizes.get(f))
         encoded = [c for c in dictionary if c in pf.schema_arrow.names]
         if encoded:
-            pf = fs.parquet_file(f, read_dictionary=encoded)
+            pf = fs.parquet_file(f, size=sizes.get(f), read_dictionary=encoded)
         t = pf.read(columns=[c for c in schema.names if c in pf.schema_arrow.names], use_threads=len(files) == 1)
         return cast_table_to_schema(t, schema)
 
@@ -176,9 +181,10 @@ def local_snapshot(path, pos: str | None, columns: list[str], max_bytes: int | N
     if plan.merged_slices:
         return None
     files = plan.plain_files
-    if max_bytes is not None and sum(table.fs.size(f) for f in files) > max_bytes:
+    sizes = {s.base_file.path: s.base_file.size for s in plan.slices if s.base_file is not None and s.base_file.size}
+    if max_bytes is not None and sum(sizes.get(f) or table.fs.size(f) for f in files) > max_bytes:
         return None
-    parts = _read_conformed(files, want, dictionary)
+    parts = _read_conformed(files, want, dictionary, sizes)
     return pa.concat_tables(parts).unify_dictionaries() if parts else want.empty_table()
 
 

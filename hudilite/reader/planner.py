@@ -238,8 +238,9 @@ def plan_read(path_or_table, *, as_of=None, begin=None, end=None, filters=None, 
     if archived and _before_first_commit(table, as_of):
         # before the table's first commit the table had no rows (documented: an empty result, as hudi-rs)
         return ReadPlan(table, schema, [], "snapshot", as_of=as_of, filters=filters, read_optimized=read_optimized)
-    partitions = prune_partitions(table, schema, table.partitions(), filters)
-    slices = table.view().latest_slices(partitions, as_of)
+    partitions, view = table.listed_view()
+    partitions = prune_partitions(table, schema, partitions, filters)
+    slices = view.latest_slices(partitions, as_of)
     if archived:
         _check_archived_as_of(table, as_of, slices, set(partitions))
     return _finish(ReadPlan(table, schema, slices, "snapshot", as_of=as_of, filters=filters), read_optimized)

@@ -101,9 +101,10 @@ def plan_clustering(table: HoodieTable, tl: Timeline, options: dict | None) -> d
     sort_cols = CLUSTER_SORT_COLUMNS.get(options)
     pending = pending_service_groups(tl)
     pending_writes = {i.timestamp for i in tl.pending()}
-    view = FileSystemView(table.base_path, tl)
+    partitions, listing = table.listing()
+    view = FileSystemView(table.base_path, tl, listing)
     by_part: dict[str, list] = {}
-    for sl in view.latest_slices(table.partitions()):
+    for sl in view.latest_slices(partitions):
         if (sl.partition, sl.file_id) in pending:
             continue
         size = (sl.base_file.size if sl.base_file else 0) + sum(lf.size for lf in sl.log_files)

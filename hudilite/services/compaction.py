@@ -152,9 +152,10 @@ def plan_operations(table: HoodieTable, tl: Timeline, options: dict | None) -> t
         raise InvalidWriteError(f"{TRIGGER_KEY}=LOG_SIZE needs {LOG_SIZE_KEY} > 0 (bytes of log per file group)")
     pending = pending_service_groups(tl)
     pending_writes = {i.timestamp for i in tl.pending()}
-    view = FileSystemView(table.base_path, tl)
+    partitions, listing = table.listing()
+    view = FileSystemView(table.base_path, tl, listing)
     ops, skipped = [], []
-    for sl in view.latest_slices(table.partitions()):
+    for sl in view.latest_slices(partitions):
         if not sl.log_files:
             continue
         g = (sl.partition, sl.file_id)

@@ -13,9 +13,10 @@ normpath or relpath, which mangle `s3://bucket/prefix/t`. tests/unit/test_storag
 operation of the core that bypasses this interface.
 
 LocalStorage also offers POSIX primitives that only local-by-nature protocols use, through `local_storage()`: the
-file lock provider, the batched marker service's files and table swaps (descriptors kept open for appends and
-lease renewals, hard links, exclusive directory creation). A backend without them needs its own lock provider
-(hoodie.write.lock.provider); direct markers (the default) need only `create_empty_if_absent`.
+file lock provider, the batched marker service's local files and table swaps (descriptors kept open for appends
+and lease renewals, hard links, exclusive directory creation). A backend without them needs its own lock provider
+(hoodie.write.lock.provider); markers need only `create_empty_if_absent` (direct) or `write_bytes` (the batched
+service rewrites whole objects there).
 """
 
 from __future__ import annotations
@@ -76,14 +77,21 @@ class Storage(abc.ABC):
         with _naming(path), self.open_input(path) as f:
             return pq.read_table(f, columns=columns, **options)
 
-    def parquet_file(self, path: str, **options) -> pq.ParquetFile:
-        """A parquet file opened for reading row groups and its footer; close it (or use `with`) when done."""
-        with _naming(path):
-            return pq.ParquetFile(self.open_input(path), **options)
+    def open_input_sized(self, path: str, size: int) -> pa.NativeFile:
+        """`open_input` of a file whose size the caller knows (from a listing): object stores skip the HEAD."""
+        return self.open_input(path)
 
-    def parquet_metadata(self, path: str) -> pq.FileMetaData:
-        """The parquet footer of a file (row counts, column statistics)."""
-        with _naming(path), self.open_input(path) as f:
+    def parquet_file(self, path: str, *, size: int | None = None, **options) -> pq.ParquetFile:
+        """A parquet file opened for reading row groups and its footer; close it (or use `with`) when done.
+        `size`: the file's size when known (a listing's), saving object stores a request."""
+        with _naming(path):
+            src = self.open_input(path) if size is None else self.open_input_sized(path, size)
+            return pq.ParquetFile(src, **options)
+
+    def parquet_metadata(self, path: str, *, size: int | None = None) -> pq.FileMetaData:
+        """The parquet footer of a file (row counts, column statistics); `size` as for `parquet_file`."""
+        src = self.open_input(path) if size is None else self.open_input_sized(path, size)
+        with _naming(path), src as f:
             return pq.read_metadata(f)
 
     def parquet_schema(self, path: str) -> pa.Schema:
@@ -111,6 +119,13 @@ class Storage(abc.ABC):
             raise FileNotFoundError(errno.ENOENT, "no such directory", path)
         dirs = [n for n in names if self.isdir(f"{path.rstrip('/')}/{n}")]
         return dirs, [n for n in names if n not in set(dirs)]
+
+    def list_tree(self, path: str) -> dict[str, list[os.DirEntry]] | None:
+        """Every file under `path` as entries (`name`, `path`, `stat()` size), by the directory they are in
+        (relative to `path`, "" for `path` itself), where one recursive listing is cheaper than a listing per
+        directory: object stores list a whole prefix flat, 1000 keys a request. None elsewhere (local file
+        systems list directories)."""
+        return None
 
     @contextlib.contextmanager
     def mapped(self, path: str) -> Iterator[bytes | mmap.mmap]:

@@ -94,10 +94,10 @@ class LocalStorage(Storage):
     def read_parquet(self, path: str, columns: list[str] | None = None, **options) -> pa.Table:
         return pq.read_table(path, columns=columns, **options)
 
-    def parquet_file(self, path: str, **options) -> pq.ParquetFile:
+    def parquet_file(self, path: str, *, size: int | None = None, **options) -> pq.ParquetFile:
         return pq.ParquetFile(path, **options)
 
-    def parquet_metadata(self, path: str) -> pq.FileMetaData:
+    def parquet_metadata(self, path: str, *, size: int | None = None) -> pq.FileMetaData:
         return pq.read_metadata(path)
 
     def parquet_schema(self, path: str) -> pa.Schema:

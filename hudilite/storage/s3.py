@@ -28,6 +28,7 @@ create/complete, batch delete), DELETE.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat as stat_mod
@@ -392,6 +393,10 @@ class S3Storage(ConditionalStorage):
         size = self.size(path)
         return pa.PythonFile(_RangedReader(store, key, size), mode="r")
 
+    def open_input_sized(self, path: str, size: int) -> pa.NativeFile:
+        store, key = self._loc(path)
+        return pa.PythonFile(_RangedReader(store, key, size), mode="r")
+
     def _list_one_level(self, path: str) -> dict:
         store, key = self._loc(path)
         res = obstore.list_with_delimiter(store, key or None)
@@ -413,6 +418,34 @@ class S3Storage(ConditionalStorage):
             # duck-typed: the format reads name, path, is_file() and stat().st_size/st_mtime of entries
             yield cast(os.DirEntry, ObjectEntry(name, f"{base}/{name}", int(meta["size"]),
                                                 meta["last_modified"].timestamp()))
+
+    def list_entries(self, path: str) -> tuple[list[str], list[str]]:
+        # one LIST with a delimiter answers both: common prefixes are the directories (no LIST per name)
+        res = self._list_one_level(path)
+        dirs = [p.rstrip("/").rsplit("/", 1)[-1] for p in res["common_prefixes"]]
+        files = [p["path"].rsplit("/", 1)[-1] for p in res["objects"]]
+        if not dirs and not files:
+            raise FileNotFoundError(errno.ENOENT, "no such directory", path)
+        return dirs, files
+
+    def list_tree(self, path: str) -> dict[str, list[os.DirEntry]]:
+        scheme, bucket, key = split_uri(path)
+        store = self._client(bucket)
+        base = path.rstrip("/")
+        prefix = key + "/" if key else ""
+        out: dict[str, list[os.DirEntry]] = {}
+        pages = 0
+        for chunk in obstore.list(store, prefix=prefix or None, chunk_size=1000):
+            pages += 1
+            _count("LIST")
+            for meta in chunk:
+                rel = meta["path"][len(prefix):]
+                d, _, name = rel.rpartition("/")
+                out.setdefault(d, []).append(cast(os.DirEntry, ObjectEntry(
+                    name, f"{base}/{rel}", int(meta["size"]), meta["last_modified"].timestamp())))
+        if not pages:
+            _count("LIST")
+        return out
 
     def walk_files(self, path: str) -> Iterator[str]:
         scheme, bucket, key = split_uri(path)

@@ -26,7 +26,7 @@ from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableEr
 from hudilite.index.global_index import META_KEY as INDEX_META_KEY
 from hudilite.index.global_index import index_choice
 from hudilite.keygen import KeySpec, arrow_keygen, integer_key_column
-from hudilite.markers import TIMELINE_SERVER_BASED, MarkerService, delete_markers, list_markers
+from hudilite.markers import TIMELINE_SERVER_BASED, MarkerService, delete_markers, list_markers, marker_type
 from hudilite.reader import overlay_cache
 from hudilite.schema import SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve
 from hudilite.services.inline import check_service_options, run_inline_services
@@ -381,11 +381,13 @@ def _remove_unused_new_table(table: HoodieTable, base: str, dir_existed: bool) -
 
 
 def _marker_options(table: HoodieTable, wo: WriteOptions):
-    """Marker settings for the executors; starts the driver's batched marker service when
-    `hoodie.write.markers.type=TIMELINE_SERVER_BASED` names no running one. Returns (options, service)."""
+    """Marker settings for the executors; starts the driver's batched marker service when the marker type
+    (`hoodie.write.markers.type`, by default TIMELINE_SERVER_BASED on object storage, DIRECT locally) is
+    TIMELINE_SERVER_BASED and names no running one. Returns (options, service)."""
     opts = {m.key: wo.options[m.key] for m in _MARKER_OPTIONS if m.key in wo.options}
+    opts[o.MARKERS_TYPE.key] = marker_type(table.base_path, opts)
     service = None
-    if o.MARKERS_TYPE.get(opts).upper() == TIMELINE_SERVER_BASED and not o.MARKERS_SERVICE_URL.get(opts):
+    if opts[o.MARKERS_TYPE.key] == TIMELINE_SERVER_BASED and not o.MARKERS_SERVICE_URL.get(opts):
         service = MarkerService.from_options(table.base_path, wo.options)
         opts[o.MARKERS_SERVICE_URL.key] = service.start()
     return opts, service

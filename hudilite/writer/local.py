@@ -85,7 +85,7 @@ class LocalPlanner(PlannerBase):
         self.rows = prepared
 
     def profile(self) -> None:
-        self.load_slices()
+        self.load_slices(self.batch_scope(pc.unique(self.rows.column(PART_COL)).to_pylist()))
         rows = self.rows
         if self.global_lookup:
             self.rows = rows = self._globalize(rows)

@@ -20,6 +20,7 @@ from hudilite.index import RangeIndex
 from hudilite.index.global_index import index_choice
 from hudilite.keygen import integer_key_column, partition_path_problem
 from hudilite.reader.planner import ReadPlan, table_schema
+from hudilite.storage import is_local
 from hudilite.table import HoodieTable
 from hudilite.writer.context import WriteContext
 from hudilite.writer.handle import merge_file_group
@@ -76,11 +77,26 @@ class PlannerBase:
     def overwrite(self) -> bool:
         return self.wo.operation.startswith("insert_overwrite")
 
-    def load_slices(self) -> None:
-        """The latest committed slices and the key-range index over their base files."""
+    def batch_scope(self, batch_partitions) -> set[str] | None:
+        """The partitions whose file groups a write of a batch with rows in `batch_partitions` needs, or None: all
+        of them. Only on object stores, where each file group's footer read costs requests: a partition-scoped
+        index matches keys within their own partition, so the others' groups play no part - except through a
+        global index, an overwrite of the whole table, and the average record size that sizes new files (from the
+        batch's partitions there; locally from all, as before)."""
+        if self.table is None or is_local(self.table.base_path):
+            return None
+        if self.choice.is_global or self.wo.operation not in ("insert", "upsert", "delete", "insert_overwrite"):
+            return None
+        return set(batch_partitions)
+
+    def load_slices(self, scope: set[str] | None = None) -> None:
+        """The latest committed slices (of the partitions in `scope`, default all) and the key-range index over
+        their base files."""
         if self.table is not None and self.table.timeline.completed():
-            view = self.table.view()
-            self.slices = view.latest_slices(self.table.partitions())
+            partitions, view = self.table.listed_view()
+            if scope is not None:
+                partitions = [p for p in partitions if p in scope]
+            self.slices = view.latest_slices(partitions)
             # from the same timeline as the slices (the transaction reloads the table later): logs of a group
             # in a pending compaction plan start the slice of the compaction instant
             self.log_bases = view.log_base_instants()
