@@ -29,17 +29,10 @@ def snapshot(path) -> list[tuple]:
     return sorted((r["id"], r["v"]) for t in parts for r in t.select(["id", "v"]).to_pylist())
 
 
-def hudi_rs_options(opts: dict) -> dict:
-    """Our storage options as hudi-rs takes them (object_store's keys)."""
-    return {"aws_endpoint": opts["endpoint"], "aws_access_key_id": opts["access_key_id"],
-            "aws_secret_access_key": opts["secret_access_key"], "aws_region": opts["region"],
-            "aws_allow_http": "true"}
-
-
 def hudi_rs_snapshot(path, opts) -> list[tuple]:
-    from hudi import HudiTableBuilder
+    from tests.hudi_rs import hudi_rs_table
 
-    batches = HudiTableBuilder.from_base_uri(path).with_storage_options(hudi_rs_options(opts)).build().read()
+    batches = hudi_rs_table(path, opts).read()
     return sorted((r["id"], r["v"]) for b in batches for r in b.select(["id", "v"]).to_pylist())
 
 
