@@ -39,6 +39,7 @@ hudi = pytest.importorskip("hudi")
 from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder  # noqa: E402
 
 import hudilite  # noqa: E402
+from tests.hudi_rs import hudi_rs_table  # noqa: E402
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -388,21 +389,21 @@ def queries(sc: Scenario, instants: list[str]) -> list[Query]:
     return qs
 
 
-def read_hudilite(spark, path: str, q: Query):
-    kw = {}
+def read_hudilite(spark, path: str, q: Query, storage_options: dict | None = None):
+    kw: dict = {"storage_options": storage_options}
     if q.incremental:
-        kw = {"begin": q.begin, "end": q.end}
+        kw |= {"begin": q.begin, "end": q.end}
         if q.begin is None and q.end is None:
             raise AssertionError("incremental query needs a bound")
     elif q.as_of is not None:
-        kw = {"as_of": q.as_of}
+        kw["as_of"] = q.as_of
     if q.filters:
         kw["filters"] = [tuple(f) for f in q.filters]
     return hudilite.read(spark, path, **kw)
 
 
-def read_hudi_rs(path: str, q: Query) -> list:
-    table = HudiTableBuilder.from_base_uri(path).build()
+def read_hudi_rs(path: str, q: Query, storage_options: dict | None = None) -> list:
+    table = hudi_rs_table(path, storage_options)
     opts = HudiReadOptions(filters=[tuple(f) for f in q.filters] or None)
     if q.incremental:
         opts = opts.with_query_type(HudiQueryType.Incremental)
@@ -520,17 +521,20 @@ class Built:
         return ["replacecommit" if s.operation.startswith("insert_overwrite") else "commit" for s in self.sc.steps]
 
 
-def build(spark, base_dir, sc: Scenario) -> Built:
+def build(spark, base_dir, sc: Scenario, storage_options: dict | None = None) -> Built:
+    """`base_dir`: a local directory, or an object store location (a URI string) with its `storage_options`,
+    which hudilite's writes and reads and hudi-rs (through its own options) reach it by."""
     from pyspark.sql import functions as F
 
-    path = str(base_dir / sc.name)
+    path = f"{base_dir}/{sc.name}" if isinstance(base_dir, str) else str(base_dir / sc.name)
     model = Model(sc)
     instants, stats = [], []
     for step in sc.steps:
         cols = step.columns or ALL_COLUMNS
         df = spark.createDataFrame([tuple(x[c] for c in cols) for x in step.rows], _spark_schema(cols))
         inst = hudilite.write(df, path, record_key=list(sc.record_key), precombine_field="ver",
-                              partition_by=sc.partition_by, operation=step.operation, options=sc.options)
+                              partition_by=sc.partition_by, operation=step.operation, options=sc.options,
+                              storage_options=storage_options)
         assert isinstance(inst, str) and len(inst) == 17 and inst.isdigit(), inst
         assert not instants or inst > instants[-1], (instants, inst)
         instants.append(str(inst))
@@ -542,7 +546,7 @@ def build(spark, base_dir, sc: Scenario) -> Built:
     frames = []
     for q in qs:
         try:
-            frames.append(read_hudilite(spark, path, q).withColumn("_q", F.lit(q.label)))
+            frames.append(read_hudilite(spark, path, q, storage_options).withColumn("_q", F.lit(q.label)))
         except Exception as e:  # noqa: BLE001 - reported by the tests of that query
             hl[q.label] = e
     hl_columns = [c for c in frames[0].columns if c != "_q"] if frames else []
@@ -560,12 +564,12 @@ def build(spark, base_dir, sc: Scenario) -> Built:
     rs, rs_columns = {}, {}
     for q in qs:
         try:
-            batches = read_hudi_rs(path, q)
+            batches = read_hudi_rs(path, q, storage_options)
             rs[q.label] = arrow_rows(batches)
             rs_columns[q.label] = [list(b.schema.names) for b in batches]
         except Exception as e:  # noqa: BLE001
             rs[q.label] = e
-    tl = HudiTableBuilder.from_base_uri(path).build().get_timeline()
+    tl = hudi_rs_table(path, storage_options).get_timeline()
     rs_timeline = sorted([(i.timestamp, i.action) for i in tl.get_completed_commits()]
                          + [(i.timestamp, i.action) for i in tl.get_completed_replacecommits()])
     return Built(sc, path, instants, stats, model, qs, hl, rs, rs_columns, hl_columns, rs_timeline)

@@ -45,8 +45,8 @@ def ours(path, **kw) -> list[tuple]:
     return _rows(pa.concat_tables(parts)) if parts else []
 
 
-def theirs(path, **kw) -> list[tuple]:
-    t = read_hudi_rs(path, **kw)
+def theirs(path, storage_options=None, **kw) -> list[tuple]:
+    t = read_hudi_rs(path, storage_options=storage_options, **kw)
     return _rows(t) if t is not None else []
 
 class Model:
@@ -78,7 +78,12 @@ def _spark_rows(df) -> list[tuple]:
 
 @pytest.mark.parametrize("block_format", ["avro", "parquet"])
 def test_mor_with_services_reads_identically(spark, tmp_path, block_format):
-    path = str(tmp_path / f"mor_{block_format}")
+    run_mor_with_services(spark, str(tmp_path / f"mor_{block_format}"), block_format)
+
+
+def run_mor_with_services(spark, path, block_format, so=None):
+    """The whole sequence on the table at `path`: a local directory, or an object store location with its
+    storage options `so` (bound to the path for the services; hudi-rs reads through its own options)."""
     opts = {"hoodie.logfile.data.block.format": block_format}
     model = Model()
     commits: list[str] = []
@@ -86,7 +91,8 @@ def test_mor_with_services_reads_identically(spark, tmp_path, block_format):
     def write(rows, op="upsert", extra=None):
         df = spark.createDataFrame([(i, ts, n, "eu" if i % 2 else "us") for i, ts, n in rows], SCHEMA)
         c = hudilite.write(df, path, record_key="id", precombine_field="ts", partition_by="region",
-                           operation=op, table_type="MERGE_ON_READ", options={**opts, **(extra or {})})
+                           operation=op, table_type="MERGE_ON_READ", options={**opts, **(extra or {})},
+                           storage_options=so)
         model.apply(rows, delete=op == "delete")
         commits.append(str(c))
         return c
@@ -98,9 +104,9 @@ def test_mor_with_services_reads_identically(spark, tmp_path, block_format):
 
     def check_now(ro_complete=False):
         k = len(commits) - 1
-        assert ours(path) == theirs(path) == model.at(k), f"snapshot after step {k}"
+        assert ours(path) == theirs(path, so) == model.at(k), f"snapshot after step {k}"
         ro = ours(path, read_optimized=True)
-        assert ro == theirs(path, read_optimized=True), f"read-optimized after step {k}"
+        assert ro == theirs(path, so, read_optimized=True), f"read-optimized after step {k}"
         if ro_complete:
             assert ro == model.at(k)
 
@@ -117,7 +123,7 @@ def test_mor_with_services_reads_identically(spark, tmp_path, block_format):
     assert ours(path) == model.at(k)
     # hudi-rs applies the format's visibility rule to log file names: a log named with the pending compaction
     # instant is invisible to it until the compaction completes (Java reads it; see docs/services.md)
-    assert theirs(path) == model.at(k - 1)
+    assert theirs(path, so) == model.at(k - 1)
     assert run_compaction(path) == [c]
     commits.insert(len(commits) - 1, c)  # the compaction's instant precedes the write above
     model.snaps.insert(len(model.snaps) - 1, dict(model.snaps[-2]))
@@ -145,24 +151,24 @@ def test_mor_with_services_reads_identically(spark, tmp_path, block_format):
 
     # time travel at every instant, incremental windows between consecutive instants and a long one
     for k, t in enumerate(commits):
-        assert ours(path, as_of=t) == theirs(path, as_of=t) == model.at(k), f"as_of step {k} ({t})"
+        assert ours(path, as_of=t) == theirs(path, so, as_of=t) == model.at(k), f"as_of step {k} ({t})"
     ooo = commits.index(c)  # the compaction completed after the write that followed it was requested
     for a in range(len(commits) - 1):
         b = a + 1
         want = model.incr(a, b)
-        assert theirs(path, begin=commits[a], end=commits[b]) == want, f"hudi-rs incremental ({a}, {b}]"
+        assert theirs(path, so, begin=commits[a], end=commits[b]) == want, f"hudi-rs incremental ({a}, {b}]"
         if ooo not in (a, b):
             assert ours(path, begin=commits[a], end=commits[b]) == want, f"incremental ({a}, {b}]"
     # hudilite orders incremental ranges by completion (reader/changes.py), hudi-rs v6 by instant time: they
     # agree on every window that does not end or start at the compaction that completed out of order
     assert ours(path, begin=commits[ooo - 1], end=commits[ooo + 1]) == model.incr(ooo - 1, ooo + 1) \
-        == theirs(path, begin=commits[ooo - 1], end=commits[ooo + 1])
+        == theirs(path, so, begin=commits[ooo - 1], end=commits[ooo + 1])
     want = model.incr(0, len(commits) - 1)
-    assert ours(path, begin=commits[0], end=commits[-1]) == theirs(path, begin=commits[0], end=commits[-1]) == want
+    assert ours(path, begin=commits[0], end=commits[-1]) == theirs(path, so, begin=commits[0], end=commits[-1]) == want
 
     # the Spark read agrees
-    assert _spark_rows(hudilite.read(spark, path)) == model.at(len(commits) - 1)
-    assert _spark_rows(hudilite.read(spark, path, as_of=commits[3])) == model.at(3)
+    assert _spark_rows(hudilite.read(spark, path, storage_options=so)) == model.at(len(commits) - 1)
+    assert _spark_rows(hudilite.read(spark, path, as_of=commits[3], storage_options=so)) == model.at(3)
 
     # clean: every retained instant still reads the same in both readers
     retained = 4
@@ -170,9 +176,9 @@ def test_mor_with_services_reads_identically(spark, tmp_path, block_format):
     assert cleaned
     n = len(commits)
     for k in range(n - retained, n):
-        assert ours(path, as_of=commits[k]) == theirs(path, as_of=commits[k]) == model.at(k), f"after clean {k}"
+        assert ours(path, as_of=commits[k]) == theirs(path, so, as_of=commits[k]) == model.at(k), f"after clean {k}"
     for a in range(n - retained, n - 1):
-        assert ours(path, begin=commits[a], end=commits[a + 1]) == theirs(path, begin=commits[a],
+        assert ours(path, begin=commits[a], end=commits[a + 1]) == theirs(path, so, begin=commits[a],
                                                                           end=commits[a + 1]) == model.incr(a, a + 1)
-    assert ours(path) == theirs(path) == model.at(n - 1)
-    assert ours(path, read_optimized=True) == theirs(path, read_optimized=True)
+    assert ours(path) == theirs(path, so) == model.at(n - 1)
+    assert ours(path, read_optimized=True) == theirs(path, so, read_optimized=True)

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 import hudilite
 from hudilite.errors import (CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError,
                              TableNotFoundError)
+from hudilite.storage import storage_for
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DOC = os.path.join(ROOT, "docs", "bad-input.md")
@@ -452,21 +453,20 @@ def _props(p):
     return os.path.join(p, ".hoodie", "hoodie.properties")
 
 
+# damage goes through the storage seam, so that the same cases run on an object store (tests/s3)
 def _rewrite(path, fn):
-    with open(path, "rb") as f:
-        data = f.read()
-    with open(path, "wb") as f:
-        f.write(fn(data))
+    store = storage_for(path)
+    store.write_bytes(path, fn(store.read_bytes(path)))
 
 
 def _last(p, suffix):
-    names = sorted(n for n in os.listdir(os.path.join(p, ".hoodie")) if n.endswith(suffix))
-    return os.path.join(p, ".hoodie", names[-1])
+    meta = os.path.join(p, ".hoodie")
+    names = sorted(n for n in storage_for(p).listdir(meta) if n.endswith(suffix))
+    return os.path.join(meta, names[-1])
 
 
 def _base_file(p):
-    return sorted(os.path.join(r, f) for r, _, fs in os.walk(p) if ".hoodie" not in r
-                  for f in fs if f.endswith(".parquet"))[-1]
+    return sorted(f for f in storage_for(p).walk_files(p) if "/.hoodie/" not in f and f.endswith(".parquet"))[-1]
 
 
 def read_and_write(p):
@@ -544,7 +544,7 @@ def props_bad_checksum(p):
 
 
 @case("damaged properties", "hoodie.properties missing, timeline present", CorruptTableError,
-      "hoodie.properties is missing", setup=lambda p: os.unlink(_props(p)))
+      "hoodie.properties is missing", setup=lambda p: storage_for(p).delete(_props(p)))
 def props_missing(p):
     read_and_write(p)
 
@@ -673,8 +673,7 @@ def cli_misspelled_option(p):
 
 def _garbled_intent(p):
     parent, name = os.path.split(p)
-    with open(os.path.join(parent, f".{name}.hudilite-swap"), "w") as f:
-        f.write('{"staging": ".tbl.hudilite-rebu')
+    storage_for(p).write_bytes(os.path.join(parent, f".{name}.hudilite-swap"), b'{"staging": ".tbl.hudilite-rebu')
 
 
 @case("concurrent misuse", "a rebuild's swap intent beside the table left garbled (a swap in flight)",
