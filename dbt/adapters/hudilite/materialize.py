@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import os
 import re
 import threading
 import time
@@ -29,8 +28,8 @@ from dbt.adapters.hudilite.run_state import model_key
 from dbt.adapters.hudilite.strategies import with_row_id
 from hudilite import metastore as ms
 from hudilite import options as o
-from hudilite.storage import normalize_path
 from hudilite.sql_merge import latest_per_key
+from hudilite.storage import normalize_path
 
 logger = AdapterLogger("Hudilite")
 
