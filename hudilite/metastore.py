@@ -31,6 +31,12 @@ schema carries the table path (field metadata `hudilite.path`, which the data so
 properties (`hudilite.catalog`, JSON on the first field, which `describe` reads). The entry changes only
 when the columns or properties do; nothing is re-pointed per commit. Reading it needs the data source
 registered in the session (`hudilite.register(spark)`; every session the adapter opens does).
+
+A table on **object storage** (`s3://`) has no hard links, and pyspark's JVM has no Hadoop file system for
+`s3://` (no hadoop-aws): its entry, copy-on-write too, is the same data source entry. Spark's Hive catalog keeps a
+data source table's location in its storage properties without opening it (only the schema's LOCATION is
+created and checked, so the adapter puts an object-store warehouse's schemas in the local metastore
+directory), and every read goes through the data source and the core's storage backend.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from hudilite.columns import is_system_column
 from hudilite.reader.planner import plan_read
 from hudilite.spark.datasource import PATH_KEY  # field metadata the data source reads the table path from
 from hudilite.spark.schema import arrow_to_spark
+from hudilite.storage import is_local
 
 SNAPSHOT_DIR = auxfiles.relative(auxfiles.CATALOG)
 KEEP_SNAPSHOTS = 2
@@ -120,6 +127,9 @@ def publish(spark, schema: str, identifier: str, path: str, visible: list[str], 
     if plan.table.config.table_type == "MERGE_ON_READ":
         _publish_merged(spark, schema, identifier, path, cols, props, entry, sql)
         return "(merge-on-read)"
+    if not is_local(path):
+        _publish_merged(spark, schema, identifier, path, cols, props, entry, sql)
+        return "(object storage, read through the hudilite data source)"
     snap = publish_snapshot(path, instant, plan.base_files)
     all_props = {**props, PROP_PATH: path, PROP_INSTANT: instant, PROP_SNAPSHOT: snap}
     name = qualified(schema, identifier)

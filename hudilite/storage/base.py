@@ -317,6 +317,13 @@ def capture_bindings(path: str) -> tuple[tuple[str, dict], ...]:
                      if path == loc or path.startswith(loc + "/"))
 
 
+def capture_all_bindings() -> tuple[tuple[str, dict], ...]:
+    """Every binding of this process, as `capture_bindings` gives them: for code that runs in other processes
+    before it knows its table (the Spark data source of catalog entries, registered once per session)."""
+    with _REGISTRY_LOCK:
+        return tuple((loc, dict(o)) for loc, o in sorted(_BOUND_OPTIONS.items()))
+
+
 def install_bindings(bindings: tuple[tuple[str, dict], ...]) -> None:
     """Bind what `capture_bindings` captured, in this process. Idempotent and cheap when repeated: a worker
     process runs many tasks, and each call only compares keys; a location bound with other options (another

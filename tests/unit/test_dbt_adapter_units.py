@@ -53,8 +53,32 @@ def test_profile(tmp_path):
         "/p") == "/abs/w"
     with pytest.raises(DbtRuntimeError, match="database"):
         HudiliteCredentials.from_dict({"schema": "s", "database": "other"})
-    with pytest.raises(DbtRuntimeError, match="only local"):
-        HudiliteCredentials.from_dict({"schema": "s", "warehouse": "s3://b/w"}).resolve_warehouse("/p")
+    s3 = HudiliteCredentials.from_dict({"schema": "s", "warehouse": "s3://b//w/", "metastore_dir": "cat",
+                                        "storage_options": {"endpoint": "http://127.0.0.1:9", "region": "r",
+                                                            "access_key_id": "AKID", "secret_access_key": "SECRET"}})
+    assert s3.resolve_warehouse("/p") == "s3://b/w"
+    assert s3.resolve_metastore_dir("s3://b/w", "/p") == "/p/cat"
+    assert HudiliteCredentials.from_dict({"schema": "s", "warehouse": "s3a://b/w"}).resolve_metastore_dir(
+        "s3a://b/w", "/p") == "/p/warehouse/.metastore"
+    assert c.resolve_metastore_dir(str(tmp_path / "wh"), str(tmp_path)) == str(tmp_path / "wh" / ".metastore")
+    with pytest.raises(DbtRuntimeError, match=r"no storage backend for gs://.*supported: local .* s3://"):
+        HudiliteCredentials.from_dict({"schema": "s", "warehouse": "gs://b/w"}).resolve_warehouse("/p")
+    with pytest.raises(DbtRuntimeError, match="storage_options apply to an object-store warehouse"):
+        HudiliteCredentials.from_dict({"schema": "s", "storage_options": {"region": "r"}}).resolve_warehouse("/p")
+
+
+def test_storage_options_are_redacted_in_connection_info():
+    """`dbt debug` prints connection_info: the endpoint and region show, keys and secrets never."""
+    creds = HudiliteCredentials.from_dict({
+        "schema": "s", "warehouse": "s3://b/w",
+        "storage_options": {"endpoint": "http://127.0.0.1:9", "region": "r", "access_key_id": "AKID",
+                            "secret_access_key": "SECRET", "session_token": "TOKEN"}})
+    info = dict(creds.connection_info())
+    assert info["warehouse"] == "s3://b/w"
+    assert info["storage_options"] == {"endpoint": "http://127.0.0.1:9", "region": "r", "access_key_id": "***",
+                                       "secret_access_key": "***", "session_token": "***"}
+    text = repr(list(creds.connection_info(with_aliases=True)))
+    assert "SECRET" not in text and "AKID" not in text and "TOKEN" not in text
 
 
 def test_snapshot_directories_hold_links_to_exactly_the_committed_files(tmp_path):

@@ -19,6 +19,7 @@ from dbt.adapters.hudilite.model_config import ModelSpec
 from dbt.adapters.hudilite.response import error_text
 from hudilite import metastore as ms
 from hudilite.metastore import CatalogEntry
+from hudilite.storage import is_local, normalize_path, storage_for
 
 logger = AdapterLogger("Hudilite")
 
@@ -30,15 +31,33 @@ class CatalogMixin:
     def table_path(self, schema: str, identifier: str, spec: Optional[ModelSpec] = None) -> str:
         if spec is not None and spec.location_root:
             root = spec.location_root
+            if not is_local(root):
+                return normalize_path(f"{root.rstrip('/')}/{identifier}")
             if root.startswith("file://"):
                 root = root[len("file://"):]
             if not os.path.isabs(root):
-                root = os.path.join(self.warehouse, root)
+                root = self._join(self.warehouse, root)
+                if not is_local(root):
+                    return normalize_path(f"{root}/{identifier}")
             return os.path.normpath(os.path.join(root, identifier))
-        return os.path.join(self.warehouse, schema, identifier)
+        return self._join(self.warehouse, schema, identifier)
 
     def schema_path(self, schema: str) -> str:
-        return os.path.join(self.warehouse, schema)
+        return self._join(self.warehouse, schema)
+
+    @staticmethod
+    def _join(base: str, *parts: str) -> str:
+        # os.path.join on a URI would be wrong on no platform we run, but normpath collapses its `//`
+        return os.path.join(base, *parts) if is_local(base) else "/".join([base.rstrip("/"), *parts])
+
+    def schema_location(self, schema: str) -> str:
+        """The LOCATION of the schema in the catalog. The metastore creates and checks it through Hadoop's file
+        systems, and pyspark's JVM has none for s3:// (no hadoop-aws): an object-store warehouse's schemas are
+        catalog-only directories under the local metastore dir. Its tables' entries name their s3:// location
+        and are read through the hudilite data source (hudilite/metastore.py), so the JVM never opens it."""
+        if is_local(self.warehouse):
+            return self.schema_path(schema)
+        return os.path.join(self.metastore_dir, "schemas", f"{schema}.db")
 
     qualified = staticmethod(ms.qualified)
 
@@ -61,15 +80,19 @@ class CatalogMixin:
         return out
 
     def create_schema(self, schema: str) -> None:
-        path = self.schema_path(schema)
+        path = self.schema_location(schema)
         os.makedirs(path, exist_ok=True)
         self.sql(f"CREATE SCHEMA IF NOT EXISTS {ms.quote_ident(schema)} LOCATION {ms.sql_string(path)}")
 
     def drop_schema(self, schema: str) -> None:
         self.sql(f"DROP SCHEMA IF EXISTS {ms.quote_ident(schema)} CASCADE")
         path = self.schema_path(schema)
-        if os.path.isdir(path):  # hudilite tables are external to the metastore: remove their data too
-            shutil.rmtree(path, ignore_errors=True)
+        if is_local(path):
+            if os.path.isdir(path):  # hudilite tables are external to the metastore: remove their data too
+                shutil.rmtree(path, ignore_errors=True)
+        else:
+            storage_for(path).delete_tree(path)
+            shutil.rmtree(self.schema_location(schema), ignore_errors=True)
 
     def drop_relation(self, schema: str, identifier: str, rel_type: Optional[str] = None) -> None:
         entry = self.describe(schema, identifier)
@@ -82,8 +105,11 @@ class CatalogMixin:
             return
         self.sql(f"DROP {'VIEW' if entry.kind == 'VIEW' else 'TABLE'} IF EXISTS {name}")
         path = entry.path
-        if path and os.path.isfile(os.path.join(path, ".hoodie", "hoodie.properties")):
-            shutil.rmtree(path, ignore_errors=True)
+        if path and is_local(path):
+            if os.path.isfile(os.path.join(path, ".hoodie", "hoodie.properties")):
+                shutil.rmtree(path, ignore_errors=True)
+        elif path and storage_for(path).exists(f"{path}/.hoodie/hoodie.properties"):
+            storage_for(path).delete_tree(path)
 
     def publish(self, schema: str, identifier: str, path: str, visible: List[str],
                 props: Dict[str, str], entry: Optional[CatalogEntry]) -> None:

@@ -122,12 +122,13 @@ class HudiliteConnectionManager(SparkConnectionManager):
     def environment(cls, credentials: HudiliteCredentials, project_root: Optional[str]):
         """The process-wide environment for these credentials (the SparkSession inside it opens lazily)."""
         warehouse = credentials.resolve_warehouse(project_root)
-        key = (warehouse, credentials.master, tuple(sorted(credentials.spark_conf.items())),
-               credentials.reuse_session)
+        metastore_dir = credentials.resolve_metastore_dir(warehouse, project_root)
+        key = (warehouse, metastore_dir, credentials.master, tuple(sorted(credentials.spark_conf.items())),
+               repr(sorted(credentials.storage_options.items())), credentials.reuse_session)
         with cls._env_lock:
             env = cls._ENVS.get(key)
             if env is None:
-                env = HudiliteEnvironment(credentials, warehouse)
+                env = HudiliteEnvironment(credentials, warehouse, metastore_dir)
                 cls._ENVS[key] = env
             return env
 

@@ -7,7 +7,12 @@
           type: hudilite
           schema: analytics          # the Spark database models are built in
           warehouse: warehouse       # tables live in <warehouse>/<schema>/<identifier>; relative paths are
-                                     # relative to the dbt project directory (default: <project>/warehouse)
+                                     # relative to the dbt project directory (default: <project>/warehouse);
+                                     # or on object storage: s3://bucket/prefix (docs/storage.md)
+          storage_options: {}        # s3:// warehouses: endpoint, region, access_key_id, ... (the keys of
+                                     # hudilite.write(storage_options=); left out: the AWS environment)
+          metastore_dir: ...         # the local catalog (Derby metastore, lock, Spark log); default
+                                     # <warehouse>/.metastore, for an s3:// warehouse <project>/warehouse/.metastore
           master: "local[*]"         # any Spark master URL (spark://host:7077, yarn, ...)
           spark_conf: {}             # extra Spark settings for the session
           spark_logs: false          # true: Spark's own log on the console (else <warehouse>/.metastore/spark.log)
@@ -24,12 +29,17 @@ from dbt.adapters.contracts.connection import Credentials
 from dbt.flags import get_flags
 from dbt_common.exceptions import DbtRuntimeError
 
+from hudilite.storage import is_local, normalize_path, registered_storage, scheme_of
+
 
 @dataclass
 class HudiliteCredentials(Credentials):
     schema: Optional[str] = None  # type: ignore[assignment]  # required (checked below)
     database: Optional[str] = None  # type: ignore[assignment]  # Spark: database == schema
     warehouse: Optional[str] = None
+    # how to reach an object-store warehouse (hudilite.storage.bind_storage_options); may hold credentials
+    storage_options: Dict[str, Any] = field(default_factory=dict)
+    metastore_dir: Optional[str] = None
     master: str = "local[*]"
     spark_conf: Dict[str, Any] = field(default_factory=dict)
     # Reuse a SparkSession already running in this process (notebooks, tests) instead of building one.
@@ -58,6 +68,7 @@ class HudiliteCredentials(Credentials):
         if self.reuse_session not in ("auto", "never"):
             raise DbtRuntimeError("hudilite profile: `reuse_session` must be 'auto' or 'never'")
         self.spark_conf = {str(k): str(v) for k, v in (self.spark_conf or {}).items()}
+        self.storage_options = {str(k): v for k, v in (self.storage_options or {}).items()}
 
     @property
     def type(self) -> str:
@@ -68,11 +79,15 @@ class HudiliteCredentials(Credentials):
         return self.warehouse or "warehouse"
 
     def _connection_keys(self) -> Tuple[str, ...]:
-        return ("schema", "warehouse", "master", "spark_conf")
+        return ("schema", "warehouse", "storage_options", "master", "spark_conf")
 
     def connection_info(self, *, with_aliases: bool = False) -> Iterable[Tuple[str, Any]]:
         for k, v in super().connection_info(with_aliases=with_aliases):
-            yield k, (self.resolve_warehouse(None) if k == "warehouse" else v)
+            if k == "warehouse":
+                v = self.resolve_warehouse(None)
+            elif k == "storage_options":
+                v = redacted(v)
+            yield k, v
         try:
             import pyspark
 
@@ -88,18 +103,54 @@ class HudiliteCredentials(Credentials):
         return bool(self.spark_logs)
 
     def resolve_warehouse(self, project_root: Optional[str]) -> str:
-        """Absolute warehouse directory: relative paths are relative to the dbt project directory."""
+        """Absolute warehouse directory (relative paths are relative to the dbt project directory), or the
+        normalized URI of a warehouse on a scheme with a storage backend (`s3://bucket/prefix`)."""
         root = project_root or project_dir_hint()
         wh = self.warehouse or "warehouse"
-        if "://" in wh and not wh.startswith("file://"):
+        scheme = scheme_of(wh)
+        if scheme not in ("", "file"):
+            if registered_storage(scheme) is None:
+                hint = (" (install the `s3` extra: pip install 'hudilite[s3]')" if scheme in ("s3", "s3a")
+                        else "")
+                raise DbtRuntimeError(
+                    f"hudilite profile: warehouse {wh!r}: no storage backend for {scheme}:// paths{hint}; "
+                    "supported: local (or locally mounted) paths, s3:// and s3a://")
+            return normalize_path(wh)
+        if self.storage_options:
             raise DbtRuntimeError(
-                f"hudilite profile: warehouse {wh!r}: only local (or locally mounted) paths are supported")
+                f"hudilite profile: storage_options apply to an object-store warehouse (s3://...), not to the "
+                f"local warehouse {wh!r}")
         if wh.startswith("file://"):
             wh = wh[len("file://"):]
         wh = os.path.expanduser(wh)
         if not os.path.isabs(wh):
             wh = os.path.join(root, wh)
         return os.path.normpath(wh)
+
+    def resolve_metastore_dir(self, warehouse: str, project_root: Optional[str]) -> str:
+        """The local directory of the catalog (Derby metastore, warehouse lock, Spark's log): `metastore_dir`,
+        else `<warehouse>/.metastore`; an object-store warehouse keeps it in `<project>/warehouse/.metastore`
+        (Derby and the lock need a local file system)."""
+        root = project_root or project_dir_hint()
+        if self.metastore_dir:
+            d = os.path.expanduser(self.metastore_dir)
+            return os.path.normpath(d if os.path.isabs(d) else os.path.join(root, d))
+        if is_local(warehouse):
+            return os.path.join(warehouse, ".metastore")
+        return os.path.join(root, "warehouse", ".metastore")
+
+
+# storage options shown as they are in `dbt debug` and logs; every other value (keys, secrets, tokens) is masked
+_PLAIN_OPTIONS = frozenset({"endpoint", "endpoint_url", "aws_endpoint", "region", "aws_region", "path_style",
+                            "aws_virtual_hosted_style_request", "allow_http", "aws_allow_http", "max_retries",
+                            "retry_timeout_s", "backoff_init_ms", "backoff_max_ms"})
+
+
+def redacted(options: Any) -> Any:
+    """`storage_options` fit for logs: credentials (any key not known to be harmless) replaced by '***'."""
+    if not isinstance(options, dict):
+        return options
+    return {k: (v if str(k).lower() in _PLAIN_OPTIONS else "***") for k, v in options.items()}
 
 
 def project_dir_hint() -> str:

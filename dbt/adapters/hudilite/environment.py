@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Optional
+
+from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.hudilite.catalog import CatalogMixin
 from dbt.adapters.hudilite.dml import DmlMixin
@@ -17,13 +20,21 @@ from dbt.adapters.hudilite.materialize import MaterializeMixin
 from dbt.adapters.hudilite.run_state import RunState
 from dbt.adapters.hudilite.session import SessionMixin
 from dbt.adapters.hudilite.strategies import StrategiesMixin
+from hudilite.storage import bind_storage_options
 
 
 class HudiliteEnvironment(SessionMixin, CatalogMixin, DmlMixin, MaterializeMixin, StrategiesMixin):
-    def __init__(self, credentials, warehouse: str) -> None:
+    def __init__(self, credentials, warehouse: str, metastore_dir: Optional[str] = None) -> None:
         self.credentials = credentials
         self.warehouse = warehouse
-        self.metastore_dir = os.path.join(warehouse, ".metastore")
+        self.metastore_dir = metastore_dir or os.path.join(warehouse, ".metastore")
+        if credentials.storage_options:
+            # every table under the warehouse (and the Spark tasks that write or read them) reach the store
+            # with the profile's options; the process-wide s3:// backend (AWS environment) serves the rest
+            try:
+                bind_storage_options(warehouse, credentials.storage_options)
+            except ValueError as e:  # an unknown key: named, its value never shown
+                raise DbtRuntimeError(f"hudilite profile: storage_options: {e}") from None
         self._spark = None
         self._lock = threading.RLock()
         self.catalog_kind = "not started"

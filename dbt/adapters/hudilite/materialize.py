@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import os
 import re
 import threading
 import time
@@ -30,6 +29,7 @@ from dbt.adapters.hudilite.strategies import with_row_id
 from hudilite import metastore as ms
 from hudilite import options as o
 from hudilite.sql_merge import latest_per_key
+from hudilite.storage import normalize_path
 
 logger = AdapterLogger("Hudilite")
 
@@ -59,7 +59,7 @@ class MaterializeMixin:
         with self._table_lock(schema, identifier):
             entry = self.describe(schema, identifier)
             path = self.table_path(schema, identifier, spec)
-            if entry is not None and entry.path and os.path.normpath(entry.path) != path:
+            if entry is not None and entry.path and normalize_path(entry.path) != path:
                 logger.warning(f"hudilite: {schema}.{identifier} moves from {entry.path} to {path}")
             if kind == "incremental" and not spec.full_refresh:
                 spec = self._rebuild_if_upstream_rebuilt(schema, identifier, spec)
@@ -79,7 +79,7 @@ class MaterializeMixin:
 
             incremental = (kind == "incremental" and entry is not None and entry.is_hudilite
                            and entry.kind == "TABLE" and not spec.full_refresh
-                           and os.path.normpath(entry.path or "") == path and hudilite.Table.exists(path))
+                           and normalize_path(entry.path or "") == path and hudilite.Table.exists(path))
             if incremental:
                 return self._incremental(schema, identifier, path, df, spec, entry)
             return self._build(schema, identifier, path, df, spec, entry)

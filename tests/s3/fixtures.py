@@ -1,4 +1,7 @@
-"""A real S3 server for the session (SeaweedFS on loopback, tests/s3/server.py) and a fresh bucket per test."""
+"""A real S3 server for the session (SeaweedFS on loopback, tests/s3/server.py) and a fresh bucket per test.
+
+Imported by tests/conftest.py, so tests/s3 and the dbt functional tests share one server per session; it starts
+only when a test asks for it."""
 
 import uuid
 
