@@ -3,7 +3,8 @@ import sys
 
 import pytest
 
-from tests.s3.fixtures import s3_admin, s3_bucket, s3_root, s3_server, s3_storage  # noqa: F401 - shared fixtures
+from tests.s3.fixtures import (  # noqa: F401 - shared fixtures
+    s3_admin, s3_bucket, s3_root, s3_server, s3_storage, s3_tables)
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 SHARED = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
