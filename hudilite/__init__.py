@@ -39,17 +39,17 @@ def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), oper
 
 
 def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False, ready_only=False,
-         completion_bounds=False, storage_options=None):
+         completion_bounds=False, columns=None, storage_options=None):
     """Read the table at `path`: latest snapshot, time travel `as_of`, or incremental `(begin, end]` (completion
     order). Merge-on-read tables merge base and log files; `read_optimized=True` reads their base files only.
     `ready_only=True` reads only the partitions a commit marked ready (write-audit-publish).
     `completion_bounds=True`: `begin`/`end` are completion times — the positions `Table.position()`
     returns — rather than instant times (on a version-6 table a bare time is read as an instant position, which
-    skips a write requested before the checkpoint that completed after it). `storage_options`: as for
-    `write`. `Table.read`."""
+    skips a write requested before the checkpoint that completed after it). `columns`: only these columns (pruned
+    in the scan). `storage_options`: as for `write`. `Table.read`."""
     t = Table(path, spark=spark, storage_options=storage_options)
     return t.read(as_of=as_of, begin=begin, end=end, filters=filters, read_optimized=read_optimized,
-                  ready_only=ready_only, completion_bounds=completion_bounds)
+                  ready_only=ready_only, completion_bounds=completion_bounds, columns=columns)
 
 
 def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_image=False, filters=None,

@@ -204,14 +204,16 @@ class Table:
 
     # ---- reading -------------------------------------------------------------------------
     def read(self, *, as_of=None, begin=None, end=None, filters=None, read_optimized: bool = False,
-             ready_only: bool = False, completion_bounds: bool = False, spark=None):
+             ready_only: bool = False, completion_bounds: bool = False, columns=None, spark=None):
         """A Spark DataFrame: the latest snapshot, time travel `as_of` (an instant time), or incremental
         `(begin, end]` in completion order (`completion_bounds=True`: the bounds are completion times, the
         positions `position()` returns). `read_optimized`: merge-on-read base files only. `ready_only`: only
-        partitions a commit marked ready (write-audit-publish)."""
+        partitions a commit marked ready (write-audit-publish). `columns`: only these columns, pruned in the
+        scan of files without log records (the way to prune columns on object stores read by the Arrow scan)."""
         s = self._spark(spark)
         return _spark_read(s, self._path, as_of=as_of, begin=begin, end=end, filters=filters,
-                           read_optimized=read_optimized, ready_only=ready_only, completion_bounds=completion_bounds)
+                           read_optimized=read_optimized, ready_only=ready_only, completion_bounds=completion_bounds,
+                           columns=columns)
 
     def as_of(self, instant, *, filters=None, spark=None):
         """The snapshot as of `instant` (time travel)."""

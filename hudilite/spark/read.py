@@ -21,22 +21,38 @@ from hudilite.spark.schema import arrow_to_spark
 from hudilite.storage import capture_bindings, install_bindings, storage_for
 
 
-def plan_to_dataframe(spark, plan: ReadPlan):
+def plan_to_dataframe(spark, plan: ReadPlan, columns=None):
     """Slices without log files: Spark's native parquet scan. Slices with log files (merge-on-read): their base
     files natively scanned minus the rows log records supersede, plus the winning log rows (`spark_merge`;
     the whole slice merged in Python workers if base file names are ambiguous). The union, with the plan's
-    filters."""
+    filters. `columns`: only these columns, in this order; files without log records to merge are scanned for
+    them (and the filters' columns) alone - Spark cannot push a later select() into the Arrow scan of object
+    stores, so this is where such reads prune columns."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
     schema = arrow_to_spark(plan.schema)
+    keep = None
+    if columns is not None:
+        columns = list(columns)
+        unknown = [c for c in columns if c not in schema.fieldNames()]
+        if unknown:
+            raise ValueError(f"columns {unknown} are not in the table (its columns: {', '.join(schema.fieldNames())})")
+        need = set(columns) | {c for c, _op, _v in plan.filters}
+        if plan.query == "incremental":
+            need.add("_hoodie_commit_time")
+        keep = [f.name for f in schema.fields if f.name in need]
     files = plan.plain_files
     merged = plan.merged_slices
     if not files and not merged:
-        return spark.createDataFrame([], schema)
+        empty = spark.createDataFrame([], schema)
+        return empty.select(*[F.col(f"`{c}`") for c in columns]) if columns is not None else empty
     check = _type_overrides_fn(plan, schema)
+    plain_schema = StructType([f for f in schema.fields if f.name in keep]) if keep is not None else schema
 
     def scan(paths, row_ids=False):
-        d = _scan(spark, schema, paths, check_file_types=check, row_ids=row_ids)
+        # row_ids: base files of merged slices, whose rows the merge matches by position on the full schema
+        d = _scan(spark, schema if row_ids else plain_schema, paths, check_file_types=check, row_ids=row_ids)
         if plan.query == "incremental" and plan.commit_times is not None:
             times = plan.commit_times
             d = d.filter(F.col("_hoodie_commit_time").isin(times)) if times else d.limit(0)
@@ -58,11 +74,16 @@ def plan_to_dataframe(spark, plan: ReadPlan):
                                    riders=riders)
         else:
             mdf = _merged(spark, plan, schema, merged)
+        if keep is not None:
+            mdf = mdf.select(*[F.col(f"`{c}`") for c in keep])
         df = mdf if df is None else df.unionByName(mdf)
     if small:
         sdf = _merged(spark, plan, schema, small)
+        if keep is not None:
+            sdf = sdf.select(*[F.col(f"`{c}`") for c in keep])
         df = sdf if df is None else df.unionByName(sdf)
-    return apply_filters(df, plan.filters)
+    df = apply_filters(df, plan.filters)
+    return df.select(*[F.col(f"`{c}`") for c in columns]) if columns is not None else df
 
 
 # Merge-on-read slices whose base and log files total at most this many bytes (Spark conf SMALL_SLICE_CONF) are
@@ -369,7 +390,7 @@ def _scan(spark, schema, files, *, check_file_types=True, row_ids: bool = False)
 
 
 def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False, ready_only=False,
-         completion_bounds=False):
+         completion_bounds=False, columns=None):
     """Snapshot (latest or `as_of`) or incremental `(begin, end]` read as a Spark DataFrame; `read_optimized`
     reads merge-on-read tables from their base files only; `ready_only` reads only partitions a commit marked
     ready (hudilite.ready.ready_partitions)."""
@@ -378,4 +399,4 @@ def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_op
     if ready_only:
         ready = ready_partitions(plan.table, as_of=plan.as_of if plan.query == "snapshot" and as_of else None)
         plan.slices = [s for s in plan.slices if s.partition in ready]
-    return plan_to_dataframe(spark, plan)
+    return plan_to_dataframe(spark, plan, columns)
