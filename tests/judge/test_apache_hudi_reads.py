@@ -17,6 +17,8 @@ import hudilite
 from hudilite import Table
 from hudilite.reader.merge import SliceDesc, merge_slice
 from hudilite.reader.planner import plan_read
+from hudilite.services.clean import last_clean
+from tests.judge.conftest import JudgeError
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -70,7 +72,13 @@ def agree(judge, path, *, read_optimized=False) -> None:
     if read_optimized:
         assert _proj(judge.read_optimized(path)) == ours(path, read_optimized=True), "read-optimized"
     instants = completed(path)
+    lc = last_clean(Table(path).timeline)
+    retained = (lc or {}).get("earliestCommitToRetain") or ""
     for t in instants:
+        if t < retained:  # Hudi refuses time travel to where the cleaner removed files
+            with pytest.raises(JudgeError, match="Cleaner cleaned up the timestamp of interest"):
+                judge.as_of(path, t)
+            continue
         assert _proj(judge.as_of(path, t)) == ours(path, as_of=t), f"time travel as of {t}"
     bounds = list(zip(instants, instants[1:])) + [(instants[0], instants[-1])]
     for b, e in bounds:
