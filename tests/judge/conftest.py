@@ -7,7 +7,6 @@ import json
 import os
 import select
 import subprocess
-import sys
 
 import pytest
 
