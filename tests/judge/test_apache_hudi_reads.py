@@ -1,0 +1,140 @@
+"""Apache Hudi 1.2 (Spark 3.5 bundle, the `hudi_judge` fixture) as the judge of our version-6 tables, both ways.
+
+* It reads tables WE write (copy-on-write and merge-on-read: inserts, upserts, deletes, a compaction, a
+  clustering, a clean and an archival) with the same snapshot, time travel at every retained instant and
+  incremental ranges as hudilite's reader (the per-slice merge the Spark read runs, driven here in-process).
+* It WRITES version-6 tables (`hoodie.write.table.version=6`, no metadata table: hudilite does not maintain
+  one) that we read identically and then keep writing on; then it reads our commits on top of its own.
+Our writes are driver-local Arrow writes (no Spark in this process).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import hudilite
+from hudilite import Table
+from hudilite.reader.merge import SliceDesc, merge_slice
+from hudilite.reader.planner import plan_read
+from hudilite.services.clean import last_clean
+from tests.judge.conftest import JudgeError
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+COLS = ("id", "ts", "name")
+DDL = "id long, ts long, name string, region string"
+LAYOUT = dict(record_key="id", precombine_field="ts", partition_by="region")
+
+
+def _region(i: int) -> str:
+    return "eu" if i % 2 else "us"
+
+
+def _arrow(rows) -> pa.Table:
+    return pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
+                     "ts": pa.array([r[1] for r in rows], pa.int64()),
+                     "name": pa.array([r[2] for r in rows], pa.string()),
+                     "region": pa.array([_region(r[0]) for r in rows], pa.string())})
+
+
+def _dicts(rows) -> list[dict]:
+    return [{"id": i, "ts": ts, "name": n, "region": _region(i)} for i, ts, n in rows]
+
+
+def _proj(rows) -> list[tuple]:
+    return sorted(tuple(r[c] for c in COLS) for r in rows)
+
+
+def ours(path, **kw) -> list[tuple]:
+    plan = plan_read(path, **kw)
+    spec = plan.merge_spec()
+    parts = [merge_slice(SliceDesc.of(s), spec) for s in plan.slices]
+    return _proj(pa.concat_tables(parts).select(list(COLS)).to_pylist()) if parts else []
+
+
+def hudi_opts(table_type: str, operation: str, **extra) -> dict:
+    return {"hoodie.table.name": "judge", "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "region",
+            "hoodie.datasource.write.table.type": table_type, "hoodie.datasource.write.operation": operation,
+            "hoodie.write.table.version": "6", "hoodie.write.auto.upgrade": "false", "hoodie.metadata.enable": "false",
+            **extra}
+
+
+def completed(path) -> list[str]:
+    return [i.timestamp for i in Table(path).timeline.completed()]
+
+
+def agree(judge, path, *, read_optimized=False) -> None:
+    """Snapshot, time travel at every retained instant and incremental ranges (consecutive instants and the
+    whole active timeline): Apache Hudi's answer equals ours."""
+    assert _proj(judge.read(path)) == ours(path), "snapshot"
+    if read_optimized:
+        assert _proj(judge.read_optimized(path)) == ours(path, read_optimized=True), "read-optimized"
+    instants = completed(path)
+    lc = last_clean(Table(path).timeline)
+    retained = (lc or {}).get("earliestCommitToRetain") or ""
+    for t in instants:
+        if t < retained:  # Hudi refuses time travel to where the cleaner removed files
+            with pytest.raises(JudgeError, match="Cleaner cleaned up the timestamp of interest"):
+                judge.as_of(path, t)
+            continue
+        assert _proj(judge.as_of(path, t)) == ours(path, as_of=t), f"time travel as of {t}"
+    bounds = list(zip(instants, instants[1:])) + [(instants[0], instants[-1])]
+    for b, e in bounds:
+        assert _proj(judge.incremental(path, b, e)) == ours(path, begin=b, end=e), f"incremental ({b}, {e}]"
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_hudi_reads_our_v6_tables(hudi_judge, tmp_path, table_type):
+    path = str(tmp_path / table_type.lower())
+    t = Table.create(path, **LAYOUT, table_type=table_type)
+
+    def write(rows, op="upsert", **opts):
+        return hudilite.write(_arrow(rows), path, **LAYOUT, operation=op, table_type=table_type, options=opts)
+
+    write([(i, 1, f"n{i}") for i in range(12)], "insert")
+    write([(1, 2, "u1"), (2, 2, "u2"), (20, 1, "n20")])
+    write([(3, 3, None), (4, 3, None)], "delete")
+    if table_type == "MERGE_ON_READ":
+        assert t.services.compact(force=True)
+        write([(1, 4, "u1b"), (5, 4, "u5")])  # logs on the compacted slices
+    assert t.services.cluster(sort_columns=["name"])
+    write([(2, 5, "u2b"), (21, 5, "n21")])  # updates of clustered groups
+    agree(hudi_judge, path, read_optimized=table_type == "MERGE_ON_READ")
+    write([(6, 6, "u6")])
+    services = {"hoodie.cleaner.commits.retained": "2", "hoodie.keep.min.commits": "3",
+                "hoodie.keep.max.commits": "4"}
+    assert t.services.clean(services)
+    assert t.services.archive(services, force=True)
+    agree(hudi_judge, path, read_optimized=table_type == "MERGE_ON_READ")
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_we_read_and_extend_hudi_written_v6_tables(hudi_judge, tmp_path, table_type):
+    path = str(tmp_path / table_type.lower())
+    mor = table_type == "MERGE_ON_READ"
+
+    def hudi_write(rows, op="upsert", **extra):
+        hudi_judge.write(path, DDL, _dicts(rows), **hudi_opts(table_type, op, **extra))
+
+    hudi_write([(i, 1, f"n{i}") for i in range(10)], "insert")
+    hudi_write([(1, 2, "u1"), (2, 2, "u2"), (20, 1, "n20")])
+    hudi_write([(3, 3, None)], "delete")
+    if mor:  # an inline compaction, then logs on top of it, then a compaction left pending
+        hudi_write([(5, 4, "u5")], **{"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "1"})
+        hudi_write([(6, 5, "u6"), (1, 5, "u1b")])
+        hudi_write([(7, 6, "u7")], **{"hoodie.compact.inline": "false", "hoodie.compact.schedule.inline": "true",
+                                      "hoodie.compact.inline.max.delta.commits": "1"})
+        assert Table(path).timeline.pending(("compaction",)), "Apache Hudi left no pending compaction"
+    props = Table(path).info().properties
+    assert props["hoodie.table.version"] == "6"
+    agree(hudi_judge, path, read_optimized=mor)
+
+    ours_at = hudilite.write(_arrow([(2, 7, "ours2"), (8, 7, "ours8"), (30, 7, "ours30")]), path, **LAYOUT)
+    hudilite.write(_arrow([(9, 8, None)]), path, **LAYOUT, operation="delete")
+    assert ours(path, as_of=str(ours_at)) != ours(path)
+    agree(hudi_judge, path, read_optimized=mor)
+    # and Apache Hudi keeps writing on our commits
+    hudi_write([(8, 9, "theirs8"), (31, 9, "n31")])
+    agree(hudi_judge, path, read_optimized=mor)
