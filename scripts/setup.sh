@@ -11,3 +11,5 @@ python -m pip install -q -e ".[dbt,s3,test,bench]"
 # install keeps ours in this tree, so link the package there (imports resolve to the same files either way).
 site=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 [ -e "$site/dbt/adapters/hudilite" ] || ln -s "$PWD/dbt/adapters/hudilite" "$site/dbt/adapters/hudilite"
+# Apache Hudi itself (1.2, Spark 3.5 bundle) in .venv-judge, the live format judge of tests/judge (cached; tests only)
+./scripts/setup_judge.sh
