@@ -230,6 +230,7 @@ def plan_read(path_or_table, *, as_of=None, begin=None, end=None, filters=None, 
     if begin is not None or end is not None:
         return _finish(_plan_incremental(table, schema, begin, end, filters, completion_bounds), read_optimized)
     completed = tl.completed()
+    travel = as_of is not None  # (a clean never removes the latest slices: the latest snapshot needs no check)
     if as_of is not None:
         as_of = normalize_instant_arg(as_of)
     elif completed:
@@ -241,14 +242,14 @@ def plan_read(path_or_table, *, as_of=None, begin=None, end=None, filters=None, 
     partitions, view = table.listed_view()
     partitions = prune_partitions(table, schema, partitions, filters)
     slices = view.latest_slices(partitions, as_of)
-    if archived:
-        _check_archived_as_of(table, as_of, slices, set(partitions))
+    if archived or (travel and _cleaned_since(tl, as_of)):
+        _check_as_of_files(table, as_of, slices, set(partitions), archived)
     return _finish(ReadPlan(table, schema, slices, "snapshot", as_of=as_of, filters=filters), read_optimized)
 
 
 def _before_first_commit(table: HoodieTable, as_of: str) -> bool:
     """`as_of` is older than every write of the table, the archived ones included. Archive files that cannot
-    be read say nothing about it: the read is refused then (`_check_archived_as_of`)."""
+    be read say nothing about it: the read is refused then (`_check_as_of_files`)."""
     tl = table.timeline
     firsts = [t for t in (min(tl.archived.completed_write_times, default=None), tl.first_write_time) if t]
     if tl.archived.completed_write_times or not _archived(table):
@@ -256,22 +257,30 @@ def _before_first_commit(table: HoodieTable, as_of: str) -> bool:
     return False
 
 
-def _unavailable_as_of(table: HoodieTable, as_of: str, what: str) -> RangeUnavailableError:
+def _cleaned_since(tl, as_of: str | None) -> bool:
+    """A clean completed after `as_of` may have deleted files the table as of then consists of (Apache Hudi
+    refuses time travel before the last clean's earliest retained commit; we check the files instead)."""
+    return as_of is not None and any(i.timestamp > as_of for i in tl.completed(("clean",)))
+
+
+def _unavailable_as_of(table: HoodieTable, as_of: str, what: str, archived: bool = True) -> RangeUnavailableError:
+    kind = "an archived instant" if archived else "an instant older than a later clean"
     return RangeUnavailableError(
-        f"{table.base_path}: time travel to {as_of} (an archived instant) needs {what}; the table as of then "
-        "cannot be read completely. Read a later instant (on the active timeline) instead.")
+        f"{table.base_path}: time travel to {as_of} ({kind}) needs {what}; the table as of then "
+        "cannot be read completely. Read a later instant instead.")
 
 
-def _check_archived_as_of(table: HoodieTable, as_of: str, slices: list[FileSlice], partitions: set) -> None:
-    """Time travel before the active timeline: the slices planned from the files on disk are the table as of
-    `as_of` only if every file group's newest file written at or before `as_of` (by the archived and active
-    commit metadata) is in its planned slice; a cleaned file, or an archive without the commit metadata,
-    raises RangeUnavailableError instead of returning fewer rows."""
+def _check_as_of_files(table: HoodieTable, as_of: str, slices: list[FileSlice], partitions: set,
+                       archived: bool) -> None:
+    """Time travel before the active timeline (`archived`) or before a clean: the slices planned from the files
+    on disk are the table as of `as_of` only if every file group's newest file written at or before `as_of` (by
+    the archived and active commit metadata) is in its planned slice; a cleaned file, or an archive without the
+    commit metadata, raises RangeUnavailableError instead of returning fewer rows."""
     tl = table.timeline
     arch = tl.archived
     writes = []  # (instant time, commit metadata)
-    if not arch.completed_write_times:
-        raise _unavailable_as_of(table, as_of, "the archived timeline, which cannot be read")
+    if not arch.completed_write_times and (archived or _archived(table)):
+        raise _unavailable_as_of(table, as_of, "the archived timeline, which cannot be read", archived)
     by_time = {}
     for e in arch.entries:
         if e.state == COMPLETED and e.timestamp in arch.completed_write_times and e.metadata is not None:
@@ -281,7 +290,7 @@ def _check_archived_as_of(table: HoodieTable, as_of: str, slices: list[FileSlice
             continue
         if t not in by_time:
             raise _unavailable_as_of(table, as_of, f"the commit metadata of archived instant {t}, which the "
-                                                   "archive does not hold")
+                                                   "archive does not hold", archived)
         writes.append((t, by_time[t]))
     writes += [(i.timestamp, tl.read_metadata(i)) for i in tl.completed() if i.timestamp <= as_of]
     need: dict[tuple[str, str], set] = {}  # group -> its newest base file and the log files written after it
@@ -302,7 +311,8 @@ def _check_archived_as_of(table: HoodieTable, as_of: str, slices: list[FileSlice
     for (part, fid), names in sorted(need.items()):
         gone = sorted(names - planned.get((part, fid), set())) if part in partitions else []
         if gone:
-            raise _unavailable_as_of(table, as_of, f"file {part + '/' if part else ''}{gone[0]}, which was cleaned")
+            raise _unavailable_as_of(table, as_of, f"file {part + '/' if part else ''}{gone[0]}, which was cleaned",
+                                     archived)
 
 
 def _finish(plan: ReadPlan, read_optimized: bool) -> ReadPlan:
