@@ -30,9 +30,9 @@ from hudilite.services.rollback import rollback_failed_writes as _rollback_faile
 from hudilite.services.rollback import rollback_instant as _rollback_instant
 from hudilite.spark.changes import changes as _spark_changes
 from hudilite.spark.datasource import register as _register
+from hudilite.spark.files import scan_description as _scan_description
 from hudilite.spark.read import read as _spark_read
 from hudilite.spark.schema import spark_to_arrow as _spark_to_arrow
-from hudilite.spark.files import scan_description as _scan_description
 from hudilite.spark.session import active_session, check_workers
 from hudilite.storage import bind_storage_options as _bind_storage_options
 from hudilite.storage import normalize_path
