@@ -30,9 +30,10 @@ from hudilite.services.rollback import rollback_failed_writes as _rollback_faile
 from hudilite.services.rollback import rollback_instant as _rollback_instant
 from hudilite.spark.changes import changes as _spark_changes
 from hudilite.spark.datasource import register as _register
+from hudilite.spark.files import scan_description as _scan_description
 from hudilite.spark.read import read as _spark_read
 from hudilite.spark.schema import spark_to_arrow as _spark_to_arrow
-from hudilite.spark.session import check_workers
+from hudilite.spark.session import active_session, check_workers
 from hudilite.storage import bind_storage_options as _bind_storage_options
 from hudilite.storage import normalize_path
 from hudilite.streaming import BATCH_ID_KEY, QUERY_ID_KEY, StreamingSink
@@ -70,6 +71,7 @@ class TableInfo:
     completed_instants: int
     pending_instants: int
     properties: dict[str, str]  # hoodie.properties as stored
+    scan: str  # how reads scan the base files in this process: `hudilite.spark.files.scan_description`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,7 +296,8 @@ class Table:
             record_key=c.record_key_fields, precombine_field=c.precombine_field,
             partition_fields=c.partition_fields, partitions=parts, file_groups=len(slices),
             bytes=sum(s.base_file.size for s in slices if s.base_file),
-            completed_instants=len(tl.completed()), pending_instants=len(tl.pending()), properties=dict(c.props))
+            completed_instants=len(tl.completed()), pending_instants=len(tl.pending()), properties=dict(c.props),
+            scan=_scan_description(self.spark if self.spark is not None else active_session(), t.base_path))
 
     def layout(self) -> TableLayout:
         """Type, record key, precombine field and partitioning from the table's properties."""

@@ -75,6 +75,7 @@ def _info(args) -> int:
         "record_key": i.record_key, "precombine": i.precombine_field,
         "partition_fields": i.partition_fields, "partitions": len(i.partitions), "file_groups": i.file_groups,
         "bytes": i.bytes, "completed_instants": i.completed_instants, "pending_instants": i.pending_instants,
+        "scan": i.scan,
     }
     print(json.dumps(out, indent=2))
     return 0

@@ -4,7 +4,7 @@ import sys
 import pytest
 
 from tests.s3.fixtures import (  # noqa: F401 - shared fixtures
-    s3_admin, s3_bucket, s3_root, s3_server, s3_storage, s3_tables)
+    s3_admin, s3_bucket, s3_root, s3_server, s3_storage, s3_tables, spark_s3a)
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 SHARED = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "shared"))

@@ -78,6 +78,20 @@ def jvm_scheme(spark, scheme: str) -> str | None:
     return found
 
 
+def scan_description(spark, path: str) -> str:
+    """How base files under `path` are read, for `hudilite info`: by this session's JVM (`jvm_scheme`), by an
+    Arrow scan in Spark tasks, or (`spark` None) driver-local Arrow reads."""
+    if spark is None:
+        return "Arrow (no Spark session)"
+    scheme = scheme_of(path)
+    if scheme in ("", "file"):
+        return "Spark native parquet"
+    found = jvm_scheme(spark, scheme)
+    if found is None:
+        return f"Arrow in Spark tasks (the session's JVM has no Hadoop file system for {scheme}://)"
+    return f"Spark native parquet (as {found}://)"
+
+
 def _app_id(spark) -> str:
     try:
         return spark.sparkContext.applicationId

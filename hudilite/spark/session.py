@@ -48,6 +48,15 @@ def local_session(master: str = "local[2]", *, app_name: str = "hudilite", conf:
     return spark
 
 
+def active_session():
+    """This thread's active SparkSession, or None (also without pyspark): never starts one."""
+    try:
+        from pyspark.sql import SparkSession  # pyspark: optional for the driver-local (Arrow) path
+    except ImportError:
+        return None
+    return SparkSession.getActiveSession()
+
+
 def _worker_python(spark) -> str:
     """The interpreter the session's Python workers are configured to run (for messages and the cache key)."""
     v = spark.conf.get(SQL_WORKER_PYTHON, None)

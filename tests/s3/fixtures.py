@@ -61,3 +61,54 @@ def s3_tables(s3_server, s3_bucket, tmp_path, monkeypatch):
     yield f"s3://{s3_bucket}"
     register()
     assert not list(tmp_path.iterdir()), "local files were created for an s3:// table"
+
+
+def s3a_conf(server) -> dict[str, str]:
+    """The Spark settings that give the session's JVM hadoop-aws's S3AFileSystem on the test server."""
+    from tests.s3.s3a_jars import jars
+
+    return {"spark.jars": ",".join(jars()),
+            "spark.hadoop.fs.s3a.endpoint": server.endpoint,
+            "spark.hadoop.fs.s3a.endpoint.region": REGION,
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+            "spark.hadoop.fs.s3a.access.key": ACCESS_KEY,
+            "spark.hadoop.fs.s3a.secret.key": SECRET_KEY,
+            "spark.hadoop.fs.s3a.aws.credentials.provider":
+                "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"}
+
+
+def _stop_jvm():
+    """Stop the active SparkContext and its JVM: jars named in spark.jars reach the driver's class path only
+    when spark-submit starts the JVM, so a session with other jars needs a JVM of its own."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+    gw = SparkContext._gateway
+    if gw is not None:
+        gw.shutdown()
+        proc = getattr(gw, "proc", None)
+        if proc is not None:
+            proc.stdin.close()  # the JVM exits when its parent's pipe closes
+            proc.wait(timeout=60)
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+
+
+@pytest.fixture(scope="module")
+def spark_s3a(s3_server):
+    """A SparkSession whose JVM has hadoop-aws (`s3a_conf`). Jars named in spark.jars reach the driver's class
+    path only when spark-submit starts the JVM, so this needs a process without another session: the checks
+    using it (tests/s3/s3a_checks.py) run in a pytest process of their own (tests/s3/test_spark_s3a.py)."""
+    from pyspark.sql import SparkSession
+
+    from hudilite.spark.session import local_session
+
+    if SparkSession._instantiatedSession is not None:
+        pytest.fail("spark_s3a needs a process without another SparkSession: run tests/s3/s3a_checks.py alone")
+    s = local_session("local[2]", app_name="hudilite-tests-s3a", conf=s3a_conf(s3_server))
+    try:
+        yield s
+    finally:
+        _stop_jvm()

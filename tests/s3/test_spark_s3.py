@@ -60,6 +60,7 @@ def _life(spark, path, table_type, opts):
     seen["columns_incremental"] = sorted(
         r[0] for r in hudilite.read(spark, path, begin=c2, end=c4, columns=["id"], storage_options=opts).collect())
     t = hudilite.Table.open(path, spark=spark, storage_options=opts)
+    seen["scan"] = t.info().scan.split(" (")[0]  # "Arrow in Spark tasks (...)" on s3://, native locally
     if table_type == "MERGE_ON_READ":
         seen["read_optimized"] = _rows(hudilite.read(spark, path, read_optimized=True, storage_options=opts))
         # the merged scan with row ids (not whole slices merged in Python), with overlay files written by
@@ -99,6 +100,7 @@ def test_spark_life_on_s3_equals_local(spark, s3_server, s3_table, tmp_path, tab
     path = s3_table(table_type.lower())
     on_s3 = _life(spark, path, table_type, opts)
     local = _life(spark, str(tmp_path / "t"), table_type, None)
+    assert on_s3.pop("scan") == "Arrow in Spark tasks" and local.pop("scan") == "Spark native parquet"
     assert on_s3 == local
     assert on_s3["columns_incremental"] == sorted(r[0] for r in on_s3["incremental"])
     latest = {i: 1 for i in range(2, 10)} | {i: 2 for i in range(10, 25) if i != 12} | {i: 3 for i in range(25, 35)}

@@ -159,6 +159,8 @@ def test_info_timeline_schema_stats(tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert (printed["file_groups"], printed["bytes"], printed["partitions"], printed["completed_instants"]) == (
         i.file_groups, i.bytes, len(i.partitions), i.completed_instants) and i.completed_instants == 2
+    # the CLI has no Spark session; a test process may have one (local files: the native scan either way)
+    assert printed["scan"] == i.scan in ("Arrow (no Spark session)", "Spark native parquet")
     assert [x.timestamp for x in t.timeline.instants] == [x.timestamp for x in meta.timeline.instants]
     assert t.schema() == table_schema(meta) and t.stats() == meta.snapshot_stats()
 
