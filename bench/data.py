@@ -342,3 +342,14 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def add_workload_args(p, *, repeat: int) -> None:
+    """The workload's command-line arguments, the same in every benchmark script (shared/docs/bench-workload.md)."""
+    p.add_argument("--n", type=int, default=1_000_000, help="base rows (quick 1M, reference 10M)")
+    p.add_argument("--b", type=int, default=100_000, help="batch rows (quick 100k, reference 1M)")
+    p.add_argument("--mode", choices=("uniform", "recent"), default="uniform")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    p.add_argument("--repeat", type=int, default=repeat)
+    p.add_argument("--work-dir", default=None)
+    p.add_argument("--out", default=None)

@@ -95,13 +95,7 @@ RATIOS = [
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=1_000_000)
-    p.add_argument("--b", type=int, default=100_000)
-    p.add_argument("--mode", choices=("uniform", "recent"), default="uniform")
-    p.add_argument("--seed", type=int, default=bdata.DEFAULT_SEED)
-    p.add_argument("--repeat", type=int, default=1)
-    p.add_argument("--work-dir", default=None)
-    p.add_argument("--out", default=None)
+    bdata.add_workload_args(p, repeat=1)
     p.add_argument("--warmup", choices=("full", "light", "none"), default="light")
     a = p.parse_args(argv)
 

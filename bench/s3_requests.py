@@ -63,9 +63,7 @@ def table_md(results: dict[str, dict[str, dict[str, int]]]) -> str:
 
 
 def main() -> None:
-    from pyarrow import fs as pafs
-
-    from tests.s3.server import ACCESS_KEY, REGION, SECRET_KEY, SeaweedServer
+    from tests.s3.server import SeaweedServer
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--partitions", type=int, default=30)
@@ -73,10 +71,8 @@ def main() -> None:
     ap.add_argument("--touched", type=int, default=3)
     args = ap.parse_args()
     with SeaweedServer() as srv:
-        admin = pafs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
-                                  endpoint_override=srv.endpoint, scheme="http", allow_bucket_creation=True)
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
-        admin.create_dir(bucket)
+        srv.create_bucket(bucket)
         register_storage("s3", lambda _scheme: S3Storage(srv.storage_options))
         try:
             results = {}

@@ -19,28 +19,20 @@ import sys
 import time
 from pathlib import Path
 
-from pyarrow import fs as pafs
-
 from bench import data as bdata
 from bench import run as brun
 from bench.s3 import HudiliteS3
 from hudilite.spark import files as spark_files
 from hudilite.storage import bind_storage_options
 from tests.s3.fixtures import s3a_conf
-from tests.s3.server import ACCESS_KEY, REGION, SECRET_KEY, SeaweedServer
+from tests.s3.server import SeaweedServer
 
 BUCKET = "hudilite-bench-scan"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=1_000_000)
-    p.add_argument("--b", type=int, default=100_000)
-    p.add_argument("--mode", choices=("uniform", "recent"), default="uniform")
-    p.add_argument("--seed", type=int, default=bdata.DEFAULT_SEED)
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--work-dir", default=None)
-    p.add_argument("--out", default=None)
+    bdata.add_workload_args(p, repeat=3)
     a = p.parse_args(argv)
 
     w = bdata.Workload(a.n, a.b, a.mode, a.seed)
@@ -49,9 +41,7 @@ def main(argv=None) -> int:
     log = brun.CheckLog()
     times: dict[str, dict[str, list[float]]] = {"native": {}, "arrow": {}}
     with SeaweedServer() as srv:
-        admin = pafs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
-                                  endpoint_override=srv.endpoint, scheme="http", allow_bucket_creation=True)
-        admin.create_dir(BUCKET)
+        srv.create_bucket(BUCKET)
         ctx = brun.Ctx(exp, dict(brun.SPARK_CONF) | s3a_conf(srv), "light")
         ctx.start_spark(wd)
         spark = ctx.spark

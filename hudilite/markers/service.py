@@ -383,12 +383,7 @@ class MarkerService:
         if not self._local:
             self._write_type_file(root)
             st.existing = {f for f in fs.listdir(root) if _MARKERS_FILE.match(f)}
-            n = 0
-            for part, name, kind in list_markers(self.base_path, st.instant):
-                st.markers.add(marker_line(part, name, kind))
-                n += 1
-            self.stats.add(instants_loaded=1, markers_loaded=n)
-            st.loaded = True
+            self._load_markers(st)
             return
         if not fs.isdir(root):
             top = root
@@ -407,6 +402,10 @@ class MarkerService:
         for f in fs.listdir(root):
             if _MARKERS_FILE.match(f):
                 self._repair_torn_tail(os.path.join(root, f))
+        self._load_markers(st)
+
+    def _load_markers(self, st: _InstantState) -> None:
+        """The instant's markers as stored (a previous service life's files, direct markers)."""
         n = 0
         for part, name, kind in list_markers(self.base_path, st.instant):
             st.markers.add(marker_line(part, name, kind))

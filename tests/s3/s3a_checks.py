@@ -3,23 +3,13 @@ spark.hadoop.fs.s3a.* pointing at the test server) scans base files with Spark's
 table's s3:// paths mapped to s3a://. Writes through that session work, and every read gives the same rows as
 the Arrow scan in Spark tasks (the fallback without hadoop-aws) in the same session."""
 
-import pyarrow as pa
 import pytest
 
 import hudilite
 from hudilite.reader import overlay_cache
 from hudilite.spark import files as spark_files
 from hudilite.spark import read as spark_read
-
-
-def _df(spark, ids, v=1):
-    ids = list(ids)
-    return spark.createDataFrame(pa.table({"id": ids, "v": [v] * len(ids), "name": [f"n{i}" for i in ids],
-                                           "p": ["a" if i % 2 else "b" for i in ids]}).to_pandas())
-
-
-def _rows(df, cols=("id", "v", "name", "p")):
-    return sorted(tuple(r[c] for c in cols) for r in df.select(*cols).collect())
+from tests.s3.test_spark_s3 import _df, _rows
 
 
 def _plan(df) -> str:

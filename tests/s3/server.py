@@ -136,6 +136,14 @@ class SeaweedServer:
                 raise RuntimeError(f"SeaweedFS S3 did not answer within {timeout} s; log: {self.log_path}")
             time.sleep(0.2)
 
+    def create_bucket(self, name: str) -> str:
+        """Create bucket `name` as the administrator (S3Storage, like hudilite, never creates buckets)."""
+        from pyarrow import fs as pafs
+
+        pafs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION, endpoint_override=self.endpoint,
+                          scheme="http", allow_bucket_creation=True).create_dir(name)
+        return name
+
     def request_totals(self, bucket: str) -> dict[str, int]:
         """Requests the server has answered for `bucket` since it started, per S3 verb (its Prometheus counter
         `SeaweedFS_s3_request_total`; HEAD counts as GET there). The server's view covers every process — the
