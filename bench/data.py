@@ -353,3 +353,10 @@ def add_workload_args(p, *, repeat: int) -> None:
     p.add_argument("--repeat", type=int, default=repeat)
     p.add_argument("--work-dir", default=None)
     p.add_argument("--out", default=None)
+
+
+def stage_args(a) -> tuple["Workload", dict, Path]:
+    """The workload of parsed `add_workload_args` arguments, staged: (workload, expectations, work dir)."""
+    w = Workload(a.n, a.b, a.mode, a.seed)
+    exp = stage(w, a.work_dir)
+    return w, exp, Path(exp["paths"]["work_dir"])

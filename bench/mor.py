@@ -99,9 +99,7 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", choices=("full", "light", "none"), default="light")
     a = p.parse_args(argv)
 
-    w = bdata.Workload(a.n, a.b, a.mode, a.seed)
-    exp = bdata.stage(w, a.work_dir)
-    wd = Path(exp["paths"]["work_dir"])
+    w, exp, wd = bdata.stage_args(a)
     ctx = brun.Ctx(exp, dict(brun.SPARK_CONF), a.warmup)
     ctx.start_spark(wd)
     log = brun.CheckLog()

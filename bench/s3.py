@@ -97,9 +97,7 @@ def main(argv=None) -> int:
     bdata.add_workload_args(p, repeat=3)
     a = p.parse_args(argv)
 
-    w = bdata.Workload(a.n, a.b, a.mode, a.seed)
-    exp = bdata.stage(w, a.work_dir)
-    wd = Path(exp["paths"]["work_dir"])
+    w, exp, wd = bdata.stage_args(a)
     log = brun.CheckLog()
     raw: list[dict] = []
     ok = True
