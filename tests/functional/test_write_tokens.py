@@ -31,7 +31,7 @@ def test_concurrent_local_appends_to_one_slice_and_a_rollback_keep_the_survivors
     put(path, [0], 2)  # the slice has a log file already
     b_waiting, b_go, b_appended = threading.Event(), threading.Event(), threading.Event()
     roles = threading.local()
-    real_append, real_complete = log_handle.append_blocks, client.Transaction.complete
+    real_append, real_complete = log_handle.create_log_file, client.Transaction.complete
 
     def append(p, blocks, **kw):
         if getattr(roles, "name", None) == "B":  # B has named its log file; it appends once A rolled back
@@ -56,7 +56,7 @@ def test_concurrent_local_appends_to_one_slice_and_a_rollback_keep_the_survivors
             assert b_appended.wait(30)
         return blocks
 
-    monkeypatch.setattr(log_handle, "append_blocks", append)
+    monkeypatch.setattr(log_handle, "create_log_file", append)
     monkeypatch.setattr(client.Transaction, "complete", complete)
     monkeypatch.setattr(rollback, "scan_log_file", scan)  # the rollback's look at the log
     out = {}
@@ -112,7 +112,7 @@ def _app_appending_to_the_slice(path: str, barrier, out: str) -> None:
     import pyspark
 
     pyspark.TaskContext.get = lambda: _FirstTaskOfTheJob()
-    real_append = log_handle.append_blocks
+    real_append = log_handle.create_log_file
     named = []
 
     def append(p, blocks, **kw):
@@ -120,7 +120,7 @@ def _app_appending_to_the_slice(path: str, barrier, out: str) -> None:
         barrier.wait(60)  # both listed the slice and chose a name before either file exists
         return real_append(p, blocks, **kw)
 
-    log_handle.append_blocks = append
+    log_handle.create_log_file = append
     try:
         put(path, [1, 2], 5)
         result = "ok"
