@@ -319,15 +319,23 @@ def test_entries_found_on_the_driver_or_by_the_job(spark, mor_table, monkeypatch
     path, _, _ = mor_table
     expected = _rows(spark, path, cache=False)
     tracker = spark.sparkContext.statusTracker()
+    # the tracker is fed by the listener bus, asynchronously: drain it before each count, or a job that ran
+    # is not listed yet
+    bus = spark.sparkContext._jsc.sc().listenerBus()
+
+    def newest_job() -> int:
+        bus.waitUntilEmpty()
+        return max(tracker.getJobIdsForGroup() or [-1])  # the newest id (old ones may be evicted)
+
     spark.conf.set(overlay_cache.CONF, "true")
     try:
         for limit in (0, spark_merge.DRIVER_ENTRY_LOOKUPS):
             monkeypatch.setattr(spark_merge, "DRIVER_ENTRY_LOOKUPS", limit)
             for _ in range(2):  # the first read of each setting may write, the second finds
                 hudilite.read(spark, path).count()
-            before = max(tracker.getJobIdsForGroup() or [-1])  # the newest job id (old ones may be evicted)
+            before = newest_job()
             df = hudilite.read(spark, path)
-            jobs = max(tracker.getJobIdsForGroup() or [-1]) - before
+            jobs = newest_job() - before
             assert jobs == (1 if limit == 0 else 0), (limit, jobs)
             assert sorted(tuple(r) for r in df.select("id", "ts", "name").collect()) == expected
             assert len(_entries(path)) == 2
