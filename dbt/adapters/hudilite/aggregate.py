@@ -92,7 +92,8 @@ def _incremental(env, q, schema, identifier, path, detail, start, end, spec, ent
             (df, visible, state_extra), release = local, []
             env.run.set_extra(model_key(schema, identifier), state_extra)
         else:
-            df, visible, release = _spark_errors(lambda: aggregate.incremental_frame(env.spark, q, detail, path, start, end))
+            df, visible, release = _spark_errors(
+                lambda: aggregate.incremental_frame(env.spark, q, detail, path, start, end))
     except hudilite.RangeUnavailableError as e:
         raise DbtRuntimeError(f"aggregate {schema}.{identifier}: {e}") from None
     try:

@@ -72,7 +72,8 @@ class MaterializeMixin:
                 # types. Snapshots need it: dbt's staging query mixes the source's types (e.g. a `date`
                 # updated_at) with snapshot_get_time()'s timestamp.
 
-                stored = {f.name.lower(): f.dataType for f in self.spark.table(self.qualified(schema, identifier)).schema}
+                target = self.spark.table(self.qualified(schema, identifier))
+                stored = {f.name.lower(): f.dataType for f in target.schema}
                 df = df.select(*[F.col(f"`{c}`").cast(stored[c.lower()]).alias(c) if c.lower() in stored
                                  and df.schema[c].dataType != stored[c.lower()] else F.col(f"`{c}`")
                                  for c in df.columns])
@@ -199,8 +200,9 @@ class MaterializeMixin:
         cols = {c.lower() for c in df.columns}
         missing = [k for k in spec.record_key if k.lower() not in cols]
         if missing:
-            raise DbtRuntimeError(f"unique_key column(s) {', '.join(repr(k) for k in missing)} of {schema}.{identifier} "
-                                  f"are not columns of the model (columns: {', '.join(df.columns)})")
+            raise DbtRuntimeError(f"unique_key column(s) {', '.join(repr(k) for k in missing)} of "
+                                  f"{schema}.{identifier} are not columns of the model "
+                                  f"(columns: {', '.join(df.columns)})")
         # delete+insert on a table keyed by the row id: unique_key is resolved here (_delete_insert)
         by_row_id = not keyed and spec.strategy == "delete+insert" and bool(spec.record_key)
         if spec.record_key and not by_row_id and \
