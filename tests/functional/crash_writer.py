@@ -1,8 +1,11 @@
 """A writer that dies with SIGKILL at a chosen point of an upsert (run as a subprocess by test_crash.py).
 
-    python crash_writer.py <table path> <job.json> <kill point> <state dir>
+    python crash_writer.py <kill point> <state dir>
 
-job.json: {"schema": "<DDL>", "rows": [[...], ...], "write": {kwargs of hudilite.write}, "delay": seconds}
+It starts its interpreter, hooks and SparkSession first, then reads the job as one JSON line on stdin:
+{"table": "<path>", "schema": "<DDL>", "rows": [[...], ...], "write": {kwargs of hudilite.write},
+"delay": seconds}. So the test can start the next case's writer while it checks the current case, and hand it
+the job when its table copy is ready: the JVM start-up (most of a case) overlaps the checks.
 
 The kill takes down the whole writer at once: the driver, its JVM, and Spark's Python daemon and workers
 (the daemon puts itself in its own process group, so a process-group kill is not enough). Every process of
@@ -275,11 +278,9 @@ if os.environ.get({point_env!r}):
 
 
 def main(argv: list[str]) -> int:
-    table, job_path, point, state = argv
+    point, state = argv
     if point not in POINTS:
         raise SystemExit(f"unknown kill point {point!r}; expected one of {sorted(POINTS)}")
-    with open(job_path) as f:
-        job = json.load(f)
     os.environ[POINT_ENV] = point
     os.environ[ROOT_ENV] = str(os.getpid())
     os.environ[STATE_ENV] = state
@@ -295,6 +296,12 @@ def main(argv: list[str]) -> int:
 
     install_driver_hooks(point)
     spark = local_session("local[1]", app_name=f"crash-writer-{point}")
+    line = sys.stdin.readline()
+    if not line:  # the test ended without handing this writer a job
+        spark.stop()
+        return 0
+    job = json.loads(line)
+    table = job["table"]
     df = spark.createDataFrame([tuple(r) for r in job["rows"]], job["schema"])
     timer = None
     if point == "random":

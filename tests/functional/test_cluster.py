@@ -47,7 +47,12 @@ def standalone(tmp_path_factory):
                 [spark_class, "org.apache.spark.deploy.worker.Worker", "--cores", "1", "--memory", "1g",
                  "--host", "127.0.0.1", "--webui-port", str(_free_port()), "--work-dir", str(wdir), url],
                 env=env, stdout=open(logs / f"worker{i}.log", "w"), stderr=subprocess.STDOUT))
-        time.sleep(3)
+        # wait for both workers to register instead of a fixed pause: the job then gets its executors at once
+        deadline = time.time() + 120
+        while (logs / "master.log").read_text().count("Registering worker") < 2:
+            if time.time() > deadline:
+                pytest.fail("the workers did not register: " + (logs / "master.log").read_text()[-2000:])
+            time.sleep(0.2)
         yield url, logs
     finally:
         for p in reversed(procs):

@@ -2,7 +2,8 @@
 the new one, never a mix; the next writer rolls back what the dead one left and loses nothing committed.
 
 Each case runs `crash_writer.py` in a subprocess (its own SparkSession, local[1]) against a copy of a
-template table. The writer kills its whole process tree (driver, JVM, Python daemon and workers) at a
+template table; the next case's subprocess is started while the current case is checked (its JVM start-up
+overlaps the checks). The writer kills its whole process tree (driver, JVM, Python daemon and workers) at a
 deterministic point, or after a random delay. The parent then checks, with the shared session and with
 hudi-rs, what a reader sees; checks that the leftovers are what the kill point implies; runs a new write;
 and checks that the leftovers of the dead write are gone and every committed row is still there.
@@ -27,6 +28,7 @@ import pytest
 
 import hudilite
 from hudilite.table import HoodieTable
+from tests.functional.crash_writer import kill_tree
 
 pytestmark = pytest.mark.slow
 
@@ -139,7 +141,7 @@ def readable(parquet_path) -> bool:
 # ------------------------------------------------------------------------------------------------
 # the template table and running the crash writer
 @pytest.fixture(scope="module")
-def template(spark, tmp_path_factory):
+def template(spark, tmp_path_factory, writers):
     path = str(tmp_path_factory.mktemp("crash-template") / "tbl")
     c1 = hudilite.write(spark.createDataFrame(base_rows(), SCHEMA), path, operation="bulk_insert", **WRITE)
     c2 = hudilite.write(spark.createDataFrame(second_rows(), SCHEMA), path, **WRITE)
@@ -148,26 +150,80 @@ def template(spark, tmp_path_factory):
     return {"path": path, "state": state, "instants": [c1, c2]}
 
 
-def run_crash_writer(tmp_path, table, point, delay=0.0) -> dict:
-    """Run the crash writer to its kill point; returns what happened (return code, fired/done records)."""
-    state = tmp_path / f"state-{point}"
-    state.mkdir()
-    job = tmp_path / "job.json"
-    job.write_text(json.dumps({"schema": SCHEMA, "rows": crash_rows(), "delay": delay,
-                               "write": {**WRITE, "options": CHILD_OPTIONS}}))
-    log_path = tmp_path / f"crash-writer-{point}.log"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, CRASH_WRITER, table, str(job), point, str(state)],
-                                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        try:
-            rc = proc.wait(timeout=CHILD_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            from tests.functional.crash_writer import kill_tree
+class Writers:
+    """Crash writers of this module's cases, in the order the cases run: the next case's writer is started
+    (interpreter, JVM, SparkSession: most of a case) as soon as the current one has died, so its start-up
+    overlaps the current case's checks; it gets its job only when its case starts."""
 
-            kill_tree(proc.pid)
-            proc.wait()
-            pytest.fail(f"crash writer at {point} did not finish in {CHILD_TIMEOUT_S} s; log: {log_path}")
+    def __init__(self, plan: list[str], root):
+        self.plan = plan   # kill points of the cases still to run, in order
+        self.root = root
+        self.n = 0
+        self.warm = None   # (point, Popen, state dir, log path) of the next case's writer
+
+    def _start(self, point):
+        self.n += 1
+        state = self.root / f"state-{self.n}-{point}"
+        state.mkdir()
+        log_path = self.root / f"crash-writer-{self.n}-{point}.log"
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen([sys.executable, CRASH_WRITER, point, str(state)], stdin=subprocess.PIPE,
+                                    stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        return point, proc, state, log_path
+
+    def take(self, point):
+        """The writer of this case: the one started ahead if it is this case's, else a new one."""
+        if self.plan and self.plan[0] == point:
+            self.plan.pop(0)
+        warm, self.warm = self.warm, None
+        if warm is not None and warm[0] == point:
+            return warm
+        self._stop(warm)
+        return self._start(point)
+
+    def start_next(self):
+        if self.warm is None and self.plan:
+            self.warm = self._start(self.plan[0])
+
+    @staticmethod
+    def _stop(writer):
+        if writer is not None:
+            kill_tree(writer[1].pid)
+            writer[1].wait()
+
+    def close(self):
+        self._stop(self.warm)
+        self.warm = None
+
+
+@pytest.fixture(scope="module")
+def writers(request, tmp_path_factory):
+    plan = [item.callspec.params.get("point", "random") for item in request.session.items
+            if item.module is request.module and hasattr(item, "callspec")]
+    pool = Writers(plan, tmp_path_factory.mktemp("crash-writers"))
+    pool.start_next()   # starts while the template table is built
+    yield pool
+    pool.close()
+
+
+def run_crash_writer(writers, table, point, delay=0.0) -> dict:
+    """Run the crash writer to its kill point; returns what happened (return code, fired/done records)."""
+    point, proc, state, log_path = writers.take(point)
+    job = {"table": table, "schema": SCHEMA, "rows": crash_rows(), "delay": delay,
+           "write": {**WRITE, "options": CHILD_OPTIONS}}
+    try:
+        proc.stdin.write((json.dumps(job) + "\n").encode())
+        proc.stdin.close()
+    except BrokenPipeError:  # it died starting up: reported below with its log
+        pass
+    try:
+        rc = proc.wait(timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        proc.wait()
+        pytest.fail(f"crash writer at {point} did not finish in {CHILD_TIMEOUT_S} s; log: {log_path}")
+    writers.start_next()
 
     def record(name):
         p = state / name
@@ -246,7 +302,7 @@ def check_no_leftovers(path, t, committed: bool):
     assert not HoodieTable.open(path).reload().pending(), "pending instants remain"
 
 
-def crash_case(spark, template, tmp_path, point, delay=0.0) -> str:
+def crash_case(spark, template, writers, tmp_path, point, delay=0.0) -> str:
     """Run one crash case end to end; returns "old" or "new" (what a reader saw after the crash)."""
     path = str(tmp_path / "tbl")
     shutil.copytree(template["path"], path)
@@ -255,7 +311,7 @@ def crash_case(spark, template, tmp_path, point, delay=0.0) -> str:
     new_state = apply_upsert(template["state"], crash_rows())
     new = as_rows(new_state)
 
-    run = run_crash_writer(tmp_path, path, point, delay)
+    run = run_crash_writer(writers, path, point, delay)
     new_times = instant_times(path) - known
     assert len(new_times) <= 1, f"the crash writer left more than one instant: {sorted(new_times)}"
     t = next(iter(new_times), None)
@@ -310,15 +366,15 @@ DETERMINISTIC = [
 
 
 @pytest.mark.parametrize("point,expected", DETERMINISTIC, ids=[p for p, _ in DETERMINISTIC])
-def test_kill_at_point(spark, template, tmp_path, point, expected):
-    assert crash_case(spark, template, tmp_path, point) == expected
+def test_kill_at_point(spark, template, writers, tmp_path, point, expected):
+    assert crash_case(spark, template, writers, tmp_path, point) == expected
 
 
 @pytest.mark.parametrize("seed", [7, 1234])
-def test_kill_after_random_delay(spark, template, tmp_path, seed):
+def test_kill_after_random_delay(spark, template, writers, tmp_path, seed):
     span = max(_MEASURED_WRITE_S) if _MEASURED_WRITE_S else DEFAULT_RANDOM_SPAN_S
     delay = random.Random(seed).uniform(0, span)
     print(f"seed {seed}: killing after {delay:.2f} s of [0, {span:.2f}] s")
     t0 = time.time()
-    outcome = crash_case(spark, template, tmp_path, "random", delay)
+    outcome = crash_case(spark, template, writers, tmp_path, "random", delay)
     print(f"seed {seed}: outcome {outcome} ({time.time() - t0:.1f} s)")
