@@ -339,6 +339,7 @@ def _v8_properties(v6: dict[str, str], version: int) -> dict[str, str]:
     else:
         props.pop(o.T_PAYLOAD.key)
         props[o.T_TABLE_FORMAT.key] = "native"
+        props[o.T_ARCHIVE_FOLDER.key] = "history"  # as Apache Hudi 1.2 records it (the LSM history's folder)
         if event_time:
             props[o.T_ORDERING.key] = props.pop(o.T_PRECOMBINE.key)
     return props

@@ -71,7 +71,8 @@ def _rows(tbl) -> list[tuple]:
 
 
 def _spark_rows(df) -> list[tuple]:
-    return sorted((r["id"], r["version"], r["name"], r["dt"]) for r in df.select("id", "version", "name", "dt").collect())
+    rows = df.select("id", "version", "name", "dt").collect()
+    return sorted((r["id"], r["version"], r["name"], r["dt"]) for r in rows)
 
 
 def _expect(state: dict) -> list[tuple]:
