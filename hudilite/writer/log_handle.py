@@ -8,7 +8,8 @@ Runs inside a Spark task (no Spark calls). For the current slice of a file group
   new file group (the copy-on-write create path), deletes of such keys are dropped.
 
 The log file is a new version of the slice, named as table version 6 does:
-`.<fileId>_<baseInstant>.log.<version>_<writeToken>`; its APPEND marker (named after the log file) is created
+`.<fileId>_<baseInstant>.log.<version>_<writeToken>` (versions 8/9: `.<fileId>_<deltacommit>.log.1_<token>`,
+attached to a slice by its completion time); its APPEND marker (named after the log file) is created
 before the file. Every log file holds blocks of this one instant only, so a rollback may delete it whole. A write
 never appends to an existing log file: on object stores, which cannot append, that is one put-if-absent per
 file group and deltacommit (Apache Hudi's writer rolls to a new version there too), and the same file layout

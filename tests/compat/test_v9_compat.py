@@ -1,4 +1,5 @@
-"""Compatibility of the version-9 tables we write: hudilite vs hudi-rs vs a model, merge-on-read with services.
+"""Compatibility of the version-9 (and 8) tables we write: hudilite vs hudi-rs vs a model, merge-on-read with
+services.
 
 Upserts, deletes, a compaction scheduled while a deltacommit is in flight (which completes after the plan's
 instant: its log starts the compaction's slice), new file groups, a clustering, updates of the clustered
@@ -44,10 +45,10 @@ def _arrow(rows) -> pa.Table:
                      "region": pa.array(["eu" if r[0] % 2 else "us" for r in rows], pa.string())})
 
 
-@pytest.mark.parametrize("block_format", ["avro", "parquet"])
-def test_v9_mor_with_services_reads_identically(tmp_path, block_format):
-    path = str(tmp_path / f"mor9_{block_format}")
-    opts = {"hoodie.write.table.version": "9", "hoodie.logfile.data.block.format": block_format}
+@pytest.mark.parametrize("version, block_format", [(9, "avro"), (9, "parquet"), (8, "parquet")])
+def test_v9_mor_with_services_reads_identically(tmp_path, version, block_format):
+    path = str(tmp_path / f"mor{version}_{block_format}")
+    opts = {"hoodie.write.table.version": str(version), "hoodie.logfile.data.block.format": block_format}
     state: dict[int, tuple] = {}
     snaps: dict[str, dict] = {}  # requested time of a completed write -> the rows after it
 

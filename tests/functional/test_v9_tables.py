@@ -174,9 +174,11 @@ def test_mor_v9_deltacommits_compaction_while_pending(spark, tmp_path):
     opts = {"hoodie.write.table.version": "9"}
     m = Model()
 
-    def w(rows, deleted=(), op="upsert"):
-        t = hudilite.write(_batch(rows, deleted), path, operation=op, table_type="MERGE_ON_READ", options=opts,
-                           **KEYS)
+    def w(rows, deleted=(), op="upsert", via_spark=False):
+        data = _batch(rows, deleted)
+        if via_spark:  # the Spark write path (executor-side log appends)
+            data = spark.createDataFrame(data.to_pandas())
+        t = hudilite.write(data, path, operation=op, table_type="MERGE_ON_READ", options=opts, **KEYS)
         m.apply(str(t), rows, deleted, op)
         return str(t)
 
@@ -211,7 +213,7 @@ def test_mor_v9_deltacommits_compaction_while_pending(spark, tmp_path):
             _rows(read_hudi_rs(path, as_of=t))
 
     # more writes on the compacted slice, a failed deltacommit rolled back, clean
-    w([(3, 9, "c9", "d2"), (4, 1, "d", "d2")])
+    w([(3, 9, "c9", "d2"), (4, 1, "d", "d2")], via_spark=True)
     failed = hudilite.write(_batch([(3, 10, "failed", "d2")]), path, table_type="MERGE_ON_READ", options=opts,
                             commit=False, **KEYS)
     failed_logs = [p for p in glob.glob(os.path.join(path, "dt=*", ".*.log.*"))
