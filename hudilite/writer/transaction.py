@@ -198,15 +198,17 @@ class Transaction:
     def mark_inflight(self, inst: Instant, metadata: dict) -> Instant:
         infl = inst.with_state(INFLIGHT)
         tl = self.table.timeline
-        self.table.fs.write_bytes(tl.instant_path(infl), self.metadata_bytes(inst, metadata, indent=False))
+        # (layout 2: a HoodieCommitMetadata for every action, as Java writes inflight files)
+        self.table.fs.write_bytes(tl.instant_path(infl), self.metadata_bytes(inst, metadata, inflight=True))
         return infl
 
-    def metadata_bytes(self, inst: Instant, metadata: dict, *, indent: bool = True) -> bytes:
+    def metadata_bytes(self, inst: Instant, metadata: dict, *, inflight: bool = False) -> bytes:
         """A write instant's metadata as its timeline layout stores it (JSON on 1, Avro on 2)."""
         layout = self.table.config.layout_version
         if layout < 2:
-            return json.dumps(metadata, indent=2 if indent else None).encode("utf-8")
-        return commit_metadata_bytes(metadata, inst.action in (REPLACE_COMMIT, CLUSTERING), layout)
+            return json.dumps(metadata, indent=None if inflight else 2).encode("utf-8")
+        replace = inst.action in (REPLACE_COMMIT, CLUSTERING) and not inflight
+        return commit_metadata_bytes(metadata, replace, layout)
 
     def _last_completion(self) -> str | None:
         p = _aux_last_completion(self.table)
