@@ -1,4 +1,4 @@
-"""Table configuration: `.hoodie/hoodie.properties` (read versions 6, 8, 9; write version 6)."""
+"""Table configuration: `.hoodie/hoodie.properties` (read and write versions 6, 8, 9)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,11 @@ KEYGEN_COMPLEX = "org.apache.hudi.keygen.ComplexKeyGenerator"
 KEYGEN_NONPARTITIONED = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
 KEYGEN_TIMESTAMP = "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
 
-WRITE_TABLE_VERSION = 6
+WRITE_TABLE_VERSION = 6  # the version of new tables unless `hoodie.write.table.version` says otherwise
+WRITABLE_VERSIONS = (6, 8, 9)
+# key generator class -> the type name version 8+ records (Java's KeyGeneratorType)
+KEYGEN_TYPES = {KEYGEN_SIMPLE: "SIMPLE", KEYGEN_COMPLEX: "COMPLEX", KEYGEN_NONPARTITIONED: "NON_PARTITION",
+                KEYGEN_TIMESTAMP: "TIMESTAMP"}
 READABLE_VERSIONS = {6: 1, 8: 2, 9: 2}  # table version -> required timeline layout version
 
 
@@ -219,9 +223,9 @@ class TableConfig:
 
     def validate_writable(self, path: str) -> None:
         self.validate_readable(path)
-        if self.version != WRITE_TABLE_VERSION:
+        if self.version not in WRITABLE_VERSIONS:
             raise UnsupportedTableError(
-                f"{path}: writing table version {self.version} is not supported (hudilite writes version 6)"
+                f"{path}: writing table version {self.version} is not supported (hudilite writes 6, 8, 9)"
             )
 
     # ---- (de)serialisation ---------------------------------------------------------------
@@ -264,6 +268,7 @@ class TableConfig:
         hive_style: bool,
         create_schema: str | None,
         extra: dict[str, str] | None = None,
+        version: int = WRITE_TABLE_VERSION,
     ) -> "TableConfig":
         if len(record_key_fields) > 1:
             keygen = KEYGEN_COMPLEX
@@ -302,8 +307,39 @@ class TableConfig:
         else:
             props[o.T_PAYLOAD.key] = COMMIT_TIME_PAYLOAD
             props[o.T_MERGER_STRATEGY.key] = COMMIT_TIME_STRATEGY
+        if version != 6:
+            props = _v8_properties(props, version)
         if create_schema:
             props[o.T_CREATE_SCHEMA.key] = create_schema
         props.update(extra or {})
         return cls(props)
 
+
+
+def _v8_properties(v6: dict[str, str], version: int) -> dict[str, str]:
+    """The hoodie.properties of a new version-8/9 table from the version-6 set, keyed as Apache Hudi 1.x writes
+    them (compared with tables Java wrote): timeline layout 2 under `.hoodie/timeline` with its `history`,
+    the key generator as a type, the merge mode spelled out; version 8 keeps the payload class, merge strategy
+    id and precombine field, version 9 names ordering fields and no payload or strategy (both follow from the
+    merge mode)."""
+    if version not in (8, 9):
+        raise ValueError(f"table version {version}: hudilite writes 6, 8 or 9")
+    props = dict(v6)
+    event_time = o.T_PRECOMBINE.key in props
+    props[o.T_VERSION.key] = str(version)
+    props[o.T_INITIAL_VERSION.key] = str(version)
+    props[o.T_LAYOUT_VERSION.key] = "2"
+    props[o.T_TIMELINE_PATH.key] = "timeline"
+    props[o.T_HISTORY_PATH.key] = "history"
+    props[o.T_KEYGEN_TYPE.key] = KEYGEN_TYPES[props.pop(o.T_KEYGEN_CLASS.key)]
+    props[o.T_MERGE_MODE.key] = "EVENT_TIME_ORDERING" if event_time else "COMMIT_TIME_ORDERING"
+    strategy = props.pop(o.T_MERGER_STRATEGY.key)
+    if version == 8:
+        props[o.T_MERGE_STRATEGY.key] = strategy
+    else:
+        props.pop(o.T_PAYLOAD.key)
+        props[o.T_TABLE_FORMAT.key] = "native"
+        props[o.T_ARCHIVE_FOLDER.key] = "history"  # as Apache Hudi 1.2 records it (the LSM history's folder)
+        if event_time:
+            props[o.T_ORDERING.key] = props.pop(o.T_PRECOMBINE.key)
+    return props

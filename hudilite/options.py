@@ -174,6 +174,9 @@ FSYNC = _o("hoodie.write.fsync", "bool", True,
 WRITER_TAG = _o("hudilite.write.writer.tag", "string", None,
                 "who wrote a pending instant (the streaming sink sets stream:<query>): a restart rolls back its own "
                 "dead run's instants at once")
+WRITE_TABLE_VERSION = _o("hoodie.write.table.version", "choice", "6",
+                        "table version of a table this write creates (6, 8 or 9; an existing table keeps its own)",
+                        choices=("6", "8", "9"))
 ALLOW_EXISTING_FILES = _o("hudilite.write.allow.existing.files", "bool", False,
                           "create a table in a directory that holds other data files (Delta, Iceberg, plain parquet)")
 # ---- index -------------------------------------------------------------------------------------------------
@@ -285,12 +288,18 @@ OVERLAY_MIN_LOG_BYTES = _o("spark.hudilite.read.overlayCache.minLogBytes", "int"
 T_NAME = _o("hoodie.table.name", "string", "", "the table's name (required)", scope="table")
 T_TYPE = _o("hoodie.table.type", "string", "COPY_ON_WRITE", "COPY_ON_WRITE or MERGE_ON_READ (required)",
             scope="table")
-T_VERSION = _o("hoodie.table.version", "string", "0", "table version: read 6, 8, 9; write 6 (required)",
+T_VERSION = _o("hoodie.table.version", "string", "0", "table version: read and write 6, 8, 9 (required)",
                scope="table")
 T_LAYOUT_VERSION = _o("hoodie.timeline.layout.version", "string", "0", "timeline layout (1 for 6, 2 for 8 and 9)",
                       scope="table")
 T_TIMELINE_PATH = _o("hoodie.timeline.path", "string", "timeline", "timeline folder under .hoodie (layout 2)",
                      scope="table")
+T_HISTORY_PATH = _o("hoodie.timeline.history.path", "string", "history",
+                    "LSM timeline history folder under the timeline folder (layout 2)", scope="table")
+T_INITIAL_VERSION = _o("hoodie.table.initial.version", "string", None, "table version the table was created at "
+                       "(version 8+)", scope="table")
+T_TABLE_FORMAT = _o("hoodie.table.format", "string", None, "table format plug-in (version 9: native)",
+                    scope="table")
 T_RECORD_KEYS = _o("hoodie.table.recordkey.fields", "list", (), "record key columns", scope="table")
 T_ORDERING = _o("hoodie.table.ordering.fields", "string", None, "ordering column (version 8+)", scope="table")
 T_PRECOMBINE = _o("hoodie.table.precombine.field", "string", None, "ordering column (version 6)", scope="table")

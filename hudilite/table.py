@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from hudilite import options as o
 from hudilite.config import TableConfig
 from hudilite.errors import CorruptTableError, TableNotFoundError
 from hudilite.fs_view import PARTITION_METAFILE, FileSystemView, list_partitions, partitions_in_listing
@@ -61,7 +62,10 @@ class HoodieTable:
         base = normalize_path(path)
         fs = storage_for(base)
         meta = os.path.join(base, META_DIR)
-        for d in (meta, os.path.join(meta, "archived"), os.path.join(meta, ".temp"), os.path.join(meta, ".aux")):
+        # layout 2 (versions 8/9): the timeline and its history live under .hoodie/timeline, as Java lays them out
+        history = os.path.join(meta, config.timeline_path, o.T_HISTORY_PATH.get(config.props)) \
+            if config.layout_version >= 2 else os.path.join(meta, "archived")
+        for d in (meta, history, os.path.join(meta, ".temp"), os.path.join(meta, ".aux")):
             fs.makedirs(d)
         props = os.path.join(meta, PROPS_FILE)
         try:

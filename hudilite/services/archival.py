@@ -32,7 +32,7 @@ import logging
 import os
 
 from hudilite import auxfiles
-from hudilite.errors import InvalidWriteError, UnsupportedTableError
+from hudilite.errors import InvalidWriteError
 from hudilite.file_group import parse_base_file_name
 from hudilite.log.format import try_parse_log_file_name
 from hudilite.options import ARCHIVE_AUTOMATIC, KEEP_MAX_COMMITS, KEEP_MIN_COMMITS
@@ -177,8 +177,10 @@ def archive(table_or_path, options: dict | None = None, *, force: bool = False) 
     check_options(options)
     table = open_table(table_or_path)
     if table.config.layout_version >= 2:
-        raise UnsupportedTableError(f"{table.base_path}: archival writes the v6 archive (timeline layout 1); this "
-                                    f"table uses layout {table.config.layout_version}")
+        # the LSM timeline history of layout 2 is not written yet: the active timeline keeps every instant
+        log.info("nothing archived in %s: archival of timeline layout %d (the LSM history) is not supported yet",
+                 table.base_path, table.config.layout_version)
+        return []
     folder = table.config.archive_folder
     txn = Transaction(table, options)
     with txn.lock:

@@ -197,8 +197,11 @@ def execute_clean(table: HoodieTable, instant: Instant, options: dict | None = N
             raise CleanError(f"clean {cur.timestamp} was completed or removed by another process")
         txn.lock.verify()
         body = to_container(CLEAN_METADATA, md)
-        if not txn.fenced(cur, lambda stage: table.fs.put_if_absent(tl2.instant_path(cur.with_state(COMPLETED)),
-                                                                      body, stage_dir=stage)):
+        done = cur.with_state(COMPLETED)
+        if tl2.layout >= 2:  # the completed file is named with its completion time
+            done = Instant(cur.timestamp, cur.action, COMPLETED, txn.next_completion_time(tl2))
+            txn.record_completion_time(done.completion)
+        if not txn.fenced(cur, lambda stage: table.fs.put_if_absent(tl2.instant_path(done), body, stage_dir=stage)):
             raise CleanError(f"clean {cur.timestamp} was completed by another process")
     table.reload()
     log.info("clean %s removed %d file(s)", cur.timestamp, md["totalFilesDeleted"])

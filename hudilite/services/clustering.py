@@ -61,7 +61,7 @@ from hudilite.services.common import (
 )
 from hudilite.services.compaction import log_instants
 from hudilite.table import HoodieTable
-from hudilite.timeline import INFLIGHT, REPLACE_COMMIT, Instant, Timeline
+from hudilite.timeline import CLUSTERING, INFLIGHT, REPLACE_COMMIT, Instant, Timeline
 from hudilite.timeline.avro_models import REQUESTED_REPLACE
 from hudilite.timeline.plans import clustering_plan, pending_service_groups
 from hudilite.writer.handle import sort_indices
@@ -163,12 +163,18 @@ def schedule_clustering(table_or_path, options: dict | None = None) -> str | Non
     check_options(options)
     table = open_table(table_or_path)
     _check_sort_columns(table, CLUSTER_SORT_COLUMNS.get(options))
-    return schedule_plan(table, options, REPLACE_COMMIT, REQUESTED_REPLACE, plan_clustering)
+    return schedule_plan(table, options, plan_action(table), REQUESTED_REPLACE, plan_clustering)
+
+
+def plan_action(table: HoodieTable) -> str:
+    """The action of a pending clustering: `clustering` on timeline layout 2 (versions 8/9, completing as a
+    replacecommit), `replacecommit` on layout 1."""
+    return CLUSTERING if table.config.layout_version >= 2 else REPLACE_COMMIT
 
 
 def pending_clusterings(table: HoodieTable) -> list[Instant]:
     tl = table.reload()
-    return [i for i in tl.pending((REPLACE_COMMIT,)) if clustering_plan(tl, i) is not None]
+    return [i for i in tl.pending((plan_action(table),)) if clustering_plan(tl, i) is not None]
 
 
 def _cluster_group(table: HoodieTable, ctx, spec, group: dict, sort_cols: list[str], target: int, gi: int,
@@ -214,7 +220,7 @@ def execute_clustering(table: HoodieTable, instant: Instant, options: dict | Non
     """Execute one pending clustering plan under its claim (services/claim.py); returns its instant once
     completed. Another executor holding the plan: None (skipped), or with `wait` the instant once that executor
     completed it (or its claim died and this one took over and completed it)."""
-    claim = acquire(table, instant.timestamp, REPLACE_COMMIT, options, wait=wait)
+    claim = acquire(table, instant.timestamp, plan_action(table), options, wait=wait)
     if claim == COMPLETED:
         return instant.timestamp
     if claim == CLAIMED:
@@ -243,7 +249,7 @@ def execute_clustering(table: HoodieTable, instant: Instant, options: dict | Non
                 replaced.setdefault(s.get("partitionPath") or "", []).append(s["fileId"])
         md = commit_metadata(stats, "CLUSTER", table, replaced=replaced)
         md["extraMetadata"]["hudilite.clustering.millis"] = str(int((time.monotonic() - t0) * 1000))
-        Transaction(table, options).complete(Instant(cur.timestamp, REPLACE_COMMIT, INFLIGHT), md,
+        Transaction(table, options).complete(Instant(cur.timestamp, cur.action, INFLIGHT), md,
                                              validate=claim.completion_check(replaced, stats))
     except CommitConflictError as e:  # a write touched an input group after the plan: the plan is stale
         with lock_for(table.base_path, options):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 from typing import Any
 
 import fastavro
@@ -169,6 +170,50 @@ def _commit_metadata(name: str, replace: bool, write_stat) -> dict:
 COMMIT_METADATA = _commit_metadata("HoodieCommitMetadata", False, WRITE_STAT)
 REPLACE_COMMIT_METADATA = _commit_metadata("HoodieReplaceCommitMetadata", True, NS + ".HoodieWriteStat")
 
+# The models Apache Hudi 1.x writes completed (and inflight) write instants with on timeline layout 2: the
+# write stat carries the log-file fields and runtime stats, the commit metadata a `compacted` flag.
+WRITE_STAT_V2: dict[str, Any] = {
+    "type": "record", "name": "HoodieWriteStat", "namespace": NS, "fields": [
+        *[{"name": n, **_opt("string")} for n in ("fileId", "path", "prevCommit")],
+        *[{"name": n, **_opt("long")} for n in _WRITE_STAT_LONGS],
+        {"name": "partitionPath", **_opt("string")},
+        *[{"name": n, **_opt("long")} for n in _WRITE_STAT_LONGS2],
+        {"name": "logVersion", **_opt("int")},
+        {"name": "logOffset", **_opt("long")},
+        {"name": "baseFile", **_opt("string")},
+        {"name": "logFiles", **_opt({"type": "array", "items": "string"})},
+        {"name": "cdcStats", **_opt({"type": "map", "values": "long"})},
+        {"name": "prevBaseFile", **_opt("string")},
+        {"name": "minEventTime", **_opt("long")},
+        {"name": "maxEventTime", **_opt("long")},
+        {"name": "runtimeStats", **_opt({
+            "type": "record", "name": "HoodieRuntimeStats", "namespace": NS, "fields": [
+                {"name": n, **_opt("long")} for n in ("totalScanTime", "totalCreateTime", "totalUpsertTime")]})},
+        *[{"name": n, **_opt("long")} for n in ("totalLogFilesCompacted", "totalLogReadTimeMs",
+                                                 "totalLogSizeCompacted")],
+        {"name": "tempPath", **_opt("string")},
+        {"name": "numUpdates", **_opt("long")},
+    ]}
+
+
+def _commit_metadata_v2(name: str, replace: bool) -> dict:
+    fields = [
+        {"name": "partitionToWriteStats",
+         **_opt({"type": "map", "values": {"type": "array", "items": copy.deepcopy(WRITE_STAT_V2)}})},
+        {"name": "compacted", **_opt("boolean")},
+        {"name": "extraMetadata", **_opt(_str_map())},
+        {"name": "version", "type": ["int", "null"], "default": 1},
+        {"name": "operationType", **_opt("string")},
+    ]
+    if replace:
+        fields.append({"name": "partitionToReplaceFileIds",
+                       **_opt({"type": "map", "values": {"type": "array", "items": "string"}})})
+    return {"type": "record", "name": name, "namespace": NS, "fields": fields}
+
+
+COMMIT_METADATA_V2 = _commit_metadata_v2("HoodieCommitMetadata", False)
+REPLACE_COMMIT_METADATA_V2 = _commit_metadata_v2("HoodieReplaceCommitMetadata", True)
+
 ARCHIVED_META_ENTRY = {
     "type": "record", "name": "HoodieArchivedMetaEntry", "namespace": NS, "fields": [
         {"name": "hoodieCommitMetadata", **_opt(COMMIT_METADATA)},
@@ -184,11 +229,11 @@ ARCHIVED_META_ENTRY = {
     ]}
 
 
-_PARSED: dict[str, dict] = {}
+_PARSED: dict[tuple[str, int], dict] = {}
 
 
 def parsed(schema: dict) -> dict:
-    key = schema["name"]
+    key = (schema["name"], id(schema))  # the v6 and 1.x models share record names
     if key not in _PARSED:
         _PARSED[key] = fastavro.parse_schema(copy.deepcopy(schema), named_schemas={})
     return _PARSED[key]
@@ -242,3 +287,55 @@ def commit_metadata_record(md: dict, replace: bool) -> dict:
                                             for k, v in (md.get("partitionToReplaceFileIds") or {}).items()}
         rec["compacted"] = bool(md.get("compacted", False))
     return rec
+
+
+def _typed(value, avro_type):
+    """A JSON commit-metadata value as the Avro field type wants it (None where it does not fit)."""
+    if value is None:
+        return None
+    if avro_type in ("long", "int"):
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return None
+    if avro_type == "string":
+        return str(value)
+    if isinstance(avro_type, dict) and avro_type.get("type") == "array":
+        return [str(v) for v in value] if isinstance(value, (list, tuple)) else None
+    if isinstance(avro_type, dict) and avro_type.get("type") == "map":
+        return {str(k): int(v) for k, v in value.items()} if isinstance(value, dict) else None
+    if isinstance(avro_type, dict) and avro_type.get("type") == "record":
+        if not isinstance(value, dict):
+            return None
+        return {f["name"]: _typed(value.get(f["name"]), f["type"][1]) for f in avro_type["fields"]}
+    return value
+
+
+def commit_metadata_record_v2(md: dict, replace: bool) -> dict:
+    """Hudi's JSON commit metadata (as hudilite builds it) -> the HoodieCommitMetadata /
+    HoodieReplaceCommitMetadata record Apache Hudi 1.x writes on timeline layout 2. Stat fields the model lacks
+    are dropped (hudilite's own ones: readers do not need them)."""
+    pts: dict[str, list[dict[str, Any]]] = {}
+    for part, stats in (md.get("partitionToWriteStats") or {}).items():
+        pts[str(part)] = [{f["name"]: _typed((s or {}).get(f["name"]), f["type"][1]) for f in WRITE_STAT_V2["fields"]}
+                          for s in stats or []]
+    rec: dict[str, Any] = {
+        "partitionToWriteStats": pts,
+        "compacted": bool(md.get("compacted", False)),
+        "extraMetadata": {str(k): str(v) for k, v in (md.get("extraMetadata") or {}).items()},
+        "version": 1,
+        "operationType": md.get("operationType"),
+    }
+    if replace:
+        rec["partitionToReplaceFileIds"] = {str(k): [str(x) for x in (v or [])]
+                                            for k, v in (md.get("partitionToReplaceFileIds") or {}).items()}
+    return rec
+
+
+def commit_metadata_bytes(md: dict, replace: bool, layout: int) -> bytes:
+    """The content of a write instant's file: JSON on timeline layout 1 (version 6), an Avro container of the
+    1.x model on layout 2 (versions 8 and 9)."""
+    if layout >= 2:
+        return to_container(REPLACE_COMMIT_METADATA_V2 if replace else COMMIT_METADATA_V2,
+                            commit_metadata_record_v2(md, replace))
+    return json.dumps(md, indent=2).encode("utf-8")

@@ -67,7 +67,9 @@ class Timeline:
         return c[-1] if c else None
 
     def last_instant_time(self) -> str | None:
-        return self.instants[-1].timestamp if self.instants else None
+        """The newest time on the timeline: instant times, and on layout 2 the completion times in file names
+        (a new instant or completion time must be greater than every one of them)."""
+        return max((t for i in self.instants for t in (i.timestamp, i.completion) if t), default=None)
 
     @cached_property
     def first_write_time(self) -> str | None:
@@ -128,6 +130,9 @@ class Timeline:
 
     # ---- metadata ------------------------------------------------------------------------
     def instant_path(self, instant: Instant) -> str:
+        if self.layout >= 2 and instant.is_completed and not instant.completion:
+            raise ValueError(f"instant {instant.timestamp}: a completed instant file of timeline layout 2 is named "
+                             "with its completion time")
         return os.path.join(self.meta_dir, instant.file_name(self.layout))
 
     def read_metadata(self, instant: Instant) -> dict:

@@ -270,6 +270,7 @@ class WriteClient:
                 name=wo.table_name, table_type=wo.table_type, record_key_fields=wo.record_key,
                 precombine_field=wo.precombine_field, partition_fields=wo.partition_by,
                 hive_style=wo.hive_style, create_schema=create_schema,
+                version=int(wo.get(o.WRITE_TABLE_VERSION)),
             )
         return table, data_schema, new_config
 

@@ -64,6 +64,12 @@ class Footprint:
         bases = dict(self.log_bases).get(group)
         return bool(bases) and min(bases) >= instant
 
+    def appends_only(self, group) -> bool:
+        """Whether this write touched `group` only by writing log files. On timeline layout 2 such logs are
+        named by the write's own instant and join the slice their completion time falls in: one completed
+        after a compaction was planned starts the compaction's slice, so it never conflicts with it."""
+        return bool(dict(self.log_bases).get(group))
+
     def __bool__(self) -> bool:
         return bool(self.written or self.replaced)
 
@@ -228,7 +234,8 @@ def find_conflicts(tl: Timeline, instant: str, footprint: Footprint, basis) -> l
             kind, theirs = guard
         both = ours & theirs.all
         if both and (inst.action == COMPACTION or op == "COMPACT"):  # logs of the compaction's new slice
-            both = {g for g in both if not footprint.appends_from(g, inst.timestamp)}
+            both = {g for g in both if not (footprint.appends_only(g) if tl.layout >= 2
+                                            else footprint.appends_from(g, inst.timestamp))}
         if both:
             out.append(Conflict(inst.timestamp, kind, sorted(both)))
     return out

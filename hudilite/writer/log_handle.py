@@ -8,7 +8,8 @@ Runs inside a Spark task (no Spark calls). For the current slice of a file group
   new file group (the copy-on-write create path), deletes of such keys are dropped.
 
 The log file is a new version of the slice, named as table version 6 does:
-`.<fileId>_<baseInstant>.log.<version>_<writeToken>`; its APPEND marker (named after the log file) is created
+`.<fileId>_<baseInstant>.log.<version>_<writeToken>` (versions 8/9: `.<fileId>_<deltacommit>.log.1_<token>`,
+attached to a slice by its completion time); its APPEND marker (named after the log file) is created
 before the file. Every log file holds blocks of this one instant only, so a rollback may delete it whole. A write
 never appends to an existing log file: on object stores, which cannot append, that is one put-if-absent per
 file group and deltacommit (Apache Hudi's writer rolls to a new version there too), and the same file layout
@@ -125,9 +126,14 @@ def _log_rows(ctx: WriteContext, rows: pa.Table, fid: str, pid: int) -> pa.Table
 
 
 def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: str | None, base_instant: str,
-                      incoming: pa.Table, block_format: str = "parquet") -> list[dict]:
+                      incoming: pa.Table, block_format: str = "parquet", slice_logs: tuple[str, ...] | None = None
+                      ) -> list[dict]:
     """Append one file group's changes of this write as a new log file of its current slice; inserts of keys
-    the group does not hold go to a new file group. Returns the write stats."""
+    the group does not hold go to a new file group. Returns the write stats.
+
+    `slice_logs` (table version 8/9): the slice's committed log files, as the file system view attached them by
+    completion time; the new log file is then named with this write's instant (`.<fileId>_<instant>.log.1_*`),
+    not the base instant, and belongs to whichever slice its completion time falls in."""
     pid, stage, attempt = task_info()
     nulls = incoming.column(KEY_COL).null_count
     if nulls:
@@ -135,13 +141,19 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     incoming = dedup_latest(incoming, ctx)
     is_del = incoming.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
     directory = os.path.join(ctx.base_path, partition) if partition else ctx.base_path
-    prior = list_log_files(directory, fid, base_instant) if storage_for(directory).isdir(directory) else []
+    by_instant = slice_logs is not None
+    if by_instant:
+        prior = []
+    else:
+        prior = list_log_files(directory, fid, base_instant) if storage_for(directory).isdir(directory) else []
     late = np.zeros(incoming.num_rows, dtype=bool)
     # the base file is the slice's own, not the previous slice's behind a pending compaction (whose logs the
     # read of this slice merges too)
     own_base = base_path is None or \
         (parse_base_file_name(os.path.basename(base_path)) or (None,) * 3)[2] == base_instant
-    entry = own_base and ctx.overlays is not None  # this append writes its slice's overlay entry
+    # this append writes its slice's overlay entry (not on 8/9: the entry is keyed by the slice's base instant
+    # and log files, which a deltacommit completing after a compaction was planned moves to the next slice)
+    entry = own_base and ctx.overlays is not None and not by_instant
     if base_path is not None:
         with damaged_file(base_path):
             pf = storage_for(base_path).parquet_file(base_path)
@@ -157,8 +169,11 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
         # An update or ordered delete that loses against the current record (a late record) changes nothing
         # and is not written: a late delete whose ordering value is 0 would read as a natural delete (Apache
         # Hudi's sentinel for "no ordering value") and delete the newer record.
-        logs = ([] if own_base else _previous_logs(directory, fid, base_path)) + \
-            [os.path.join(directory, f.name) for f in prior]
+        if by_instant:
+            logs = list(slice_logs or ())
+        else:
+            logs = ([] if own_base else _previous_logs(directory, fid, base_path)) + \
+                [os.path.join(directory, f.name) for f in prior]
         stored = _merged_state(ctx, partition, fid, base_path, logs, base_cols) if logs else base_cols
         stored_keys, inc_keys = key_columns(ctx, stored, incoming)
         at = pc.index_in(inc_keys, value_set=stored_keys.combine_chunks())
@@ -202,7 +217,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     token = f"{pid}-{stage}-{attempt}"
     version = version_after(prior)
     while True:
-        name = format_log_file_name(fid, base_instant, version, token)
+        name = format_log_file_name(fid, ctx.instant if by_instant else base_instant, version, token)
         if not fs.exists(os.path.join(directory, name)):
             break
         version += 1

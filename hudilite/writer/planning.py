@@ -28,7 +28,9 @@ from hudilite.writer.log_handle import append_file_group
 from hudilite.writer.options import WriteOptions
 
 # A file group a write task targets: (partition, base file path or None for a new group, base instant).
-Target = tuple[str, "str | None", "str | None"]
+# (partition, base file path, base instant, the slice's log files): the log files only where new log files are
+# named by the writing instant (table version 8/9: the slice's logs cannot be listed by its base instant)
+Target = tuple[str, "str | None", "str | None", "tuple[str, ...] | None"]
 
 
 def check_partition_path(p: str | None, depth: int) -> None:
@@ -155,13 +157,17 @@ class PlannerBase:
     def targets(self, new_groups: dict[str, str]) -> dict[str, Target]:
         """file id -> what its write task merges into: new groups, and (unless overwriting) every latest slice
         with a base file (merge-on-read: named after the pending compaction's instant where there is one)."""
-        lookup: dict[str, Target] = {fid: (part, None, None) for fid, part in new_groups.items()}
+        lookup: dict[str, Target] = {fid: (part, None, None, None) for fid, part in new_groups.items()}
         if not self.overwrite:
-            log_base = self.log_bases if self.mor else {}
+            by_instant = self.mor and self.table is not None and self.table.config.layout_version >= 2
+            # layout 1: logs behind a pending compaction are named with its instant (they start its slice);
+            # layout 2 names logs by the writing deltacommit, and completion time decides their slice
+            log_base = self.log_bases if self.mor and not by_instant else {}
             for sl in self.slices:
                 if sl.base_file is not None:
                     lookup[sl.file_id] = (sl.partition, sl.base_file.path,
-                                          log_base.get((sl.partition, sl.file_id), sl.base_instant))
+                                          log_base.get((sl.partition, sl.file_id), sl.base_instant),
+                                          tuple(lf.path for lf in sl.log_files) if by_instant else None)
         return lookup
 
     def replaced(self) -> dict[str, list[str]]:
@@ -179,8 +185,8 @@ def merge_group(ctx: WriteContext, target: Target, fid: str, rows: pa.Table, mor
                 block_format: str | None) -> list[dict]:
     """Write one file group's rows of this write: a copy-on-write merge into a new base file, or (merge-on-read,
     group with a base file) a log file appended to its slice. Returns the write stats."""
-    part, old_path, old_instant = target
+    part, old_path, old_instant, slice_logs = target
     if mor and old_path is not None:
-        return append_file_group(ctx, part, fid, old_path, old_instant, rows, block_format)
+        return append_file_group(ctx, part, fid, old_path, old_instant, rows, block_format, slice_logs)
     stat = merge_file_group(ctx, part, fid, old_path, old_instant, rows)
     return [stat] if stat else []

@@ -42,6 +42,7 @@ from hudilite.options import CONCURRENCY_MODE, FSYNC, LOCK_EXPIRE_MS, LOCK_WAIT_
 from hudilite.storage.local import directories_of, storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
+from hudilite.timeline.avro_models import commit_metadata_bytes
 from hudilite.timeline.heartbeat import (
     Heartbeat,
     heartbeat_expired,
@@ -50,7 +51,7 @@ from hudilite.timeline.heartbeat import (
     read_heartbeat,
     write_heartbeat,
 )
-from hudilite.timeline.instant import COMPLETION_KEY
+from hudilite.timeline.instant import CLUSTERING, COMPLETION_KEY, REPLACE_COMMIT
 from hudilite.timeline.instant_time import next_instant_time, wait_for_skew
 from hudilite.writer.conflict import (
     PREPARED_KEY,
@@ -197,8 +198,17 @@ class Transaction:
     def mark_inflight(self, inst: Instant, metadata: dict) -> Instant:
         infl = inst.with_state(INFLIGHT)
         tl = self.table.timeline
-        self.table.fs.write_bytes(tl.instant_path(infl), json.dumps(metadata).encode("utf-8"))
+        # (layout 2: a HoodieCommitMetadata for every action, as Java writes inflight files)
+        self.table.fs.write_bytes(tl.instant_path(infl), self.metadata_bytes(inst, metadata, inflight=True))
         return infl
+
+    def metadata_bytes(self, inst: Instant, metadata: dict, *, inflight: bool = False) -> bytes:
+        """A write instant's metadata as its timeline layout stores it (JSON on 1, Avro on 2)."""
+        layout = self.table.config.layout_version
+        if layout < 2:
+            return json.dumps(metadata, indent=None if inflight else 2).encode("utf-8")
+        replace = inst.action in (REPLACE_COMMIT, CLUSTERING) and not inflight
+        return commit_metadata_bytes(metadata, replace, layout)
 
     def _last_completion(self) -> str | None:
         p = _aux_last_completion(self.table)
@@ -255,7 +265,7 @@ class Transaction:
             self.lock.verify()
             md = dict(metadata)
             md["extraMetadata"] = {**(metadata.get("extraMetadata") or {}), PREPARED_KEY: "true"}
-            body = json.dumps(md, indent=2).encode("utf-8")
+            body = self.metadata_bytes(inst, md)
             # fenced: a holder that stalls here while the next one rolls the instant back must not bring the
             # inflight file back as a prepared commit (recovery would complete it over deleted files)
             self.fenced(inst, lambda stage: self.table.fs.write_bytes(
@@ -308,23 +318,35 @@ class Transaction:
             md["extraMetadata"] = extra
             return self._write_completed(tl, cur, md)
 
+    def next_completion_time(self, tl) -> str:
+        """A completion time for an instant completed now, under the lock: greater than every instant and
+        completion time on `tl` and than the last completion this table recorded (strictly increasing across
+        writers)."""
+        last = max(filter(None, [tl.last_instant_time(), self._last_completion()]), default=None)
+        return next_instant_time(last)
+
+    def record_completion_time(self, completion: str) -> None:
+        """The lower bound for later completion times, written before the instant file that uses it (a
+        process dying right after that put must not leave a later completion time free to be taken again)."""
+        fs = self.table.fs
+        fs.delete_stale_temps(_aux_last_completion(self.table))  # of writers killed in this write (under the lock)
+        fs.write_bytes(_aux_last_completion(self.table), completion.encode())
+
     def _write_completed(self, tl, inst: Instant, metadata: dict) -> str:
         fs = self.table.fs
-        last = max(filter(None, [tl.last_instant_time(), self._last_completion()]), default=None)
-        completion = next_instant_time(last)
+        completion = self.next_completion_time(tl)
         extra = metadata.setdefault("extraMetadata", {})
         extra.pop(PREPARED_KEY, None)
-        extra[COMPLETION_KEY] = completion
-        done = inst.with_state(COMPLETED)
-        body = json.dumps(metadata, indent=2).encode("utf-8")
+        extra[COMPLETION_KEY] = completion  # layout 2 names it in the file name too
+        done = Instant(inst.timestamp, inst.action, COMPLETED, completion if tl.layout >= 2 else None)
+        body = self.metadata_bytes(inst, metadata)
         # Renews the lease right before the put: a holder that stalled past its lease fails here. A stall after
         # it (inside the put) is fenced: the file is published from the lease directory, which the next holder
         # revokes before it acts (see fenced).
         held_until = self.lock.verify()
         # The hint first: a lower bound for later completion times must never lag behind a completed instant (a
         # process dying right after the put), and a hint ahead of a commit that then fails is harmless.
-        fs.delete_stale_temps(_aux_last_completion(self.table))  # of writers killed in this write (under the lock)
-        fs.write_bytes(_aux_last_completion(self.table), completion.encode())
+        self.record_completion_time(completion)
         if not self.fenced(inst, lambda stage: fs.put_if_absent(tl.instant_path(done), body, stage_dir=stage)):
             raise CommitConflictError(
                 f"instant {inst.timestamp} was already completed by another writer (put-if-absent failed)")
