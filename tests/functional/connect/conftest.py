@@ -31,9 +31,19 @@ def connect_server(tmp_path_factory):
         server.stop(warehouse)
 
 
-def run_client(args, timeout=600, cwd=None):
-    """A Python subprocess of this interpreter (a Connect client); its completed process."""
+def _env():
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=timeout,
+    return env
+
+
+def run_client(args, timeout=600, cwd=None):
+    """A Python subprocess of this interpreter (a Connect client); its completed process."""
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=_env(), timeout=timeout,
                           cwd=cwd or ROOT)
+
+
+def start_client(args):
+    """run_client, not waited for (its output read with communicate())."""
+    return subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(), cwd=ROOT)

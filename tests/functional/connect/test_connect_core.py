@@ -6,18 +6,23 @@ import json
 
 import pytest
 
-from tests.functional.connect.conftest import run_client
+from tests.functional.connect.conftest import start_client
 from tests.functional.connect.ops import run_ops
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 
 def test_core_operations_over_connect_equal_classic(spark, connect_server, tmp_path):
-    out = run_client(["-m", "tests.functional.connect.ops", connect_server.url, str(tmp_path / "connect")])
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))
+    client = start_client(["-m", "tests.functional.connect.ops", connect_server.url, str(tmp_path / "connect")])
+    try:  # the classic run meanwhile
+        classic = json.loads(json.dumps(run_ops(spark, str(tmp_path / "classic")), default=str))
+        stdout, stderr = client.communicate(timeout=600)
+    finally:
+        client.kill()
+        client.wait()
+    assert client.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    line = next(ln for ln in stdout.splitlines() if ln.startswith("RESULT "))
     over_connect = json.loads(line[len("RESULT "):])
-    classic = json.loads(json.dumps(run_ops(spark, str(tmp_path / "classic")), default=str))
     assert over_connect == classic
     mor = over_connect["MERGE_ON_READ"]
     assert mor["compacted"] == 1 and mor["read_optimized"] == mor["after_compaction"] == mor["snapshot"]
