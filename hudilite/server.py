@@ -138,9 +138,10 @@ def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", 
     """Start the warehouse's Spark Connect server and wait until it answers a query on the catalog (which
     boots the metastore, so the first client finds it warm). A running one is returned as it is."""
     warehouse = os.path.abspath(warehouse)
-    running = status(warehouse)
-    if running is not None:
-        return running
+    recorded = read_state(warehouse)
+    if recorded is not None and _alive(recorded.pid):
+        return status(warehouse)  # running (or hung: said so)
+    _remove_state(warehouse)  # a stale record: its server is gone, start a new one
     if answers(host, port):
         raise ServerError(f"port {port} on {host} is in use by another process: pass --port")
     ms = metastore_dir(warehouse)

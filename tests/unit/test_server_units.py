@@ -41,3 +41,17 @@ def test_connect_to_an_absent_server_names_the_command():
     with pytest.raises(server.ServerError, match=f"no Spark Connect server answers at sc://127.0.0.1:{port}.*"
                                                  "hudilite server start --warehouse DIR --port"):
         server.connect(f"sc://127.0.0.1:{port}", token="t", use_ssl=True)
+
+
+def test_start_replaces_a_stale_record_and_reports_a_failed_start(tmp_path):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    os.makedirs(tmp_path / ".metastore")
+    state = tmp_path / ".metastore" / server.STATE_FILE
+    state.write_text(json.dumps({"pid": gone.pid, "host": "127.0.0.1", "port": 1, "warehouse": str(tmp_path),
+                                 "log": "x.log", "python": "python"}))
+    # a Spark setting the server refuses: it exits while starting, and start says so with its log
+    with pytest.raises(server.ServerError, match="exited .* while starting"):
+        server.start(str(tmp_path), port=_free_port(), spark_conf={"spark.driver.memory": "not-a-size"},
+                     timeout=120)
+    assert not state.exists()
