@@ -153,6 +153,10 @@ def check_workers(spark) -> None:
            f"{sys.executable}): set PYSPARK_PYTHON before the session is created, or spark.pyspark.python / "
            f"{SQL_WORKER_PYTHON} in its config, or install hudilite (with pyarrow) on the workers. Nothing was "
            "read or written.")
+    if is_connect(spark):  # the workers are the Connect server's: only its start configures them
+        fix = ("Spark Connect: the server's workers need an interpreter with hudilite installed: start a local "
+               "server with `hudilite server start --warehouse DIR` from such an environment, or set "
+               f"spark.pyspark.python / {SQL_WORKER_PYTHON} in the server's config. Nothing was read or written.")
     try:
         out = spark.range(1).select(F.udf(probe, "string")().alias("p")).collect()[0][0]
     except Exception as e:  # noqa: BLE001 - the workers' interpreter could not even run the probe
