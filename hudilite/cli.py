@@ -9,6 +9,8 @@
     hudilite clean PATH                    finish pending cleans, then plan and run a new one
     hudilite cluster PATH                  schedule a clustering plan and run every pending one
     hudilite archive PATH                  move old instants to .hoodie/archived
+    hudilite server start|stop|status      a local Spark Connect server on a warehouse (--warehouse DIR,
+                                           --port N): dbt (`method: connect`) and PySpark clients use it
 Service options: -o key=value (hoodie.* keys, as for writes). They run while writers keep writing: plans are
 decided and completed under the table lock.
 """
@@ -17,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
+from hudilite import server
 from hudilite.api import RollbackRefusedError, Table
 from hudilite.errors import HudiliteError
 from hudilite.options import check_options
@@ -134,6 +138,32 @@ def _archive(args) -> int:
     return 0
 
 
+def _server(args) -> int:
+    where = f"warehouse {os.path.abspath(args.warehouse)}"
+    if args.action == "start":
+        conf = {}
+        for kv in args.conf or []:
+            k, sep, v = kv.partition("=")
+            if not sep:
+                raise HudiliteError(f"--conf {kv!r}: expected key=value")
+            conf[k.strip()] = v.strip()
+        info = server.start(args.warehouse, port=args.port, host=args.host, master=args.master, spark_conf=conf)
+        print(f"Spark Connect server for {where} running at {info.url} (pid {info.pid}, log {info.log})")
+        return 0
+    if args.action == "stop":
+        info = server.stop(args.warehouse)
+        print(f"stopped the Spark Connect server at {info.url} (pid {info.pid})" if info
+              else f"no Spark Connect server recorded for {where}")
+        return 0
+    info = server.status(args.warehouse)  # a stale server raises, naming the command to run
+    if info is None:
+        print(f"no Spark Connect server for {where}. Start one with: {server.start_command(args.warehouse)}")
+        return 1
+    print(f"Spark Connect server for {where} running at {info.url} (pid {info.pid}, python {info.python}, "
+          f"log {info.log})")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="hudilite", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -180,6 +210,15 @@ def main(argv=None) -> int:
     s = sub.add_parser("info", help="table properties and layout summary")
     s.add_argument("path")
     s.set_defaults(fn=_info)
+    s = sub.add_parser("server", help="a local Spark Connect server on a warehouse")
+    s.add_argument("action", choices=("start", "stop", "status"))
+    s.add_argument("--warehouse", default=os.environ.get("HUDILITE_WAREHOUSE", "."),
+                   help="the warehouse directory (its catalog in DIR/.metastore); default: $HUDILITE_WAREHOUSE or .")
+    s.add_argument("--port", type=int, default=server.DEFAULT_PORT)
+    s.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: loopback only)")
+    s.add_argument("--master", default="local[*]")
+    s.add_argument("--conf", action="append", metavar="KEY=VALUE", help="a Spark setting of the server")
+    s.set_defaults(fn=_server)
     args = p.parse_args(argv)
     try:
         return args.fn(args)

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Create .venv and install hudilite with the dbt adapter, S3 storage and its test and bench extras (idempotent).
+# Create .venv and install hudilite with the dbt adapter, S3 storage, Spark Connect and its test and bench extras (idempotent).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
-python -m pip install -q -e ".[dbt,s3,test,bench]"
+python -m pip install -q -e ".[dbt,s3,test,bench,connect]"
 # `dbt --version` lists the adapters it finds as files, <site-packages>/dbt/adapters/*/__version__.py; an editable
 # install keeps ours in this tree, so link the package there (imports resolve to the same files either way).
 site=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")

@@ -26,6 +26,7 @@ from hudilite.reader.ranges import (
 from hudilite.spark.files import read_parquet_files
 from hudilite.spark.read import apply_filters, plan_to_dataframe
 from hudilite.spark.schema import arrow_to_spark
+from hudilite.spark.session import task_frame
 from hudilite.storage import capture_bindings, install_bindings
 from hudilite.table import HoodieTable
 
@@ -158,8 +159,7 @@ def _task_frame(spark, rows: list):
     fields = [StructField("task", StringType(), False)]
     if len(rows[0]) > 1:
         fields.append(StructField("picks", BinaryType(), False))
-    rdd = spark.sparkContext.parallelize(rows, len(rows))
-    return spark.createDataFrame(rdd, StructType(fields))
+    return task_frame(spark, rows, StructType(fields))
 
 def _ipc(table) -> bytes:
     sink = pa.BufferOutputStream()

@@ -13,6 +13,7 @@ import threading
 import pyarrow as pa
 
 from hudilite.spark.schema import spark_to_arrow
+from hudilite.spark.session import default_parallelism
 from hudilite.storage import capture_bindings, install_bindings, scheme_of, storage_for
 
 log = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ def arrow_scan(spark, schema, files, *, meta: dict[str, str] | None = None):
         return spark.createDataFrame([], out)
     by_name = {v: k for k, v in meta.items()}
     bindings = capture_bindings(files[0])
-    n = max(1, min(len(files), 4 * spark.sparkContext.defaultParallelism))
+    n = max(1, min(len(files), 4 * default_parallelism(spark)))
 
     def scan_task(batches):
         install_bindings(bindings)

@@ -37,6 +37,7 @@ from hudilite.reader import overlay_cache
 from hudilite.reader.merge import SliceDesc, slice_overlay, to_spark_arrow
 from hudilite.reader.overlay_cache import BLOCK, BLOCK_BITS, BLOCKS_ARROW, KEY_BITS, MASK, ROW_BITS
 from hudilite.spark.files import read_parquet_files
+from hudilite.spark.session import default_parallelism
 from hudilite.storage import capture_bindings, install_bindings
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
 
 def _tasks(spark, n_slices: int) -> int:
     """How many Python tasks compute the overlays of `n_slices` slices (each task every n-th slice)."""
-    return max(1, min(n_slices, 2 * spark.sparkContext.defaultParallelism))
+    return max(1, min(n_slices, 2 * default_parallelism(spark)))
 
 
 # Up to this many slices a read finds its overlay entries from the driver (log block headers read there); more,

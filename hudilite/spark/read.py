@@ -18,6 +18,7 @@ from hudilite.schema import SchemaError, avro_to_arrow
 from hudilite.spark.files import read_parquet_files
 from hudilite.spark.merge import FILE, ROW, SIZE, file_ids, merged_dataframe
 from hudilite.spark.schema import arrow_to_spark
+from hudilite.spark.session import default_parallelism
 from hudilite.storage import capture_bindings, install_bindings, storage_for
 
 
@@ -173,7 +174,7 @@ def _merged(spark, plan: ReadPlan, schema, slices):
     out_schema = to_spark_arrow(plan.schema)
     groups = _groups([(SliceDesc.of(s), sum(lf.size for lf in s.log_files)
                        + (s.base_file.size if s.base_file is not None else 0)) for s in slices],
-                     2 * spark.sparkContext.defaultParallelism)
+                     2 * default_parallelism(spark))
     n = len(groups)
     bindings = capture_bindings(plan.table.base_path)
 

@@ -19,6 +19,30 @@ _CHECKED_GUARD = threading.Lock()
 SQL_WORKER_PYTHON = "spark.sql.execution.pyspark.python"
 
 
+def session_conf(conf: dict | None = None, hive_dir: str | None = None) -> dict:
+    """The Spark settings of a hudilite session (`local_session`, and the `hudilite server` Connect server):
+    Python workers run this interpreter (so they import hudilite); `conf` over them; with `hive_dir`, a
+    persistent catalog in an embedded Derby metastore there."""
+    out = {
+        "spark.ui.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.pyspark.python": sys.executable,
+        # the hudilite data source prunes partitions in pushFilters, which PySpark refuses unless this is on
+        "spark.sql.python.filterPushdown.enabled": "true",
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+    }
+    out.update(conf or {})
+    if hive_dir:
+        out.update({"spark.sql.warehouse.dir": os.path.join(hive_dir, "warehouse"),
+                    "spark.hadoop.javax.jdo.option.ConnectionURL":
+                        f"jdbc:derby:;databaseName={os.path.join(hive_dir, 'metastore_db')};create=true",
+                    "spark.sql.catalogImplementation": "hive"})
+    return out
+
+
 def local_session(master: str = "local[2]", *, app_name: str = "hudilite", conf: dict | None = None,
                   hive_dir: str | None = None):
     """Get or create a SparkSession whose Python workers run this interpreter (so they import hudilite)."""
@@ -26,26 +50,54 @@ def local_session(master: str = "local[2]", *, app_name: str = "hudilite", conf:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    b = (SparkSession.builder.master(master).appName(app_name)
-         .config("spark.ui.enabled", "false")
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.sql.shuffle.partitions", "4")
-         .config("spark.sql.adaptive.enabled", "true")
-         .config("spark.pyspark.python", sys.executable)
-         # the hudilite data source prunes partitions in pushFilters, which PySpark refuses unless this is on
-         .config("spark.sql.python.filterPushdown.enabled", "true")
-         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC"))
-    for k, v in (conf or {}).items():
-        b = b.config(k, v)
-    if hive_dir:
-        b = (b.config("spark.sql.warehouse.dir", os.path.join(hive_dir, "warehouse"))
-             .config("spark.hadoop.javax.jdo.option.ConnectionURL",
-                     f"jdbc:derby:;databaseName={os.path.join(hive_dir, 'metastore_db')};create=true")
-             .enableHiveSupport())
+    b = SparkSession.builder.master(master).appName(app_name)
+    for k, v in session_conf(conf, hive_dir).items():
+        b = b.config(k, v)  # with hive_dir: catalogImplementation hive, what enableHiveSupport() sets
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def is_connect(spark) -> bool:
+    """Whether `spark` is a Spark Connect session: no SparkContext, RDDs or JVM handles in this process; the
+    classic-only optimisations take their fallback."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def default_parallelism(spark) -> int:
+    """Spark's default parallelism (task counts are sized by it). Spark Connect cannot ask the SparkContext:
+    `spark.default.parallelism` if set, else the cores of a `local[N]` master (`local[*]`: this machine's,
+    the server being local), else the shuffle partitions; read once per session object."""
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    cached = getattr(spark, "_hudilite_parallelism", None)
+    if cached:
+        return cached
+    n = _connect_parallelism(spark)
+    try:
+        spark._hudilite_parallelism = n
+    except Exception:  # noqa: BLE001 - a session object without attributes: ask again next time
+        pass
+    return n
+
+
+def _connect_parallelism(spark) -> int:
+    explicit = spark.conf.get("spark.default.parallelism", None)
+    if explicit:
+        return max(1, int(explicit))
+    m = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", spark.conf.get("spark.master", "") or "")
+    if m:
+        return (os.cpu_count() or 1) if m.group(1) == "*" else max(1, int(m.group(1)))
+    return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "4") or 4))
+
+
+def task_frame(spark, rows: list, schema):
+    """A DataFrame of `rows` with one input partition (task) per row. Classic: `parallelize` (no shuffle).
+    Spark Connect has no RDDs: a local relation repartitioned round robin, one row per partition (one input
+    partition dealt out in turn) at the cost of a shuffle."""
+    if not is_connect(spark):
+        return spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), schema)
+    return spark.createDataFrame(rows, schema).repartition(len(rows))
 
 
 def active_session():
@@ -101,6 +153,10 @@ def check_workers(spark) -> None:
            f"{sys.executable}): set PYSPARK_PYTHON before the session is created, or spark.pyspark.python / "
            f"{SQL_WORKER_PYTHON} in its config, or install hudilite (with pyarrow) on the workers. Nothing was "
            "read or written.")
+    if is_connect(spark):  # the workers are the Connect server's: only its start configures them
+        fix = ("Spark Connect: the server's workers need an interpreter with hudilite installed: start a local "
+               "server with `hudilite server start --warehouse DIR` from such an environment, or set "
+               f"spark.pyspark.python / {SQL_WORKER_PYTHON} in the server's config. Nothing was read or written.")
     try:
         out = spark.range(1).select(F.udf(probe, "string")().alias("p")).collect()[0][0]
     except Exception as e:  # noqa: BLE001 - the workers' interpreter could not even run the probe

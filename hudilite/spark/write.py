@@ -21,6 +21,7 @@ from hudilite.options import INPUT_PERSIST
 from hudilite.reader.merge import SliceDesc
 from hudilite.spark.files import read_parquet_files
 from hudilite.spark.schema import spark_to_arrow
+from hudilite.spark.session import default_parallelism
 from hudilite.storage import capture_bindings, install_bindings
 from hudilite.table import HoodieTable
 from hudilite.writer.context import WriteContext
@@ -208,7 +209,7 @@ class SparkPlanner(PlannerBase):
         lookup = self.targets(new_groups)
         routed = self._route(buckets)
         mor, block_format = self.mor, self.block_format
-        n_tasks = max(1, min(len(lookup), 4 * self.spark.sparkContext.defaultParallelism))
+        n_tasks = max(1, min(len(lookup), 4 * default_parallelism(self.spark)))
         bindings = capture_bindings(ctx.base_path)
 
         def merge(key, table):  # no type hints: Spark picks the (key, pyarrow.Table) form

@@ -32,7 +32,7 @@ from hudilite.schema import SchemaError, arrow_to_avro, avro_to_arrow, avro_to_j
 from hudilite.services.inline import check_service_options, run_inline_services
 from hudilite.spark.keygen import partition_path_expr, record_key_expr
 from hudilite.spark.schema import spark_to_arrow
-from hudilite.spark.session import check_workers
+from hudilite.spark.session import check_workers, default_parallelism, is_connect
 from hudilite.spark.write import SparkPlanner, collect_stats, stat_struct
 from hudilite.storage import capture_bindings, install_bindings, normalize_path, relative_to, storage_for
 from hudilite.table import PROPS_FILE, HoodieTable
@@ -318,9 +318,12 @@ class WriteClient:
             run_bounded([batches], consume, ctx.buffer_limit_bytes)
             return w.close()
 
-        if keygen is not None and IS_DELETED_FIELD not in df.columns and self.wo.get(o.BULK_SOURCE_FILES):
+        # the source files read directly: found in the JVM plan and run as RDD tasks, so classic sessions only
+        # (Spark Connect writes the rows below, as any other source)
+        if keygen is not None and IS_DELETED_FIELD not in df.columns and self.wo.get(o.BULK_SOURCE_FILES) \
+                and not is_connect(self.spark):
             source = spark_to_arrow(df.schema)
-            units = plain_parquet_units(df, source, self.spark.sparkContext.defaultParallelism)
+            units = plain_parquet_units(df, source, default_parallelism(self.spark))
             if units:
                 batch_rows = ctx.row_group_rows
 

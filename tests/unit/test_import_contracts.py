@@ -73,8 +73,8 @@ def test_every_core_module_has_a_layer():
 PUBLIC_MODULES = ("hudilite", "hudilite.api", "hudilite.errors", "hudilite.options", "hudilite.columns",
                   "hudilite.checkpoints", "hudilite.aggregate", "hudilite.prepared", "hudilite.streaming",
                   "hudilite.spark.session", "hudilite.spark.schema",
-                  "hudilite.metastore", "hudilite.warehouse", "hudilite.sql_merge", "hudilite.sql_dml",
-                  "hudilite.storage")
+                  "hudilite.metastore", "hudilite.warehouse", "hudilite.server", "hudilite.sql_merge",
+                  "hudilite.sql_dml", "hudilite.storage")
 
 
 def test_every_core_module_is_public_or_forbidden_to_the_adapter():

@@ -124,7 +124,8 @@ class HudiliteConnectionManager(SparkConnectionManager):
         warehouse = credentials.resolve_warehouse(project_root)
         metastore_dir = credentials.resolve_metastore_dir(warehouse, project_root)
         key = (warehouse, metastore_dir, credentials.master, tuple(sorted(credentials.spark_conf.items())),
-               repr(sorted(credentials.storage_options.items())), credentials.reuse_session)
+               repr(sorted(credentials.storage_options.items())), credentials.reuse_session, credentials.method,
+               credentials.host)
         with cls._env_lock:
             env = cls._ENVS.get(key)
             if env is None:

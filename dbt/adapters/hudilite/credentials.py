@@ -16,6 +16,11 @@
           master: "local[*]"         # any Spark master URL (spark://host:7077, yarn, ...)
           spark_conf: {}             # extra Spark settings for the session
           spark_logs: false          # true: Spark's own log on the console (else <warehouse>/.metastore/spark.log)
+          method: session            # session: an embedded SparkSession (the default); connect: a Spark
+                                     # Connect server (`hudilite server start --warehouse DIR`, or a cluster's)
+          host: sc://127.0.0.1:15002 # method connect: the server's URL (sc://host:port[/;param=value...])
+          token: ...                 # method connect: a bearer token (sent as the URL's token parameter)
+          use_ssl: false             # method connect: TLS to the server
           threads: 4
 """
 
@@ -48,6 +53,10 @@ class HudiliteCredentials(Credentials):
     # Spark's own log (log4j) on the console as well as dbt's; HUDILITE_SPARK_LOGS=1 turns it on too.
     spark_logs: bool = False
     user: Optional[str] = None
+    method: str = "session"
+    host: Optional[str] = None
+    token: Optional[str] = None
+    use_ssl: bool = False
 
     _ALIASES = {"spark_config": "spark_conf", "conf": "spark_conf", "warehouse_path": "warehouse"}
 
@@ -67,6 +76,11 @@ class HudiliteCredentials(Credentials):
         self.database = None
         if self.reuse_session not in ("auto", "never"):
             raise DbtRuntimeError("hudilite profile: `reuse_session` must be 'auto' or 'never'")
+        if self.method not in ("session", "connect"):
+            raise DbtRuntimeError(f"hudilite profile: `method` must be 'session' or 'connect', not {self.method!r}")
+        if self.method == "connect" and not self.host:
+            raise DbtRuntimeError("hudilite profile: method connect needs `host: sc://host:port` (a local server: "
+                                  "`hudilite server start --warehouse DIR` listens on sc://127.0.0.1:15002)")
         self.spark_conf = {str(k): str(v) for k, v in (self.spark_conf or {}).items()}
         self.storage_options = {str(k): v for k, v in (self.storage_options or {}).items()}
 
@@ -79,7 +93,7 @@ class HudiliteCredentials(Credentials):
         return self.warehouse or "warehouse"
 
     def _connection_keys(self) -> Tuple[str, ...]:
-        return ("schema", "warehouse", "storage_options", "master", "spark_conf")
+        return ("schema", "warehouse", "storage_options", "method", "host", "master", "spark_conf")
 
     def connection_info(self, *, with_aliases: bool = False) -> Iterable[Tuple[str, Any]]:
         for k, v in super().connection_info(with_aliases=with_aliases):

@@ -19,7 +19,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 import hudilite
-from hudilite import warehouse
+from hudilite import server, warehouse
+from hudilite.spark.session import is_connect
 
 logger = AdapterLogger("Hudilite")
 
@@ -43,6 +44,8 @@ class SessionMixin:
         return self._spark
 
     def _open_session(self):
+        if self.credentials.method == "connect":
+            return self._connect_session()
         with _process_lock:
             own = _process_session.get("spark")
             if own is not None and own._sc._jsc is not None:
@@ -80,6 +83,26 @@ class SessionMixin:
             self.catalog_kind = "hive"
             return spark
 
+    def _connect_session(self):
+        """A Spark Connect session to the profile's `host`: the server owns the catalog (and its lock), this
+        process plans and commits the writes, the server's Python workers write the files."""
+        c = self.credentials
+        try:
+            spark = server.connect(c.host, token=c.token, use_ssl=c.use_ssl)
+        except hudilite.HudiliteError as e:  # no server answers there
+            raise FailedToConnectError(f"hudilite: {e}") from None
+        except Exception as e:  # noqa: BLE001 - a bad URL, TLS or token: Spark Connect's own message
+            raise FailedToConnectError(f"hudilite: could not connect to the Spark Connect server {c.host}: {e}") \
+                from None
+        static = [k for k in c.spark_conf if _is_static_conf(k)]
+        if static:
+            logger.warning(f"hudilite: method connect: spark_conf {static} are the server's settings and are "
+                           "ignored here")
+        for k, v in self._runtime_conf().items():
+            spark.conf.set(k, v)
+        self.catalog_kind = spark.conf.get("spark.sql.catalogImplementation", "in-memory")
+        return spark
+
     def _runtime_conf(self) -> Dict[str, str]:
         conf = {"spark.sql.ansi.enabled": "false"}  # as dbt-spark: the Spark 3 semantics its macros expect
         conf.update({k: v for k, v in self.credentials.spark_conf.items() if not _is_static_conf(k)})
@@ -95,6 +118,9 @@ class SessionMixin:
 
     def describe_session(self) -> str:
         spark = self.spark
+        if is_connect(spark):
+            return (f"Spark {spark.version} over Spark Connect {self.credentials.host}, warehouse {self.warehouse}, "
+                    f"catalog {self.catalog_kind} (the server's)")
         return (f"Spark {spark.version}, master {spark.sparkContext.master}, warehouse {self.warehouse}, "
                 f"catalog {self.catalog_kind}"
                 + (f" (Derby metastore {os.path.join(self.metastore_dir, 'metastore_db')})"
@@ -104,10 +130,12 @@ class SessionMixin:
     # ---- SQL -------------------------------------------------------------------------------
     @contextlib.contextmanager
     def tagged(self, tag: Optional[str]):
-        sc = self.spark.sparkContext
+        # Spark Connect tags the session's operations (per thread), classic the SparkContext's jobs
+        sc = self.spark if is_connect(self.spark) else self.spark.sparkContext
+        add, remove = ("addTag", "removeTag") if sc is self.spark else ("addJobTag", "removeJobTag")
         if tag:
             try:
-                sc.addJobTag(tag)
+                getattr(sc, add)(tag)
             except Exception:  # noqa: BLE001
                 tag = None
         try:
@@ -115,7 +143,7 @@ class SessionMixin:
         finally:
             if tag:
                 try:
-                    sc.removeJobTag(tag)
+                    getattr(sc, remove)(tag)
                 except Exception:  # noqa: BLE001
                     pass
 
@@ -134,7 +162,10 @@ class SessionMixin:
         if self._spark is None:
             return
         try:
-            self._spark.sparkContext.cancelJobsWithTag(tag)
+            if is_connect(self._spark):
+                self._spark.interruptTag(tag)
+            else:
+                self._spark.sparkContext.cancelJobsWithTag(tag)
         except Exception:  # noqa: BLE001
             pass
 

@@ -1,0 +1,273 @@
+"""`hudilite server`: a local Spark Connect server on a warehouse, and Connect sessions to it.
+
+The server is the installed pyspark's own (its `spark-connect` jar ships in pyspark/jars), started with
+`spark-submit` as a process of its own, its Python workers this interpreter (so they import hudilite) and its
+catalog the warehouse's persistent one (the embedded Derby metastore under `<warehouse>/.metastore`, as the
+dbt adapter's embedded session keeps it). The server holds the warehouse lock for its life, so an embedded
+session on the same warehouse fails at once instead of in the metastore boot. Its pid, address and log are in
+`<warehouse>/.metastore/connect-server.json`.
+
+Under Spark Connect a write's driver-side work (planning, the timeline, markers, the commit) runs in the
+client process; the server's Python workers write the data files. Both need the table storage.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+from hudilite.errors import HudiliteError
+from hudilite.spark.session import session_conf
+from hudilite.warehouse import WAREHOUSE_LOCK, WarehouseLockedError, locked_message, spark_log_config
+
+DEFAULT_PORT = 15002  # Spark Connect's own default
+STATE_FILE = "connect-server.json"  # in <warehouse>/.metastore
+SERVER_LOG = "connect-server.log"
+_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+class ServerError(HudiliteError):
+    """The Spark Connect server could not be started, or no server answers where one is expected."""
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    pid: int
+    host: str
+    port: int
+    warehouse: str
+    log: str
+    python: str
+
+    @property
+    def url(self) -> str:
+        return f"sc://{self.host}:{self.port}"
+
+
+def metastore_dir(warehouse: str) -> str:
+    return os.path.join(os.path.abspath(warehouse), ".metastore")
+
+
+def _state_path(warehouse: str) -> str:
+    return os.path.join(metastore_dir(warehouse), STATE_FILE)
+
+
+def start_command(warehouse: str) -> str:
+    return f"hudilite server start --warehouse {os.path.abspath(warehouse)}"
+
+
+def read_state(warehouse: str) -> ServerInfo | None:
+    """The server recorded for `warehouse` (running or not), or None."""
+    try:
+        with open(_state_path(warehouse)) as f:
+            return ServerInfo(**json.load(f))
+    except (FileNotFoundError, ValueError, TypeError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited, not yet reaped by a parent in this process) is not a server
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def answers(host: str, port: int, timeout: float = 1.0) -> bool:
+    """Whether something accepts connections at host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def status(warehouse: str) -> ServerInfo | None:
+    """The running server of `warehouse`, or None. A recorded server that is gone raises ServerError naming
+    the command that starts a new one (its state file is removed)."""
+    info = read_state(warehouse)
+    if info is None:
+        return None
+    if _alive(info.pid) and answers(info.host, info.port):
+        return info
+    if not _alive(info.pid):
+        _remove_state(warehouse)
+        raise ServerError(f"the Spark Connect server of warehouse {os.path.abspath(warehouse)} (pid {info.pid}, "
+                          f"{info.url}) is gone (stale state removed; its log: {info.log}). Start one with: "
+                          f"{start_command(warehouse)}")
+    raise ServerError(f"the Spark Connect server of warehouse {os.path.abspath(warehouse)} (pid {info.pid}) does "
+                      f"not answer at {info.url} (still starting, or hung; its log: {info.log}). Stop it with: "
+                      f"hudilite server stop --warehouse {os.path.abspath(warehouse)}")
+
+
+def _remove_state(warehouse: str) -> None:
+    try:
+        os.remove(_state_path(warehouse))
+    except FileNotFoundError:
+        pass
+
+
+def _server_conf(warehouse: str, host: str, port: int, spark_conf: dict | None) -> dict:
+    ms = metastore_dir(warehouse)
+    java_opts = (f"-Duser.timezone=UTC -Dderby.stream.error.file={os.path.join(ms, 'derby.log')} "
+                 f"-Dlog4j2.configurationFile={spark_log_config(ms)}")
+    conf = session_conf({"spark.ui.showConsoleProgress": "false", "spark.sql.ansi.enabled": "false",
+                         "spark.driver.extraJavaOptions": java_opts,
+                         "spark.sql.execution.pyspark.python": sys.executable,
+                         "spark.connect.grpc.binding.address": host,
+                         "spark.connect.grpc.binding.port": str(port)}, hive_dir=ms)
+    conf.update(spark_conf or {})
+    return conf
+
+
+def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", master: str = "local[*]",
+          spark_conf: dict | None = None, timeout: float = 180.0) -> ServerInfo:
+    """Start the warehouse's Spark Connect server and wait until it answers a query on the catalog (which
+    boots the metastore, so the first client finds it warm). A running one is returned as it is."""
+    warehouse = os.path.abspath(warehouse)
+    recorded = read_state(warehouse)
+    if recorded is not None and _alive(recorded.pid):
+        return status(warehouse)  # running (or hung: said so)
+    _remove_state(warehouse)  # a stale record: its server is gone, start a new one
+    if answers(host, port):
+        raise ServerError(f"port {port} on {host} is in use by another process: pass --port")
+    ms = metastore_dir(warehouse)
+    os.makedirs(ms, exist_ok=True)
+    # the server inherits the warehouse lock (flock belongs to the open file, which the child shares) and holds
+    # it for its life: an embedded session on this warehouse then fails at once with the usual message
+    lock_fd = os.open(os.path.join(ms, WAREHOUSE_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise WarehouseLockedError(locked_message(os.path.join(ms, "metastore_db"), warehouse)) from None
+        proc = _spawn(warehouse, host, port, master, spark_conf, lock_fd)
+    finally:
+        os.close(lock_fd)
+    info = ServerInfo(pid=proc.pid, host=host, port=port, warehouse=warehouse,
+                      log=os.path.join(ms, SERVER_LOG), python=sys.executable)
+    with open(_state_path(warehouse), "w") as f:
+        json.dump(asdict(info), f)
+    try:
+        _wait_ready(proc, info, timeout)
+    except BaseException:
+        _terminate(proc.pid, 10)
+        _remove_state(warehouse)
+        raise
+    return info
+
+
+def _spawn(warehouse: str, host: str, port: int, master: str, spark_conf: dict | None, lock_fd: int):
+    import pyspark  # the server is the installed pyspark's (its jars); only `start` needs it
+
+    home = os.path.dirname(pyspark.__file__)
+    cmd = [os.path.join(home, "bin", "spark-submit"), "--class", _SERVER_CLASS, "--name", "hudilite Connect server",
+           "--master", master]
+    for k, v in _server_conf(warehouse, host, port, spark_conf).items():
+        cmd += ["--conf", f"{k}={v}"]
+    env = dict(os.environ, SPARK_HOME=home, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)  # a client setting: the server must start classic
+    env.pop("SPARK_REMOTE", None)
+    log = open(os.path.join(metastore_dir(warehouse), SERVER_LOG), "wb")
+    try:
+        # a session of its own: a Ctrl-C in the starting terminal does not stop the server
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                cwd=metastore_dir(warehouse), start_new_session=True, pass_fds=(lock_fd,))
+    finally:
+        log.close()
+
+
+def _wait_ready(proc, info: ServerInfo, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not answers(info.host, info.port, 0.5):
+        if proc.poll() is not None:
+            raise ServerError(f"the Spark Connect server exited (code {proc.returncode}) while starting: "
+                              f"{_tail(info.log)} (log: {info.log})")
+        if time.monotonic() > deadline:
+            raise ServerError(f"the Spark Connect server did not answer at {info.url} within {timeout:.0f} s "
+                              f"(log: {info.log})")
+        time.sleep(0.3)
+    # Connect's own session class: pyspark's builder would switch this whole process to Connect mode
+    # (SPARK_CONNECT_MODE_ENABLED), which a process that starts the server (a test session) may not want
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    spark = RemoteSession.builder.remote(info.url).create()
+    try:
+        spark.sql("show databases").collect()  # boots the metastore: a broken catalog fails here, not in dbt
+    finally:
+        spark.stop()  # this client's session only: the server keeps running
+
+
+def _tail(path: str, lines: int = 5) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return " | ".join(ln.strip() for ln in f.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def stop(warehouse: str, timeout: float = 30.0) -> ServerInfo | None:
+    """Stop the warehouse's server (its process group: spark-submit's JVM and its Python workers); the server
+    stopped, or None when none was recorded."""
+    info = read_state(warehouse)
+    if info is None:
+        return None
+    if _alive(info.pid):
+        _terminate(info.pid, timeout)
+    _remove_state(warehouse)
+    return info
+
+
+def _terminate(pid: int, timeout: float) -> None:
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)  # started with a session of its own: the group is the server's
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our child (started in this process): reap it
+                    return
+            except ChildProcessError:
+                if not _alive(pid):
+                    return
+            time.sleep(0.2)
+
+
+def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params: dict | None = None):
+    """A Spark Connect session to `url` (sc://host:port[/;param=...]); `token` and `use_ssl` are added as the
+    Connect URL parameters. A server that does not answer raises ServerError naming how to start one. PySpark
+    then runs this process in Connect mode (its functions build Connect columns): a process has classic
+    sessions or Connect ones, not both."""
+    from pyspark.sql import SparkSession
+
+    full = url if url.startswith("sc://") else f"sc://{url}"
+    extra = dict(params or {})
+    if token:
+        extra["token"] = token
+    if use_ssl:
+        extra["use_ssl"] = "true"
+    if extra:
+        full = full.rstrip("/") + ("/" if "/;" not in full else "") + "".join(f";{k}={v}" for k, v in extra.items())
+    hostport = full[len("sc://"):].split("/", 1)[0]
+    host, _, port = hostport.rpartition(":")
+    if host and port.isdigit() and not answers(host, int(port), 2.0):
+        raise ServerError(f"no Spark Connect server answers at sc://{hostport}. Start a local one with: "
+                          "hudilite server start --warehouse DIR" + (f" --port {port}" if port != str(DEFAULT_PORT)
+                                                                      else ""))
+    return SparkSession.builder.remote(full).create()

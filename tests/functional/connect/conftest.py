@@ -1,0 +1,49 @@
+"""One local Spark Connect server (`hudilite server start`) for the Connect tests, on loopback, stopped at the
+end. Its clients run in subprocesses: PySpark switches a process that opens a Connect session to Connect mode,
+and this test process keeps the suite's classic session."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from hudilite import server
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    warehouse = str(tmp_path_factory.mktemp("connect-warehouse"))
+    # two cores shared with the suite's own session: the server's tasks on two threads
+    info = server.start(warehouse, port=_free_port(), master="local[2]")
+    try:
+        yield info
+    finally:
+        server.stop(warehouse)
+
+
+def _env():
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    return env
+
+
+def run_client(args, timeout=600, cwd=None):
+    """A Python subprocess of this interpreter (a Connect client); its completed process."""
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=_env(), timeout=timeout,
+                          cwd=cwd or ROOT)
+
+
+def start_client(args):
+    """run_client, not waited for (its output read with communicate())."""
+    return subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(), cwd=ROOT)

@@ -1,0 +1,57 @@
+"""`hudilite server` without a server: stale records, absent servers and the errors that name the command."""
+
+import json
+import os
+import socket
+import subprocess
+
+import pytest
+
+from hudilite import cli, server
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_status_of_a_warehouse_without_server(tmp_path, capsys):
+    assert server.status(str(tmp_path)) is None
+    assert cli.main(["server", "status", "--warehouse", str(tmp_path)]) == 1
+    assert f"hudilite server start --warehouse {tmp_path}" in capsys.readouterr().out
+    assert cli.main(["server", "stop", "--warehouse", str(tmp_path)]) == 0
+
+
+def test_a_stale_record_is_reported_with_the_command_and_removed(tmp_path, capsys):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    os.makedirs(tmp_path / ".metastore")
+    state = tmp_path / ".metastore" / server.STATE_FILE
+    state.write_text(json.dumps({"pid": gone.pid, "host": "127.0.0.1", "port": _free_port(),
+                                 "warehouse": str(tmp_path), "log": "x.log", "python": "python"}))
+    with pytest.raises(server.ServerError, match="is gone .* Start one with: hudilite server start --warehouse"):
+        server.status(str(tmp_path))
+    assert not state.exists()
+    assert cli.main(["server", "status", "--warehouse", str(tmp_path)]) == 1
+
+
+def test_connect_to_an_absent_server_names_the_command():
+    port = _free_port()
+    with pytest.raises(server.ServerError, match=f"no Spark Connect server answers at sc://127.0.0.1:{port}.*"
+                                                 "hudilite server start --warehouse DIR --port"):
+        server.connect(f"sc://127.0.0.1:{port}", token="t", use_ssl=True)
+
+
+def test_start_replaces_a_stale_record_and_reports_a_failed_start(tmp_path):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    os.makedirs(tmp_path / ".metastore")
+    state = tmp_path / ".metastore" / server.STATE_FILE
+    state.write_text(json.dumps({"pid": gone.pid, "host": "127.0.0.1", "port": 1, "warehouse": str(tmp_path),
+                                 "log": "x.log", "python": "python"}))
+    # a Spark setting the server refuses: it exits while starting, and start says so with its log
+    with pytest.raises(server.ServerError, match="exited .* while starting"):
+        server.start(str(tmp_path), port=_free_port(), spark_conf={"spark.driver.memory": "not-a-size"},
+                     timeout=120)
+    assert not state.exists()
