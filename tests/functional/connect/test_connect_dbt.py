@@ -8,7 +8,6 @@ import textwrap
 import pytest
 
 import hudilite
-
 from tests.functional.connect.conftest import run_client
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
