@@ -68,6 +68,7 @@ class ArchivedEntry:
     action: str
     state: str
     metadata: dict | None = None
+    completion: str = ""  # recorded by the v8/9 LSM history; the v6 archive has none
 
 
 @dataclass
@@ -108,7 +109,7 @@ class ArchivedTimeline:
         out = {t: t for t in self.completed_write_times}
         for e in self.entries:
             if e.state == COMPLETED and e.timestamp in out:
-                c = ((e.metadata or {}).get("extraMetadata") or {}).get(COMPLETION_KEY)
+                c = e.completion or ((e.metadata or {}).get("extraMetadata") or {}).get(COMPLETION_KEY)
                 if c:
                     out[e.timestamp] = c
         return out
@@ -116,6 +117,10 @@ class ArchivedTimeline:
     @cached_property
     def _completed_metadata(self) -> dict:
         return {e.timestamp: e.metadata or {} for e in self.entries if e.state == COMPLETED}
+
+    @cached_property
+    def _completions(self) -> dict:
+        return {e.timestamp: e.completion for e in self.entries if e.state == COMPLETED and e.completion}
 
     def metadata(self, instant: Instant) -> dict:
         """The commit metadata archived with a completed instant ({} if none was archived)."""
@@ -126,6 +131,9 @@ class ArchivedTimeline:
         instant time (no completion order recorded); '' for an instant archived before it completed."""
         if not instant.is_completed:
             return ""
+        c = self._completions.get(instant.timestamp)
+        if c:
+            return c
         return ((self.metadata(instant).get("extraMetadata") or {}).get(COMPLETION_KEY) or instant.timestamp)
 
     @cached_property

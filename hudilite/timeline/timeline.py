@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 from functools import cached_property
 
@@ -21,6 +22,9 @@ from hudilite.timeline.instant import (
     Instant,
     parse_instant_file,
 )
+from hudilite.timeline.lsm import cache_key, history_dir, load_history
+
+log = logging.getLogger(__name__)
 
 
 class Timeline:
@@ -97,10 +101,10 @@ class Timeline:
     # ---- the archived timeline (v6 `.hoodie/archived`) -----------------------------------------------
     @cached_property
     def archived(self):
-        """The archived timeline (empty for layout 2: its LSM history is not read, and for tables never
-        archived). Loaded on first use."""
+        """The archived timeline: the v6 archive, or the v8/9 LSM history (layout 2); empty for tables never
+        archived. Loaded on first use."""
         if self.layout >= 2:
-            return ArchivedTimeline()
+            return _load_history_cached(history_dir(self.meta_dir))
         return _load_archive_cached(os.path.join(self.meta_dir, self.archive_folder))
 
     archive_folder = "archived"
@@ -200,6 +204,23 @@ def _load_archive_cached(directory: str):
     if hit is not None and hit[0] == key:
         return hit[1]
     arch = load_archive(directory)
+    _ARCHIVE_CACHE[directory] = (key, arch)
+    return arch
+
+
+def _load_history_cached(directory: str):
+    """The LSM history of `directory`, cached while its latest snapshot (version and manifest) is unchanged."""
+    try:
+        key = cache_key(directory)
+    except (OSError, ValueError) as e:  # a damaged manifest: read as unarchived rather than fail every read
+        log.warning("cannot read the timeline history in %s: %s", directory, e)
+        return ArchivedTimeline()
+    if key[0] < 0:
+        return ArchivedTimeline()
+    hit = _ARCHIVE_CACHE.get(directory)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    arch = load_history(directory, parse_commit_metadata)
     _ARCHIVE_CACHE[directory] = (key, arch)
     return arch
 

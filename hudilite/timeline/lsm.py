@@ -1,0 +1,183 @@
+"""The LSM timeline history of table versions 8/9 (timeline layout 2): `.hoodie/timeline/history/`.
+
+Layout (Apache Hudi 1.x `LSMTimeline`): parquet files `<min>_<max>_<level>.parquet` of HoodieLSMTimelineInstant
+rows (instantTime, completionTime, action, metadata bytes, plan bytes, version), one row per archived completed
+instant; `manifest_<n>` is JSON `{"files": [{"fileName": .., "fileLen": ..}]}` naming the live files of snapshot
+n; `_version_` holds the number of the latest manifest. A reader takes `_version_` (else the highest manifest),
+reads that manifest and only the files it names: parquet files no manifest names (a writer killed before its
+manifest) are invisible, so each snapshot is consistent. `metadata` is the completed instant file's bytes (Avro
+container on layout 2), `plan` the requested file's bytes (compaction, clustering, clean plans).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hudilite.storage.local import storage_for
+from hudilite.timeline.archive import ArchivedEntry, ArchivedTimeline
+from hudilite.timeline.instant import COMPLETED
+
+log = logging.getLogger(__name__)
+
+HISTORY_FOLDER = "history"
+VERSION_FILE = "_version_"
+MANIFEST_PREFIX = "manifest_"
+_DATA_RE = re.compile(r"^(\d+)_(\d+)_(\d+)\.parquet$")
+_MANIFEST_RE = re.compile(r"^manifest_(\d+)$")
+INSTANT_VERSION = 1  # LSMTimeline.LSM_TIMELINE_INSTANT_VERSION_1
+
+SCHEMA = pa.schema([
+    pa.field("instantTime", pa.string()),
+    pa.field("completionTime", pa.string()),
+    pa.field("action", pa.string()),
+    pa.field("metadata", pa.binary()),
+    pa.field("plan", pa.binary()),
+    pa.field("version", pa.int32()),
+])
+
+
+@dataclass(frozen=True)
+class HistoryRecord:
+    instant_time: str
+    completion_time: str
+    action: str
+    metadata: bytes | None = None
+    plan: bytes | None = None
+
+
+def history_dir(timeline_dir: str) -> str:
+    return os.path.join(timeline_dir, HISTORY_FOLDER)
+
+
+def data_file_name(min_time: str, max_time: str, level: int) -> str:
+    return f"{min_time}_{max_time}_{level}.parquet"
+
+
+def manifest_versions(directory: str) -> list[int]:
+    try:
+        names = storage_for(directory).list_entries(directory)[1]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(int(m.group(1)) for m in map(_MANIFEST_RE.match, names) if m)
+
+
+def latest_version(directory: str) -> int:
+    """The snapshot `_version_` names; the highest manifest when the version file is absent or unreadable (a
+    writer killed between manifest and version file: the manifest is complete, being put whole); -1 for none."""
+    path = os.path.join(directory, VERSION_FILE)
+    fs = storage_for(path)
+    try:
+        v = int(fs.read_bytes(path).decode("utf-8").strip())
+        if fs.exists(os.path.join(directory, f"{MANIFEST_PREFIX}{v}")):
+            versions = manifest_versions(directory)
+            # a newer manifest than the version file names is a finished snapshot whose version write was lost
+            return max([v, *versions])
+    except (FileNotFoundError, ValueError, UnicodeDecodeError):
+        pass
+    return max(manifest_versions(directory), default=-1)
+
+
+def read_manifest(directory: str, version: int) -> list[tuple[str, int]]:
+    """(file name, length) of the live data files of snapshot `version` ([] for -1)."""
+    if version < 0:
+        return []
+    path = os.path.join(directory, f"{MANIFEST_PREFIX}{version}")
+    doc = json.loads(storage_for(path).read_bytes(path).decode("utf-8"))
+    return [(f["fileName"], int(f.get("fileLen") or 0)) for f in doc.get("files") or []]
+
+
+def read_records(directory: str, files: list[tuple[str, int]] | None = None) -> list[HistoryRecord]:
+    """Every instant of the latest snapshot (or of `files`), by instant time; an instant held by two files (a
+    compaction whose inputs are still listed) counts once."""
+    if files is None:
+        files = read_manifest(directory, latest_version(directory))
+    fs = storage_for(directory)
+    out: dict[str, HistoryRecord] = {}
+    for name, _len in files:
+        tbl = fs.read_parquet(os.path.join(directory, name))
+        cols = {c: tbl.column(c).to_pylist() if c in tbl.column_names else [None] * tbl.num_rows
+                for c in SCHEMA.names}
+        for i in range(tbl.num_rows):
+            t = cols["instantTime"][i]
+            if not t:
+                continue
+            out[t] = HistoryRecord(t, cols["completionTime"][i] or "", cols["action"][i] or "",
+                                   cols["metadata"][i], cols["plan"][i])
+    return [out[t] for t in sorted(out)]
+
+
+def load_history(directory: str, parse_metadata: Callable[[bytes, str], dict]) -> ArchivedTimeline:
+    """The history as an ArchivedTimeline; `parse_metadata(bytes, where)` decodes a completed instant's
+    metadata (the timeline's own parser: JSON or Avro container). Undecodable metadata counts as none."""
+    entries = []
+    for r in read_records(directory):
+        md: dict | None = None
+        if r.metadata:
+            try:
+                md = parse_metadata(r.metadata, f"{directory}:{r.instant_time}")
+            except Exception as e:  # noqa: BLE001 - one damaged record must not hide the others
+                log.warning("undecodable archived metadata of %s in %s: %s", r.instant_time, directory, e)
+        entries.append(ArchivedEntry(r.instant_time, r.action, COMPLETED, md, r.completion_time))
+    return ArchivedTimeline(entries)
+
+
+def cache_key(directory: str) -> tuple:
+    """Changes whenever the snapshot readers would see changes."""
+    v = latest_version(directory)
+    return (v, tuple(read_manifest(directory, v)))
+
+
+def _parquet_bytes(records: list[HistoryRecord]) -> bytes:
+    rows = sorted(records, key=lambda r: r.instant_time)
+    tbl = pa.table({
+        "instantTime": [r.instant_time for r in rows],
+        "completionTime": [r.completion_time for r in rows],
+        "action": [r.action for r in rows],
+        "metadata": [r.metadata for r in rows],
+        "plan": [r.plan for r in rows],
+        "version": [INSTANT_VERSION] * len(rows),
+    }, schema=SCHEMA)
+    buf = io.BytesIO()
+    pq.write_table(tbl, buf)
+    return buf.getvalue()
+
+
+def append_level0(directory: str, records: list[HistoryRecord]) -> int:
+    """Add `records` to the history as a new level-0 file; returns the new snapshot version. Steps: data file
+    (put-if-absent), manifest n+1 (put-if-absent: a concurrent writer that took the number makes this one
+    fail), `_version_`. A kill before the manifest leaves an orphan file no reader sees; a kill before
+    `_version_` leaves a complete manifest that latest_version already takes."""
+    if not records:
+        raise ValueError("no instants to archive")
+    fs = storage_for(directory)
+    fs.makedirs(directory)
+    version = latest_version(directory)
+    live = read_manifest(directory, version)
+    times = sorted(r.instant_time for r in records)
+    name = data_file_name(times[0], times[-1], 0)
+    data = _parquet_bytes(records)
+    path = os.path.join(directory, name)
+    if not fs.put_if_absent(path, data):
+        # an orphan of a killed archival of the same instants (no manifest names it): replace it
+        if name in {n for n, _ in live}:
+            raise FileExistsError(f"history file {path} is already live")
+        fs.delete(path)
+        if not fs.put_if_absent(path, data):
+            raise FileExistsError(f"history file {path} was created concurrently")
+    new_version = version + 1
+    manifest = {"files": [{"fileName": n, "fileLen": ln} for n, ln in live] +
+                [{"fileName": name, "fileLen": len(data)}]}
+    mpath = os.path.join(directory, f"{MANIFEST_PREFIX}{new_version}")
+    if not fs.put_if_absent(mpath, json.dumps(manifest, indent=2).encode("utf-8")):
+        raise FileExistsError(f"history manifest {mpath} was created concurrently")
+    fs.write_bytes(os.path.join(directory, VERSION_FILE), str(new_version).encode("utf-8"))
+    return new_version
