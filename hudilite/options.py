@@ -264,6 +264,9 @@ KEEP_MIN_COMMITS = _o("hoodie.keep.min.commits", "int", 20, "instants archival k
                       minimum=1)
 KEEP_MAX_COMMITS = _o("hoodie.keep.max.commits", "int", 30, "instants that trigger archival", scope="service",
                       minimum=1)
+TIMELINE_COMPACTION_BATCH = _o("hoodie.timeline.compaction.batch.size", "int", 10, "LSM timeline history files of "
+                               "one level merged into one file of the next level (v8/9)", scope="service",
+                               minimum=2)
 # ---- reads (data source options; hoodie.datasource.query.type is taken by writes too, as it always was) -----
 QUERY_TYPE = _o("hoodie.datasource.query.type", "choice", "snapshot", "data source reads: snapshot, read_optimized, "
                 "incremental", choices=("snapshot", "read_optimized", "incremental"), scope="read")

@@ -35,13 +35,14 @@ from hudilite import auxfiles
 from hudilite.errors import InvalidWriteError
 from hudilite.file_group import parse_base_file_name
 from hudilite.log.format import try_parse_log_file_name
-from hudilite.options import ARCHIVE_AUTOMATIC, KEEP_MAX_COMMITS, KEEP_MIN_COMMITS
+from hudilite.options import ARCHIVE_AUTOMATIC, KEEP_MAX_COMMITS, KEEP_MIN_COMMITS, TIMELINE_COMPACTION_BATCH
 from hudilite.services.clean import last_clean
 from hudilite.services.common import open_table
 from hudilite.storage.local import storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline import (
     CLEAN,
+    CLUSTERING,
     COMMIT,
     COMPACTION,
     COMPLETED,
@@ -52,9 +53,12 @@ from hudilite.timeline import (
     WRITE_ACTIONS,
     Instant,
     Timeline,
+    lsm,
 )
 from hudilite.timeline.archive import SERVICE_OPERATIONS, append_archive_records, archive_dir
 from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, commit_metadata_record, from_container, parsed
+from hudilite.timeline.instant import LOG_COMPACTION, parse_instant_file
+from hudilite.timeline.lsm import HistoryRecord, history_dir
 from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -177,10 +181,7 @@ def archive(table_or_path, options: dict | None = None, *, force: bool = False) 
     check_options(options)
     table = open_table(table_or_path)
     if table.config.layout_version >= 2:
-        # the LSM timeline history of layout 2 is not written yet: the active timeline keeps every instant
-        log.info("nothing archived in %s: archival of timeline layout %d (the LSM history) is not supported yet",
-                 table.base_path, table.config.layout_version)
-        return []
+        return _archive_to_history(table, options, force=force)
     folder = table.config.archive_folder
     txn = Transaction(table, options)
     with txn.lock:
@@ -211,6 +212,71 @@ def archive(table_or_path, options: dict | None = None, *, force: bool = False) 
         table.reload()
     log.info("archived %d instant(s) of %s (%s .. %s); stopped at: %s", len(todo), table.base_path,
              todo[0].timestamp, todo[-1].timestamp, reason)
+    return [i.timestamp for i in todo]
+
+
+# plans kept in the history's `plan` column: the requested file of these actions (Hudi's LSM instant model)
+_PLANNED = (CLEAN, COMPACTION, CLUSTERING, REPLACE_COMMIT, LOG_COMPACTION)
+
+
+def _instant_files(tl: Timeline) -> dict[str, list[tuple[str, Instant]]]:
+    """instant time -> (path, parsed instant) of every file of that instant on the active timeline."""
+    out: dict[str, list[tuple[str, Instant]]] = {}
+    for name in storage_for(tl.meta_dir).list_entries(tl.meta_dir)[1]:
+        inst = parse_instant_file(name, tl.layout)
+        if inst is not None:
+            out.setdefault(inst.timestamp, []).append((os.path.join(tl.meta_dir, name), inst))
+    return out
+
+
+def _history_record(inst: Instant, files: list[tuple[str, Instant]]) -> HistoryRecord:
+    """The HoodieLSMTimelineInstant of a completed instant: the completed file's bytes as metadata, the
+    requested file's bytes as plan (compaction / clustering / replace / clean plans)."""
+    metadata = plan = None
+    for path, f in files:
+        if f.state == COMPLETED:
+            metadata = storage_for(path).read_bytes(path) or None
+        elif f.state == REQUESTED and f.action in _PLANNED:
+            plan = storage_for(path).read_bytes(path) or None
+    return HistoryRecord(inst.timestamp, inst.completion, inst.action, metadata, plan)
+
+
+def _archive_to_history(table: HoodieTable, options: dict | None, *, force: bool) -> list[str]:
+    """Archival of timeline layout 2 (v8/9) into the LSM history: the same selection as v6, one level-0 file
+    per run, then level compaction and cleanup of the history, then the archived instant files are deleted.
+
+    Deletion order (as Hudi's TimelineArchiverV2): per instant, oldest first, requested and inflight files
+    before the completed file. A kill midway leaves an instant either untouched, or completed-only on the
+    active timeline and also in the history; readers count it once (the active timeline wins, the history is
+    keyed by instant time), and the next archival deletes the leftover. Deleting the completed file first
+    would leave a pending-looking instant whose files a rollback of failed writes could remove."""
+    txn = Transaction(table, options)
+    with txn.lock:
+        tl = table.reload()
+        history = history_dir(tl.meta_dir)  # where Timeline.archived reads it
+        todo, reason = instants_to_archive(table, tl, options, force=force)
+        # leftovers of a killed archival: instants already in the history whose active files survived
+        archived = tl.archived.all_times
+        leftovers = [i for i in tl.instants if i.timestamp in archived and i.is_completed]
+        todo = [i for i in todo if i.timestamp not in archived]
+        if not todo and not leftovers:
+            log.info("nothing to archive in %s (%s)", table.base_path, reason)
+            return []
+        files = _instant_files(tl)
+        txn.lock.verify()
+        if todo:
+            lsm.append_level0(history, [_history_record(i, files.get(i.timestamp, [])) for i in todo])
+            lsm.compact_levels(history, TIMELINE_COMPACTION_BATCH.get(options))
+            lsm.clean(history)
+        for inst in sorted([*leftovers, *todo], key=Instant.sort_key):
+            auxfiles.remove_instant(table.base_path, inst.timestamp, "archival")
+            own = files.get(inst.timestamp, [])
+            for path, f in sorted(own, key=lambda pf: pf[1].state == COMPLETED):
+                table.fs.delete(path)
+        table.reload()
+    if todo:
+        log.info("archived %d instant(s) of %s into the timeline history (%s .. %s); stopped at: %s", len(todo),
+                 table.base_path, todo[0].timestamp, todo[-1].timestamp, reason)
     return [i.timestamp for i in todo]
 
 

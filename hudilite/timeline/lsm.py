@@ -151,33 +151,107 @@ def _parquet_bytes(records: list[HistoryRecord]) -> bytes:
     return buf.getvalue()
 
 
-def append_level0(directory: str, records: list[HistoryRecord]) -> int:
-    """Add `records` to the history as a new level-0 file; returns the new snapshot version. Steps: data file
-    (put-if-absent), manifest n+1 (put-if-absent: a concurrent writer that took the number makes this one
-    fail), `_version_`. A kill before the manifest leaves an orphan file no reader sees; a kill before
-    `_version_` leaves a complete manifest that latest_version already takes."""
-    if not records:
-        raise ValueError("no instants to archive")
+def _commit_snapshot(directory: str, version: int, files: list[tuple[str, int]]) -> int:
+    """Publish snapshot version+1 naming `files`: manifest (put-if-absent: a concurrent writer that took the
+    number makes this one fail), then `_version_`."""
     fs = storage_for(directory)
-    fs.makedirs(directory)
-    version = latest_version(directory)
-    live = read_manifest(directory, version)
-    times = sorted(r.instant_time for r in records)
-    name = data_file_name(times[0], times[-1], 0)
-    data = _parquet_bytes(records)
-    path = os.path.join(directory, name)
-    if not fs.put_if_absent(path, data):
-        # an orphan of a killed archival of the same instants (no manifest names it): replace it
-        if name in {n for n, _ in live}:
-            raise FileExistsError(f"history file {path} is already live")
-        fs.delete(path)
-        if not fs.put_if_absent(path, data):
-            raise FileExistsError(f"history file {path} was created concurrently")
     new_version = version + 1
-    manifest = {"files": [{"fileName": n, "fileLen": ln} for n, ln in live] +
-                [{"fileName": name, "fileLen": len(data)}]}
+    manifest = {"files": [{"fileName": n, "fileLen": ln} for n, ln in files]}
     mpath = os.path.join(directory, f"{MANIFEST_PREFIX}{new_version}")
     if not fs.put_if_absent(mpath, json.dumps(manifest, indent=2).encode("utf-8")):
         raise FileExistsError(f"history manifest {mpath} was created concurrently")
     fs.write_bytes(os.path.join(directory, VERSION_FILE), str(new_version).encode("utf-8"))
     return new_version
+
+
+def _put_data_file(directory: str, name: str, data: bytes, live: list[tuple[str, int]]) -> None:
+    fs = storage_for(directory)
+    path = os.path.join(directory, name)
+    if not fs.put_if_absent(path, data):
+        # an orphan of a killed archival or compaction (no manifest names it): replace it
+        if name in {n for n, _ in live}:
+            raise FileExistsError(f"history file {path} is already live")
+        fs.delete(path)
+        if not fs.put_if_absent(path, data):
+            raise FileExistsError(f"history file {path} was created concurrently")
+
+
+def append_level0(directory: str, records: list[HistoryRecord]) -> int:
+    """Add `records` to the history as a new level-0 file; returns the new snapshot version. Steps: data file
+    (put-if-absent), manifest n+1 (put-if-absent), `_version_`. A kill before the manifest leaves an orphan
+    file no reader sees (clean() removes it); a kill before `_version_` leaves a complete manifest that
+    latest_version already takes."""
+    if not records:
+        raise ValueError("no instants to archive")
+    storage_for(directory).makedirs(directory)
+    version = latest_version(directory)
+    live = read_manifest(directory, version)
+    times = sorted(r.instant_time for r in records)
+    name = data_file_name(times[0], times[-1], 0)
+    data = _parquet_bytes(records)
+    _put_data_file(directory, name, data, live)
+    return _commit_snapshot(directory, version, [*live, (name, len(data))])
+
+
+def _level_of(name: str) -> tuple[str, str, int] | None:
+    m = _DATA_RE.match(name)
+    return (m.group(1), m.group(2), int(m.group(3))) if m else None
+
+
+def compact_levels(directory: str, batch_size: int = 10) -> list[str]:
+    """Apache Hudi's LSM compaction: while a level holds >= `batch_size` live files, merge its oldest
+    `batch_size` files into one file of the next level (`<min>_<max>_<level+1>.parquet`) and publish a
+    snapshot naming it instead of them. The replaced files stay on storage until clean(): readers of an older
+    snapshot still find them, and a kill at any step leaves the previous snapshot intact (the merged file is
+    then an orphan). Returns the names of the files written."""
+    if batch_size < 2:
+        raise ValueError(f"timeline compaction batch size must be >= 2, got {batch_size}")
+    written: list[str] = []
+    while True:
+        version = latest_version(directory)
+        live = read_manifest(directory, version)
+        by_level: dict[int, list[tuple[str, str, str, int]]] = {}
+        for name, ln in live:
+            parsed = _level_of(name)
+            if parsed:
+                by_level.setdefault(parsed[2], []).append((parsed[0], parsed[1], name, ln))
+        level = min((lv for lv, fs_ in by_level.items() if len(fs_) >= batch_size), default=None)
+        if level is None:
+            return written
+        chosen = sorted(by_level[level])[:batch_size]
+        names = {c[2] for c in chosen}
+        records = read_records(directory, [(c[2], c[3]) for c in chosen])
+        times = [r.instant_time for r in records]
+        name = data_file_name(times[0], times[-1], level + 1)
+        data = _parquet_bytes(records)
+        _put_data_file(directory, name, data, live)
+        rest = [(n, ln) for n, ln in live if n not in names]
+        _commit_snapshot(directory, version, sorted([*rest, (name, len(data))]))
+        written.append(name)
+
+
+def clean(directory: str, keep_versions: int = 3) -> list[str]:
+    """Remove what no recent snapshot needs (as Apache Hudi's LSMTimelineWriter.clean): manifests older than
+    the newest `keep_versions` (oldest first), then data files none of the kept manifests names (files
+    replaced by compaction, orphans of killed writers). Manifests go first so a kill midway leaves only
+    unnamed data files, which the next clean removes. Run under the table lock: a data file of a writer that
+    has not published its manifest yet would look orphaned. Returns the deleted names."""
+    fs = storage_for(directory)
+    versions = manifest_versions(directory)
+    latest = latest_version(directory)
+    if latest < 0:
+        return []
+    kept = [v for v in versions if v <= latest][-keep_versions:]
+    needed: set[str] = set()
+    for v in kept:
+        needed.update(n for n, _ in read_manifest(directory, v))
+    deleted = []
+    for v in versions:
+        if v < kept[0]:
+            fs.delete(os.path.join(directory, f"{MANIFEST_PREFIX}{v}"))
+            deleted.append(f"{MANIFEST_PREFIX}{v}")
+    for name in sorted(fs.list_entries(directory)[1]):
+        if _DATA_RE.match(name) and name not in needed:
+            fs.delete(os.path.join(directory, name))
+            deleted.append(name)
+    return deleted
