@@ -259,15 +259,17 @@ def _archive_to_history(table: HoodieTable, options: dict | None, *, force: bool
         archived = tl.archived.all_times
         leftovers = [i for i in tl.instants if i.timestamp in archived and i.is_completed]
         todo = [i for i in todo if i.timestamp not in archived]
+        txn.lock.verify()
+        files = _instant_files(tl)
+        if todo:
+            lsm.append_level0(history, [_history_record(i, files.get(i.timestamp, [])) for i in todo])
+        if todo or archived:
+            # also on a run with nothing new: it finishes a compaction or cleanup a killed run left
+            lsm.compact_levels(history, TIMELINE_COMPACTION_BATCH.get(options))
+            lsm.clean(history)
         if not todo and not leftovers:
             log.info("nothing to archive in %s (%s)", table.base_path, reason)
             return []
-        files = _instant_files(tl)
-        txn.lock.verify()
-        if todo:
-            lsm.append_level0(history, [_history_record(i, files.get(i.timestamp, [])) for i in todo])
-            lsm.compact_levels(history, TIMELINE_COMPACTION_BATCH.get(options))
-            lsm.clean(history)
         for inst in sorted([*leftovers, *todo], key=Instant.sort_key):
             auxfiles.remove_instant(table.base_path, inst.timestamp, "archival")
             own = files.get(inst.timestamp, [])

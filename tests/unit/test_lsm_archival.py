@@ -5,6 +5,7 @@ archival leaves a table that reads the same and that the next archival finishes.
 from __future__ import annotations
 
 import os
+import shutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -50,7 +51,7 @@ def _ours(path, as_of):
     """Our time travel: the planned slices (files), and for slices without logs their rows."""
     plan = plan_read(path, as_of=as_of)
     rows = sorted((r["id"], r["v"]) for f in plan.plain_files for r in pq.read_table(f).to_pylist())
-    return sorted(tuple(s.files) for s in plan.slices), rows
+    return sorted(tuple(os.path.relpath(f, path) for f in s.files) for s in plan.slices), rows
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
@@ -95,3 +96,60 @@ def test_archival_keeps_every_read(tmp_path, table_type):
     c = sorted(done.values())
     with pytest.raises(RangeUnavailableError):
         resolve_range(HoodieTable.open(path), c[0], completion_bounds=True)
+
+
+class Crash(Exception):
+    pass
+
+
+def test_crash_at_every_step_of_an_archival(tmp_path, monkeypatch):
+    """Kill the archival at its k-th storage mutation (history file, manifests, version file, compaction,
+    cleanup, instant file deletions) for every k: the table reads as before, every instant is completed once
+    (active or archived, never pending), and the next archival finishes to the uninterrupted result."""
+    src = str(tmp_path / "src")
+    for n in range(7):
+        _write(src, n, "COPY_ON_WRITE")
+    tl = HoodieTable.open(src).timeline
+    writes = [i.timestamp for i in tl.completed()]
+    before = _completions(src)
+    reads = {t: _ours(src, t) for t in writes}
+    # earlier archivals, so this one also appends to, compacts (batch 2, two levels) and cleans a history
+    for keep, done in (("6", writes[:1]), ("5", writes[1:2]), ("4", writes[2:3])):
+        assert archival.archive(src, {**OPTS, "hoodie.keep.max.commits": keep, "hoodie.keep.min.commits": keep}) \
+            == done
+    ops = ("put_if_absent", "write_bytes", "delete", "delete_tree")
+    k, crashed = 0, True
+    while crashed:
+        path = str(tmp_path / f"k{k}")
+        shutil.copytree(src, path)
+        _ARCHIVE_CACHE.clear()
+        count = [0]
+        with monkeypatch.context() as m:
+            for name in ops:
+                def fail(self, *a, _orig=getattr(LocalStorage, name), **kw):
+                    if count[0] == k and a and str(a[0]).startswith(path):
+                        raise Crash(f"crash at step {k}")
+                    count[0] += bool(a and str(a[0]).startswith(path))
+                    return _orig(self, *a, **kw)
+                m.setattr(LocalStorage, name, fail)
+            try:
+                archival.archive(path, OPTS)
+                crashed = False
+            except Crash:
+                pass
+        tl = HoodieTable.open(path).timeline
+        assert not tl.pending(), f"step {k}: an instant looks pending"
+        assert _completions(path) == before, f"step {k}"
+        assert {t: _ours(path, t) for t in writes} == reads, f"step {k}"
+        archival.archive(path, OPTS)  # finishes (or, past the last step, finds nothing to do)
+        tl = HoodieTable.open(path).timeline
+        hd = lsm.history_dir(tl.meta_dir)
+        assert [i.timestamp for i in tl.completed()] == writes[-2:], f"step {k}"
+        assert [r.instant_time for r in lsm.read_records(hd)] == writes[:-2], f"step {k}"
+        assert _completions(path) == before and {t: _ours(path, t) for t in writes} == reads, f"step {k}"
+        live = {n for n, _ in lsm.read_manifest(hd, lsm.latest_version(hd))}
+        versions = lsm.manifest_versions(hd)
+        named = set().union(*({n for n, _ in lsm.read_manifest(hd, v)} for v in versions))
+        assert live <= named and {n for n in os.listdir(hd) if n.endswith(".parquet")} == named, f"step {k}"
+        k += 1
+    assert k > 8  # the archival has that many steps
