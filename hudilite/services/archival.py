@@ -1,4 +1,5 @@
-"""Archival: move old instants out of the active timeline into `.hoodie/archived/` (table version 6).
+"""Archival: move old instants out of the active timeline into `.hoodie/archived/` (table version 6), or into
+the LSM timeline history `.hoodie/timeline/history/` (versions 8/9, `_archive_to_history`; same selection).
 
 Trigger: more than `hoodie.keep.max.commits` (default 30) completed write instants on the active timeline;
 archival then moves the oldest instants until `hoodie.keep.min.commits` (default 20) completed write instants
