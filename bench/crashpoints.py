@@ -92,7 +92,7 @@ class Scenario:
     table_type: str
     setup: callable
     op: callable
-    recover: str = "write"  # write | rollback | compaction | clustering | clean | stream
+    recover: str = "write"  # write | rollback | compaction | clustering | clean | archival | stream
     options: dict = field(default_factory=dict)
     # the number of storage operations depends on timing (the marker service flushes its batches on a timer):
     # a crash point beyond a run's own count is not reached, and that run is checked as an uncrashed one
@@ -157,6 +157,7 @@ def _op_clustering(path):
 
 ARCHIVE_OPTIONS = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",
                    "hoodie.cleaner.commits.retained": "1"}
+V9_OPTIONS = {"hoodie.write.table.version": "9", "hoodie.timeline.compaction.batch.size": "2"}
 
 
 def _setup_archival(path):
@@ -164,6 +165,17 @@ def _setup_archival(path):
     from hudilite.services.clean import run_clean
 
     run_clean(path, {**BASE_OPTIONS, **ARCHIVE_OPTIONS})
+
+
+def _setup_archival_v9(path):
+    """A version-9 table (timeline layout 2: archival writes the LSM history) archived three times one instant
+    each (history compaction batch 2), so the crashed archival appends, compacts two levels and cleans."""
+    _setup_commits(8, "COPY_ON_WRITE", V9_OPTIONS)(path)
+    from hudilite.services.archival import archive
+
+    for keep in ("7", "6", "5"):
+        archive(path, {**BASE_OPTIONS, **ARCHIVE_OPTIONS, **V9_OPTIONS, "hoodie.keep.min.commits": keep,
+                       "hoodie.keep.max.commits": keep})
 
 
 def _op_archival(path):
@@ -371,6 +383,7 @@ SCENARIOS = {s.name: s for s in [
     Scenario("clustering_mor", "MERGE_ON_READ", _setup_commits(3, "MERGE_ON_READ"), _op_clustering,
              recover="clustering"),
     Scenario("archival", "COPY_ON_WRITE", _setup_archival, _op_archival),
+    Scenario("archival_v9", "COPY_ON_WRITE", _setup_archival_v9, _op_archival, recover="archival"),
     Scenario("rollback_cow", "COPY_ON_WRITE", _setup_failed_write("COPY_ON_WRITE"), _op_rollback, timed_ops=True),
     Scenario("rollback_mor", "MERGE_ON_READ", _setup_failed_write("MERGE_ON_READ"), _op_rollback, timed_ops=True),
     Scenario("stream_prepared_commit", "MERGE_ON_READ", _setup_commits(2, "MERGE_ON_READ"), _op_stream_prepared,
@@ -588,6 +601,10 @@ def _recover(sc: Scenario, path: str) -> None:
         from hudilite.services.clean import run_clean
 
         run_clean(path, {**BASE_OPTIONS, "hoodie.cleaner.commits.retained": "1"})
+    if sc.recover == "archival":  # the next archival finishes the history's compaction and cleanup
+        from hudilite.services.archival import archive
+
+        archive(path, {**BASE_OPTIONS, **ARCHIVE_OPTIONS})
     if sc.recover == "stream" and HoodieTable.exists(path):
         from hudilite.streaming import recover
 

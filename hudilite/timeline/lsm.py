@@ -33,6 +33,7 @@ VERSION_FILE = "_version_"
 MANIFEST_PREFIX = "manifest_"
 _DATA_RE = re.compile(r"^(\d+)_(\d+)_(\d+)\.parquet$")
 _MANIFEST_RE = re.compile(r"^manifest_(\d+)$")
+_TEMP_RE = re.compile(r"^\.(.+)\.[0-9a-f]+\.tmp$")
 INSTANT_VERSION = 1  # LSMTimeline.LSM_TIMELINE_INSTANT_VERSION_1
 
 SCHEMA = pa.schema([
@@ -250,8 +251,15 @@ def clean(directory: str, keep_versions: int = 3) -> list[str]:
         if v < kept[0]:
             fs.delete(os.path.join(directory, f"{MANIFEST_PREFIX}{v}"))
             deleted.append(f"{MANIFEST_PREFIX}{v}")
-    for name in sorted(fs.list_entries(directory)[1]):
+    names = sorted(fs.list_entries(directory)[1])
+    for name in names:
         if _DATA_RE.match(name) and name not in needed:
             fs.delete(os.path.join(directory, name))
             deleted.append(name)
+    # temp files of history writes killed before their rename (`.<target>.<hex>.tmp` on stores that stage)
+    targets = {m.group(1) for m in map(_TEMP_RE.match, names) if m}
+    for target in sorted(targets):
+        if _DATA_RE.match(target) or _MANIFEST_RE.match(target) or target == VERSION_FILE:
+            if fs.delete_stale_temps(os.path.join(directory, target)):
+                deleted.append(f"temp files of {target}")
     return deleted
