@@ -96,6 +96,7 @@ def upgrade(path_or_table, to: int = TARGET_VERSION, options: dict | None = None
             if fs.replace_if_match(props_path, new.serialize().encode("utf-8"), tag) is None:
                 raise UpgradeError(f"{table.base_path}: hoodie.properties changed during the upgrade; run it again")
         else:
+            fs.delete_stale_temps(props_path)  # of an upgrade killed inside this replace (under the lock)
             fs.write_bytes(props_path, new.serialize().encode("utf-8"))
         log.info("upgraded %s to table version %d", table.base_path, to)
         _delete_layout1_instants(HoodieTable(table.base_path, new))
