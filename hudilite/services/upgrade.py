@@ -39,7 +39,14 @@ from hudilite.storage.conditional import ConditionalStorage
 from hudilite.table import PROPS_FILE, HoodieTable
 from hudilite.timeline.avro_models import commit_metadata_bytes, from_container
 from hudilite.timeline.instant import (
-    CLUSTERING, COMPLETED, COMPLETION_KEY, REPLACE_COMMIT, REQUESTED, WRITE_ACTIONS, Instant, parse_instant_file,
+    CLUSTERING,
+    COMPLETED,
+    COMPLETION_KEY,
+    REPLACE_COMMIT,
+    REQUESTED,
+    WRITE_ACTIONS,
+    Instant,
+    parse_instant_file,
 )
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,6 @@ import pyarrow as pa
 import pytest
 
 import hudilite
-
 from bench.crashpoints import BASE_OPTIONS, HEARTBEAT_TOLERANCE_S, _rows, _rows_of, _write, read_own
 from hudilite.cli import main as cli
 from hudilite.errors import RangeUnavailableError
