@@ -188,8 +188,15 @@ def _delete_layout1_instants(table: HoodieTable) -> None:
     """Layout-1 instant files left in `.hoodie/` of a layout-2 table (after the commit point)."""
     if table.config.layout_version < 2:
         return
+    fs = table.fs
     for name, _ in _layout1_files(table):
-        table.fs.delete(os.path.join(table.meta_path, name))
+        fs.delete(os.path.join(table.meta_path, name))
+    # temp files of layout-1 instant files (a v6 writer or service killed inside a put): on version 6 the next
+    # put of that instant removes them; nothing writes layout-1 instants any more
+    for name in fs.listdir(table.meta_path):
+        if name.startswith(".") and name.endswith(".tmp") and \
+                parse_instant_file(name[1:].rsplit(".", 2)[0], 1) is not None:
+            fs.delete(os.path.join(table.meta_path, name))
 
 
 __all__ = ["AUTO_UPGRADE_KEY", "UpgradeError", "upgrade"]
