@@ -172,6 +172,11 @@ def _op_archival(path):
     archive(path, {**BASE_OPTIONS, **ARCHIVE_OPTIONS})
 
 
+def _setup_archived(path):
+    _setup_archival(path)
+    _op_archival(path)
+
+
 def _op_upgrade(path):
     from hudilite.services.upgrade import upgrade
 
@@ -379,6 +384,7 @@ SCENARIOS = {s.name: s for s in [
     Scenario("archival", "COPY_ON_WRITE", _setup_archival, _op_archival),
     Scenario("upgrade_cow", "COPY_ON_WRITE", _setup_commits(3, "COPY_ON_WRITE"), _op_upgrade, recover="upgrade"),
     Scenario("upgrade_mor", "MERGE_ON_READ", _setup_commits(3, "MERGE_ON_READ"), _op_upgrade, recover="upgrade"),
+    Scenario("upgrade_archived", "COPY_ON_WRITE", _setup_archived, _op_upgrade, recover="upgrade"),
     Scenario("rollback_cow", "COPY_ON_WRITE", _setup_failed_write("COPY_ON_WRITE"), _op_rollback, timed_ops=True),
     Scenario("rollback_mor", "MERGE_ON_READ", _setup_failed_write("MERGE_ON_READ"), _op_rollback, timed_ops=True),
     Scenario("stream_prepared_commit", "MERGE_ON_READ", _setup_commits(2, "MERGE_ON_READ"), _op_stream_prepared,

@@ -17,8 +17,8 @@ A kill before 2 leaves the v6 table as it was (layout-1 readers ignore `.hoodie/
 deletes what was left there and writes it anew). A kill after 2 leaves a v9 table (layout-2 readers ignore
 `.hoodie/` instant files); the next upgrade deletes the old files.
 
-Not converted yet: the v6 archive (`.hoodie/archived`) into the LSM history; a table with archived instants is
-refused.
+The v6 archive (`.hoodie/archived`) becomes the LSM history (`.hoodie/timeline/history/`, one level-0 file),
+written before the commit point like the rest of the new timeline.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ from hudilite.services.rollback import rollback_failed_writes
 from hudilite.storage import storage_for
 from hudilite.storage.conditional import ConditionalStorage
 from hudilite.table import PROPS_FILE, HoodieTable
-from hudilite.timeline.avro_models import commit_metadata_bytes, from_container
+from hudilite.timeline.avro_models import CLEAN_METADATA, commit_metadata_bytes, from_container, to_container
 from hudilite.timeline.instant import (
+    CLEAN,
     CLUSTERING,
     COMPLETED,
     COMPLETION_KEY,
@@ -48,6 +49,7 @@ from hudilite.timeline.instant import (
     Instant,
     parse_instant_file,
 )
+from hudilite.timeline.lsm import HistoryRecord, append_level0, history_dir
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +74,6 @@ def upgrade(path_or_table, to: int = TARGET_VERSION, options: dict | None = None
         return False
     if version != 6:
         raise UpgradeError(f"{table.base_path}: table version {version}: hudilite upgrades version 6 to {to}")
-    if table.reload().archived.instants:
-        raise UpgradeError(
-            f"{table.base_path}: the table has archived instants (.hoodie/archived) and hudilite cannot convert "
-            "the archive into the version-9 LSM timeline history yet; upgrade it with Apache Hudi 1.x, or keep it "
-            "at version 6")
     rollback_failed_writes(table, lazy=True, options=options)
     if table.config.table_type == "MERGE_ON_READ":
         run_compaction(table, options, wait=True)  # pending plans first: their groups are not planned again
@@ -96,6 +93,7 @@ def upgrade(path_or_table, to: int = TARGET_VERSION, options: dict | None = None
         tl = table.reload()
         _check_upgradable(table, tl)
         _write_layout2_timeline(table, tl)
+        _write_history(table, tl)
         new = TableConfig(_v9_properties(config.props))
         # the commit point
         if tag is not None:
@@ -156,11 +154,12 @@ def _write_layout2_timeline(table: HoodieTable, tl) -> None:
     fs = table.fs
     tdir = os.path.join(table.meta_path, "timeline")  # where _v8_properties puts it
     # what an upgrade killed before its commit point left: written anew (nothing reads it on version 6)
-    if fs.exists(tdir):
-        for n in fs.listdir(tdir):
-            if not fs.isdir(os.path.join(tdir, n)):
-                fs.delete(os.path.join(tdir, n))
-    fs.makedirs(os.path.join(tdir, "history"))
+    for d in (tdir, history_dir(tdir)):
+        if fs.exists(d):
+            for n in fs.listdir(d):
+                if not fs.isdir(os.path.join(d, n)):
+                    fs.delete(os.path.join(d, n))
+    fs.makedirs(history_dir(tdir))
     clustering = {}
     for name, inst in _layout1_files(table):
         src = os.path.join(table.meta_path, name)
@@ -182,6 +181,27 @@ def _write_layout2_timeline(table: HoodieTable, tl) -> None:
             completion = inst.timestamp
         new = Instant(inst.timestamp, action, inst.state, completion)
         fs.put_if_absent(os.path.join(tdir, new.file_name(2)), data)
+
+
+def _write_history(table: HoodieTable, tl) -> None:
+    """The v6 archive as one level-0 file of the LSM history: each completed archived instant with its
+    completion time (as on the active timeline) and its metadata in the 1.x model (commit metadata as Avro,
+    clean metadata as the same Avro model; plans are not carried over, as no reader of an archived instant
+    needs them)."""
+    archived = tl.archived
+    records = []
+    for inst in archived.instants:
+        if not inst.is_completed:
+            continue
+        md = archived.metadata(inst)
+        body = None
+        if inst.action in WRITE_ACTIONS:
+            body = commit_metadata_bytes(md, inst.action == REPLACE_COMMIT, 2)
+        elif inst.action == CLEAN and md:
+            body = to_container(CLEAN_METADATA, md)
+        records.append(HistoryRecord(inst.timestamp, archived.completion_time(inst), inst.action, body))
+    if records:
+        append_level0(history_dir(os.path.join(table.meta_path, "timeline")), records)
 
 
 def _delete_layout1_instants(table: HoodieTable) -> None:

@@ -123,7 +123,7 @@ def test_write_with_auto_upgrade_upgrades_first(tmp_path):
     assert len(read_own(path, COLS)) == 10 and read_own(path, COLS) == _rows_of(read_hudi_rs(path), COLS)
 
 
-def test_archived_instants_are_refused_unchanged(tmp_path):
+def test_archived_instants_become_the_lsm_history(tmp_path):
     path = str(tmp_path / "t")
     _write(path, _rows(0, 10, 1), operation="insert", table_type="COPY_ON_WRITE")
     for v in range(2, 7):
@@ -132,8 +132,15 @@ def test_archived_instants_are_refused_unchanged(tmp_path):
             "hoodie.cleaner.commits.retained": "1"}
     run_clean(path, opts)
     archive(path, opts)
-    assert HoodieTable.open(path).timeline.archived.instants
-    before = read_own(path, COLS)
-    with pytest.raises(UpgradeError, match="archived instants"):
-        upgrade(path, options=BASE_OPTIONS)
-    assert HoodieTable.open(path).config.version == 6 and read_own(path, COLS) == before
+    old = HoodieTable.open(path).timeline
+    assert old.archived.completed_write_times
+    archived = {t: old.archived.completion_time(old.archived.instants[[i.timestamp for i in
+                                                                       old.archived.instants].index(t)])
+                for t in old.archived.completed_write_times}
+    before = _state(path)
+    assert upgrade(path, options=BASE_OPTIONS) is True
+    tl = HoodieTable.open(path).timeline
+    assert os.listdir(os.path.join(path, ".hoodie", "timeline", "history"))
+    assert tl.archived.completed_write_times == old.archived.completed_write_times
+    assert tl.archived.completion_times == archived
+    assert _state(path) == before
