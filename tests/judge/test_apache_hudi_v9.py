@@ -113,3 +113,25 @@ def test_hudi_reads_and_extends_our_upgraded_tables(hudi_judge, tmp_path, table_
                      **{**hudi_opts(table_type, "upsert"), **V9, "hoodie.table.name": table_type.lower()})
     assert _proj(hudi_judge.read(path)) == ours(path)
     assert {r[0] for r in ours(path)} >= {5, 30}
+
+
+def test_hudi_reads_our_upgraded_table_with_an_archive(hudi_judge, tmp_path):
+    """A version-6 table with archived instants: its archive becomes the LSM history; Apache Hudi reads the
+    upgraded table (snapshot, time travel and incremental over the active instants) and writes on it."""
+    path = str(tmp_path / "archived")
+    hudilite.write(_arrow([(i, 1, f"n{i}") for i in range(12)]), path, **LAYOUT, operation="insert",
+                   table_type="COPY_ON_WRITE")
+    for v in range(2, 7):
+        hudilite.write(_arrow([(v, v, f"u{v}")]), path, **LAYOUT)
+    t = Table(path)
+    opts = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.cleaner.commits.retained": "1"}
+    t.services.clean(opts)
+    assert t.services.archive(opts)
+    assert t.upgrade() is True and Table(path).timeline.archived.completed_write_times
+    assert _proj(hudi_judge.read(path)) == ours(path)
+    last = Table(path).timeline.completed()[-1]
+    assert _proj(hudi_judge.as_of(path, last.timestamp)) == ours(path, as_of=last.timestamp)
+    hudi_judge.write(path, DDL, _dicts([(5, 9, "h5"), (30, 9, "h30")]),
+                     **{**hudi_opts("COPY_ON_WRITE", "upsert"), **V9, "hoodie.table.name": "archived"})
+    assert _proj(hudi_judge.read(path)) == ours(path)
+    assert {r[0] for r in ours(path)} >= {5, 30}
