@@ -28,7 +28,15 @@ import logging
 import os
 
 from hudilite import options as o
-from hudilite.config import TableConfig, _v8_properties
+from hudilite.config import (
+    COMMIT_TIME_PAYLOAD,
+    COMMIT_TIME_STRATEGY,
+    EVENT_TIME_PAYLOAD,
+    EVENT_TIME_STRATEGY,
+    KEYGEN_TYPES,
+    TableConfig,
+    _v8_properties,
+)
 from hudilite.errors import HudiliteError
 from hudilite.lock import lock_for
 from hudilite.services.common import open_table
@@ -109,7 +117,18 @@ def upgrade(path_or_table, to: int = TARGET_VERSION, options: dict | None = None
 
 
 def _v9_properties(v6: dict[str, str]) -> dict[str, str]:
-    props = _v8_properties(v6, TARGET_VERSION)
+    """The version-9 keys of a v6 table. Tables Apache Hudi 0.x wrote may lack the merge strategy id or the
+    payload class: the merge mode is inferred from what is there, as our v6 reader (and Java) infer it."""
+    mode = TableConfig(v6).merge_mode
+    keygen = v6.get(o.T_KEYGEN_CLASS.key)
+    if keygen not in KEYGEN_TYPES:
+        raise UpgradeError(f"key generator {keygen!r}: hudilite upgrades tables whose key generator is one of "
+                           f"{', '.join(sorted(KEYGEN_TYPES))}")
+    commit_time = mode == "COMMIT_TIME_ORDERING"
+    filled = {o.T_MERGER_STRATEGY.key: COMMIT_TIME_STRATEGY if commit_time else EVENT_TIME_STRATEGY,
+              o.T_PAYLOAD.key: COMMIT_TIME_PAYLOAD if commit_time else EVENT_TIME_PAYLOAD, **v6}
+    props = _v8_properties(filled, TARGET_VERSION)
+    props[o.T_MERGE_MODE.key] = mode
     props[o.T_INITIAL_VERSION.key] = "6"
     return props
 

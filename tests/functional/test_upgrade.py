@@ -6,8 +6,10 @@ in-process (no Spark). The kill at every storage operation of an upgrade is the 
 
 from __future__ import annotations
 
+import json
 import os
 import time
+import zipfile
 
 import pyarrow as pa
 import pytest
@@ -23,7 +25,7 @@ from hudilite.services.archival import archive
 from hudilite.services.clean import run_clean
 from hudilite.services.clustering import cluster
 from hudilite.services.compaction import compact, schedule_compaction
-from hudilite.services.upgrade import UpgradeError, upgrade
+from hudilite.services.upgrade import upgrade
 from hudilite.table import HoodieTable
 from hudilite.timeline import WRITE_ACTIONS
 
@@ -144,3 +146,26 @@ def test_archived_instants_become_the_lsm_history(tmp_path):
     assert tl.archived.completed_write_times == old.archived.completed_write_times
     assert tl.archived.completion_times == archived
     assert _state(path) == before
+
+
+REAL = "/work/shared/hudi-tables" if os.path.isdir("/work/shared/hudi-tables") else \
+    os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "hudi-tables")
+REAL_V6 = [t for t in json.load(open(os.path.join(REAL, "expected.json"), encoding="utf-8"))["tables"]
+           if t["table_version"] == 6] if os.path.isfile(os.path.join(REAL, "expected.json")) else []
+
+
+@pytest.mark.skipif(not REAL_V6, reason="no Apache-Hudi-written tables in shared/hudi-tables")
+def test_apache_hudi_written_v6_tables_upgrade(tmp_path):
+    """Every version-6 table Apache Hudi 0.x wrote (shared/hudi-tables) upgrades and reads the same, by us and
+    hudi-rs."""
+    for t in REAL_V6:
+        dest = tmp_path / t["zip"][:-4].replace("/", "_")
+        with zipfile.ZipFile(os.path.join(REAL, t["zip"])) as z:
+            z.extractall(dest, members=[m for m in z.namelist() if not m.startswith("__MACOSX/")])
+        path = str(dest / t["table_dir_in_zip"])
+        before = read_own(path, None)
+        upgrade(path, options=BASE_OPTIONS)
+        assert HoodieTable.open(path).config.version == 9, t["zip"]
+        assert read_own(path, None) == before, t["zip"]
+        rs = read_hudi_rs(path)
+        assert (_rows_of(rs, None) if rs is not None else []) == before, t["zip"]
