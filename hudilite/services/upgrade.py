@@ -62,7 +62,7 @@ from hudilite.timeline.lsm import HistoryRecord, append_level0, history_dir
 log = logging.getLogger(__name__)
 
 TARGET_VERSION = 9
-AUTO_UPGRADE_KEY = "hoodie.write.auto.upgrade"  # Apache Hudi's key; off by default here
+AUTO_UPGRADE_KEY = o.AUTO_UPGRADE.key  # Apache Hudi's key; off by default here
 
 
 class UpgradeError(HudiliteError):
