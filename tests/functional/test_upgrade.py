@@ -169,3 +169,16 @@ def test_apache_hudi_written_v6_tables_upgrade(tmp_path):
         assert read_own(path, None) == before, t["zip"]
         rs = read_hudi_rs(path)
         assert (_rows_of(rs, None) if rs is not None else []) == before, t["zip"]
+
+
+def test_a_writer_that_opened_the_v6_table_fails_after_the_upgrade(tmp_path):
+    from hudilite.errors import CommitConflictError
+    from hudilite.writer.transaction import Transaction
+
+    path = str(tmp_path / "t")
+    _write(path, _rows(0, 5, 1), operation="insert", table_type="COPY_ON_WRITE")
+    stale = HoodieTable.open(path)  # opened at version 6
+    upgrade(path, options=BASE_OPTIONS)
+    with pytest.raises(CommitConflictError, match="upgraded"):
+        Transaction(stale, BASE_OPTIONS).start()
+    assert not [n for n in os.listdir(os.path.join(path, ".hoodie")) if n[:1].isdigit()]
