@@ -92,7 +92,7 @@ class Scenario:
     table_type: str
     setup: callable
     op: callable
-    recover: str = "write"  # write | rollback | compaction | clustering | clean | archival | stream
+    recover: str = "write"  # write | rollback | compaction | clustering | clean | archival | stream | upgrade
     options: dict = field(default_factory=dict)
     # the number of storage operations depends on timing (the marker service flushes its batches on a timer):
     # a crash point beyond a run's own count is not reached, and that run is checked as an uncrashed one
@@ -182,6 +182,17 @@ def _op_archival(path):
     from hudilite.services.archival import archive
 
     archive(path, {**BASE_OPTIONS, **ARCHIVE_OPTIONS})
+
+
+def _setup_archived(path):
+    _setup_archival(path)
+    _op_archival(path)
+
+
+def _op_upgrade(path):
+    from hudilite.services.upgrade import upgrade
+
+    upgrade(path, options=dict(BASE_OPTIONS))
 
 
 def _setup_failed_write(table_type):
@@ -384,6 +395,9 @@ SCENARIOS = {s.name: s for s in [
              recover="clustering"),
     Scenario("archival", "COPY_ON_WRITE", _setup_archival, _op_archival),
     Scenario("archival_v9", "COPY_ON_WRITE", _setup_archival_v9, _op_archival, recover="archival"),
+    Scenario("upgrade_cow", "COPY_ON_WRITE", _setup_commits(3, "COPY_ON_WRITE"), _op_upgrade, recover="upgrade"),
+    Scenario("upgrade_mor", "MERGE_ON_READ", _setup_commits(3, "MERGE_ON_READ"), _op_upgrade, recover="upgrade"),
+    Scenario("upgrade_archived", "COPY_ON_WRITE", _setup_archived, _op_upgrade, recover="upgrade"),
     Scenario("rollback_cow", "COPY_ON_WRITE", _setup_failed_write("COPY_ON_WRITE"), _op_rollback, timed_ops=True),
     Scenario("rollback_mor", "MERGE_ON_READ", _setup_failed_write("MERGE_ON_READ"), _op_rollback, timed_ops=True),
     Scenario("stream_prepared_commit", "MERGE_ON_READ", _setup_commits(2, "MERGE_ON_READ"), _op_stream_prepared,
@@ -597,6 +611,12 @@ def _recover(sc: Scenario, path: str) -> None:
         from hudilite.services.clustering import run_clustering
 
         run_clustering(path, {**BASE_OPTIONS, **CLUSTER_OPTIONS}, wait=True)
+    if sc.recover == "upgrade":  # the next upgrade finishes (or, killed before its commit point, redoes) it
+        from hudilite.services.upgrade import upgrade
+
+        upgrade(path, options=dict(BASE_OPTIONS))
+        if HoodieTable.open(path).config.version != 9:
+            raise CheckFailed("the next upgrade did not leave a version-9 table")
     if sc.recover == "clean":
         from hudilite.services.clean import run_clean
 

@@ -28,6 +28,7 @@ from hudilite.services import clustering as _clustering
 from hudilite.services import compaction as _compaction
 from hudilite.services.rollback import rollback_failed_writes as _rollback_failed_writes
 from hudilite.services.rollback import rollback_instant as _rollback_instant
+from hudilite.services.upgrade import upgrade as _upgrade
 from hudilite.spark.changes import changes as _spark_changes
 from hudilite.spark.datasource import register as _register
 from hudilite.spark.files import scan_description as _scan_description
@@ -283,6 +284,11 @@ class Table:
     def timeline(self) -> Timeline:
         """The active timeline as loaded now (`.instants`, `.completed()`, `.pending()`, `.archived`)."""
         return self._meta().timeline
+
+    def upgrade(self, to: int = 9, options: dict | None = None) -> bool:
+        """Upgrade a version-6 table to version `to` (9) as Apache Hudi 1.x does, under the table lock and
+        crash-safe (see hudilite/services/upgrade.py). False when it was at `to` already."""
+        return _upgrade(self._meta(), to, self._opts(options))
 
     def info(self) -> TableInfo:
         """Properties, type, version, keys, partitions and latest-snapshot layout."""

@@ -72,6 +72,12 @@ def _rollback(args) -> int:
     return 0
 
 
+def _upgrade(args) -> int:
+    done = Table.open(args.path).upgrade(args.to, _options(args))
+    print(f"{'upgraded' if done else 'already at'} table version {args.to}: {args.path}")
+    return 0
+
+
 def _info(args) -> int:
     i = Table.open(args.path).info()
     out = {
@@ -207,6 +213,11 @@ def main(argv=None) -> int:
     s.add_argument("--force", action="store_true",
                    help="also roll back writes whose writer looks alive (only when no writer is running)")
     s.set_defaults(fn=_rollback)
+    s = sub.add_parser("upgrade", help="upgrade a version-6 table to version 9 (Apache Hudi 1.x)")
+    s.add_argument("path")
+    s.add_argument("--to", type=int, default=9, choices=(9,))
+    s.add_argument("-o", "--option", action="append", metavar="KEY=VALUE", help="a hoodie.* option (the lock)")
+    s.set_defaults(fn=_upgrade)
     s = sub.add_parser("info", help="table properties and layout summary")
     s.add_argument("path")
     s.set_defaults(fn=_info)

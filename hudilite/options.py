@@ -177,6 +177,9 @@ WRITER_TAG = _o("hudilite.write.writer.tag", "string", None,
 WRITE_TABLE_VERSION = _o("hoodie.write.table.version", "choice", "6",
                         "table version of a table this write creates (6, 8 or 9; an existing table keeps its own)",
                         choices=("6", "8", "9"))
+AUTO_UPGRADE = _o("hoodie.write.auto.upgrade", "bool", False,
+                  "upgrade a version-6 table to version 9 before this write (hudilite upgrade; Apache Hudi's key, "
+                  "default false here)")
 ALLOW_EXISTING_FILES = _o("hudilite.write.allow.existing.files", "bool", False,
                           "create a table in a directory that holds other data files (Delta, Iceberg, plain parquet)")
 # ---- index -------------------------------------------------------------------------------------------------

@@ -81,6 +81,11 @@ class HoodieTable:
         fs.delete_stale_temps(props)
         return cls(base, config)
 
+    def stored_version(self) -> int:
+        """The table version hoodie.properties holds now (an upgrade may have changed it since `open`)."""
+        path = os.path.join(self.meta_path, PROPS_FILE)
+        return TableConfig.parse(self.fs.read_bytes(path).decode("utf-8"), self.base_path).version
+
     # ---- paths ---------------------------------------------------------------------------
     @property
     def meta_path(self) -> str:

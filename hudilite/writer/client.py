@@ -30,6 +30,7 @@ from hudilite.markers import TIMELINE_SERVER_BASED, MarkerService, delete_marker
 from hudilite.reader import overlay_cache
 from hudilite.schema import SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve
 from hudilite.services.inline import check_service_options, run_inline_services
+from hudilite.services.upgrade import upgrade
 from hudilite.spark.keygen import partition_path_expr, record_key_expr
 from hudilite.spark.schema import spark_to_arrow
 from hudilite.spark.session import check_workers, default_parallelism, is_connect
@@ -61,6 +62,8 @@ def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), oper
           table_type=UNSET, options=None, extra_metadata=None, commit=True):
     """`commit=False`: the data is written but the instant stays inflight; returns a PendingWrite
     (`.complete()` / `.abort()`, `.read(spark)` for audits) - see hudilite/writer/pending.py."""
+    if o.AUTO_UPGRADE.get(options) and HoodieTable.exists(path) and HoodieTable.open(path).config.version == 6:
+        upgrade(path, options=options)
     wo = resolve(path, record_key, precombine_field, partition_by, operation, table_type, options)
     if is_arrow(df):  # written by this process, no Spark jobs (hudilite/writer/local.py)
         return WriteClient(None, wo).run(df, extra_metadata or {}, commit=commit)

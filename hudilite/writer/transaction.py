@@ -165,6 +165,11 @@ class Transaction:
         fs = self.table.fs
         with self.lock:
             tl = self.table.reload()
+            # an upgrade (which refuses while writes are pending) switched the table after this writer opened it:
+            # its instant would land in the old timeline layout, invisible to readers
+            if self.table.stored_version() != self.table.config.version:
+                raise CommitConflictError(f"{self.table.base_path} was upgraded to table version "
+                                          f"{self.table.stored_version()} after this write opened it; retry the write")
             last = max(filter(None, [tl.last_instant_time(), self._last_completion()]), default=None)
             while True:
                 t = next_instant_time(last)

@@ -182,3 +182,11 @@ def test_torn_service_plan_temp_file_is_removed_by_the_next_write(tmp_path):
     crash, err = crashpoints.run_point(
         "clean", str(tmp_path), lambda op, p: op == "put_if_absent" and p.endswith(".clean.requested"), torn=True)
     assert err is None, f"crash at {crash}: {err}"
+
+
+def test_upgrade_killed_in_its_compaction_leaves_no_layout1_temp_file(tmp_path):
+    # a torn put of the compaction's inflight file (layout 1): after the upgrade nothing writes that instant
+    # again, so the upgrade itself removes the temp file
+    crash, err = crashpoints.run_point("upgrade_mor", str(tmp_path),
+                                       lambda op, p: p.endswith(".compaction.inflight"), torn=True)
+    assert err is None, f"{crash}: {err}"

@@ -86,3 +86,52 @@ def test_we_read_and_extend_hudi_written_v9_mor(hudi_judge, tmp_path):
     agree_v9(hudi_judge, path)
     hudi_write([(8, 10, "theirs8"), (31, 10, "n31")])  # Apache Hudi writes on top of our commits
     agree_v9(hudi_judge, path)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_hudi_reads_and_extends_our_upgraded_tables(hudi_judge, tmp_path, table_type):
+    """A version-6 table we wrote (a clustering; MOR: a pending compaction), upgraded to 9 by `hudilite
+    upgrade`: Apache Hudi reads it as we do (instants converted with their completion times), writes on it,
+    and we read its commit."""
+    path = str(tmp_path / table_type.lower())
+
+    def write(rows, op="upsert"):
+        return hudilite.write(_arrow(rows), path, **LAYOUT, operation=op, table_type=table_type)
+
+    write([(i, 1, f"n{i}") for i in range(12)], "insert")
+    write([(1, 2, "u1"), (2, 2, "u2"), (20, 1, "n20")])
+    t = Table(path)
+    assert t.services.cluster(sort_columns=["name"])
+    write([(3, 3, None), (4, 3, None)], "delete")
+    if table_type == "MERGE_ON_READ":
+        assert schedule_compaction(path, None, force=True)
+    assert t.info().properties["hoodie.table.version"] == "6"
+    assert t.upgrade() is True
+    assert t.info().properties["hoodie.table.version"] == "9"
+    agree_v9(hudi_judge, path)
+    hudi_judge.write(path, DDL, _dicts([(5, 9, "h5"), (30, 9, "h30")]),
+                     **{**hudi_opts(table_type, "upsert"), **V9, "hoodie.table.name": table_type.lower()})
+    assert _proj(hudi_judge.read(path)) == ours(path)
+    assert {r[0] for r in ours(path)} >= {5, 30}
+
+
+def test_hudi_reads_our_upgraded_table_with_an_archive(hudi_judge, tmp_path):
+    """A version-6 table with archived instants: its archive becomes the LSM history; Apache Hudi reads the
+    upgraded table (snapshot, time travel and incremental over the active instants) and writes on it."""
+    path = str(tmp_path / "archived")
+    hudilite.write(_arrow([(i, 1, f"n{i}") for i in range(12)]), path, **LAYOUT, operation="insert",
+                   table_type="COPY_ON_WRITE")
+    for v in range(2, 7):
+        hudilite.write(_arrow([(v, v, f"u{v}")]), path, **LAYOUT)
+    t = Table(path)
+    opts = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.cleaner.commits.retained": "1"}
+    t.services.clean(opts)
+    assert t.services.archive(opts)
+    assert t.upgrade() is True and Table(path).timeline.archived.completed_write_times
+    assert _proj(hudi_judge.read(path)) == ours(path)
+    last = Table(path).timeline.completed()[-1]
+    assert _proj(hudi_judge.as_of(path, last.timestamp)) == ours(path, as_of=last.timestamp)
+    hudi_judge.write(path, DDL, _dicts([(5, 9, "h5"), (30, 9, "h30")]),
+                     **{**hudi_opts("COPY_ON_WRITE", "upsert"), **V9, "hoodie.table.name": "archived"})
+    assert _proj(hudi_judge.read(path)) == ours(path)
+    assert {r[0] for r in ours(path)} >= {5, 30}
