@@ -141,16 +141,21 @@ CLEAN_METADATA = {
 _WRITE_STAT_LONGS = ("numWrites", "numDeletes", "numUpdateWrites", "totalWriteBytes", "totalWriteErrors")
 _WRITE_STAT_LONGS2 = ("totalLogRecords", "totalLogFiles", "totalUpdatedRecordsCompacted", "numInserts",
                       "totalLogBlocks", "totalCorruptLogBlock", "totalRollbackBlocks", "fileSizeInBytes")
-WRITE_STAT: dict[str, Any] = {
-    "type": "record", "name": "HoodieWriteStat", "namespace": NS, "fields": [
-        {"name": "fileId", **_opt("string")},
-        {"name": "path", **_opt("string")},
-        {"name": "prevCommit", **_opt("string")},
-        {"name": "prevFilePathOverwritten", **_opt("string")},
+
+
+def _write_stat(strings: tuple[str, ...], *more: dict) -> dict[str, Any]:
+    """HoodieWriteStat: the leading string fields differ by timeline layout, the counters are shared, layout 2
+    appends `more`."""
+    return {"type": "record", "name": "HoodieWriteStat", "namespace": NS, "fields": [
+        *[{"name": n, **_opt("string")} for n in strings],
         *[{"name": n, **_opt("long")} for n in _WRITE_STAT_LONGS],
         {"name": "partitionPath", **_opt("string")},
         *[{"name": n, **_opt("long")} for n in _WRITE_STAT_LONGS2],
+        *more,
     ]}
+
+
+WRITE_STAT: dict[str, Any] = _write_stat(("fileId", "path", "prevCommit", "prevFilePathOverwritten"))
 
 
 def _commit_metadata(name: str, replace: bool, write_stat) -> dict:
@@ -172,12 +177,8 @@ REPLACE_COMMIT_METADATA = _commit_metadata("HoodieReplaceCommitMetadata", True, 
 
 # The models Apache Hudi 1.x writes completed (and inflight) write instants with on timeline layout 2: the
 # write stat carries the log-file fields and runtime stats, the commit metadata a `compacted` flag.
-WRITE_STAT_V2: dict[str, Any] = {
-    "type": "record", "name": "HoodieWriteStat", "namespace": NS, "fields": [
-        *[{"name": n, **_opt("string")} for n in ("fileId", "path", "prevCommit")],
-        *[{"name": n, **_opt("long")} for n in _WRITE_STAT_LONGS],
-        {"name": "partitionPath", **_opt("string")},
-        *[{"name": n, **_opt("long")} for n in _WRITE_STAT_LONGS2],
+WRITE_STAT_V2: dict[str, Any] = _write_stat(
+        ("fileId", "path", "prevCommit"),
         {"name": "logVersion", **_opt("int")},
         {"name": "logOffset", **_opt("long")},
         {"name": "baseFile", **_opt("string")},
@@ -193,7 +194,7 @@ WRITE_STAT_V2: dict[str, Any] = {
                                                  "totalLogSizeCompacted")],
         {"name": "tempPath", **_opt("string")},
         {"name": "numUpdates", **_opt("long")},
-    ]}
+)
 
 
 def _commit_metadata_v2(name: str, replace: bool) -> dict:
