@@ -308,7 +308,7 @@ class TableConfig:
             props[o.T_PAYLOAD.key] = COMMIT_TIME_PAYLOAD
             props[o.T_MERGER_STRATEGY.key] = COMMIT_TIME_STRATEGY
         if version != 6:
-            props = _v8_properties(props, version)
+            props = v8_properties(props, version)
         if create_schema:
             props[o.T_CREATE_SCHEMA.key] = create_schema
         props.update(extra or {})
@@ -316,7 +316,7 @@ class TableConfig:
 
 
 
-def _v8_properties(v6: dict[str, str], version: int) -> dict[str, str]:
+def v8_properties(v6: dict[str, str], version: int) -> dict[str, str]:
     """The hoodie.properties of a new version-8/9 table from the version-6 set, keyed as Apache Hudi 1.x writes
     them (compared with tables Java wrote): timeline layout 2 under `.hoodie/timeline` with its `history`,
     the key generator as a type, the merge mode spelled out; version 8 keeps the payload class, merge strategy

@@ -35,7 +35,7 @@ from hudilite.config import (
     EVENT_TIME_STRATEGY,
     KEYGEN_TYPES,
     TableConfig,
-    _v8_properties,
+    v8_properties,
 )
 from hudilite.errors import HudiliteError
 from hudilite.lock import lock_for
@@ -127,7 +127,7 @@ def _v9_properties(v6: dict[str, str]) -> dict[str, str]:
     commit_time = mode == "COMMIT_TIME_ORDERING"
     filled = {o.T_MERGER_STRATEGY.key: COMMIT_TIME_STRATEGY if commit_time else EVENT_TIME_STRATEGY,
               o.T_PAYLOAD.key: COMMIT_TIME_PAYLOAD if commit_time else EVENT_TIME_PAYLOAD, **v6}
-    props = _v8_properties(filled, TARGET_VERSION)
+    props = v8_properties(filled, TARGET_VERSION)
     props[o.T_MERGE_MODE.key] = mode
     props[o.T_INITIAL_VERSION.key] = "6"
     return props
@@ -171,7 +171,7 @@ def _layout1_files(table: HoodieTable) -> list[tuple[str, Instant]]:
 
 def _write_layout2_timeline(table: HoodieTable, tl) -> None:
     fs = table.fs
-    tdir = os.path.join(table.meta_path, "timeline")  # where _v8_properties puts it
+    tdir = os.path.join(table.meta_path, "timeline")  # where v8_properties puts it
     # what an upgrade killed before its commit point left: written anew (nothing reads it on version 6)
     for d in (tdir, history_dir(tdir)):
         if fs.exists(d):
