@@ -56,8 +56,10 @@ COLS = ["id", "v", "dt", "name"]
 QUERY_ID = "crashpoints-stream"
 # short lock lease: a child killed while holding the table lock delays the recovery by at most this
 # and a short heartbeat: the next write rolls a killed writer's instant back once it missed one beat
+# Version 6 whatever the default: the scenarios cover the layout-1 mechanisms (and the upgrade scenarios need a
+# version-6 table); the version-9 ones add V9_OPTIONS.
 BASE_OPTIONS = {"hoodie.write.lock.filesystem.expire.ms": "1500", "hoodie.client.heartbeat.interval_in_ms": "300",
-                "hoodie.client.heartbeat.tolerable.misses": "1"}
+                "hoodie.client.heartbeat.tolerable.misses": "1", "hoodie.write.table.version": "6"}
 HEARTBEAT_TOLERANCE_S = 0.35
 
 

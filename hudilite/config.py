@@ -283,7 +283,7 @@ class TableConfig:
         props = {
             o.T_NAME.key: name,
             o.T_TYPE.key: table_type,
-            o.T_VERSION.key: str(WRITE_TABLE_VERSION),
+            o.T_VERSION.key: "6",  # the version-6 set; v8_properties rewrites it for 8 and 9
             o.T_LAYOUT_VERSION.key: "1",
             o.T_RECORD_KEYS.key: ",".join(record_key_fields),
             o.T_PARTITIONS.key: ",".join(partition_fields),

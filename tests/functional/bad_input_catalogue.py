@@ -38,6 +38,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DOC = os.path.join(ROOT, "docs", "bad-input.md")
 WORK_DIRS = {".hoodie/.locks", ".hoodie/.heartbeat", ".hoodie/.temp"}
 WRITE = {"record_key": "id", "precombine_field": "v", "partition_by": "part"}
+V6 = {"hoodie.write.table.version": "6"}
 
 
 # ---- the table snapshot ---------------------------------------------------------------------------------
@@ -105,13 +106,16 @@ def write(path, data=None, **kw):
 
 def _templates() -> dict[str, str]:
     d = os.path.join(tempfile.gettempdir(), f"hudilite-bad-input-templates-{os.getpid()}")
-    out = {"cow": os.path.join(d, "cow"), "mor": os.path.join(d, "mor")}
+    # cow6/mor6: version 6 whatever the default, for cases that damage layout-1 JSON commit files
+    kinds = {"cow": ("COPY_ON_WRITE", {}), "mor": ("MERGE_ON_READ", {}),
+             "cow6": ("COPY_ON_WRITE", V6), "mor6": ("MERGE_ON_READ", V6)}
+    out = {name: os.path.join(d, name) for name in kinds}
     if not os.path.isdir(d):
         tmp = d + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        for name, tt in (("cow", "COPY_ON_WRITE"), ("mor", "MERGE_ON_READ")):
+        for name, (tt, opts) in kinds.items():
             p = os.path.join(tmp, name)
-            write(p, rows(list(range(20))), table_type=tt)
+            write(p, rows(list(range(20))), table_type=tt, options=opts)
             write(p, rows([1, 2, 3, 30], v=2))
         os.rename(tmp, d)
         atexit.register(shutil.rmtree, d, True)
@@ -549,7 +553,7 @@ def props_missing(p):
     read_and_write(p)
 
 
-@case("damaged timeline", "completed commit file garbled (not JSON)", CorruptTableError, ".commit",
+@case("damaged timeline", "completed commit file garbled (not JSON)", CorruptTableError, ".commit", table="cow6",
       setup=lambda p: _rewrite(_last(p, ".commit"), lambda t: t[:30]))
 def garbled_commit(p):
     read_and_write(p)
@@ -557,7 +561,7 @@ def garbled_commit(p):
 
 @case("damaged timeline", "commit metadata of the wrong shape (partitionToWriteStats a list)",
       CorruptTableError, "commit metadata", "is damaged: partitionToWriteStats is a JSON list",
-      regression="incremental reads: AttributeError 'list' object has no attribute 'items'",
+      regression="incremental reads: AttributeError 'list' object has no attribute 'items'", table="cow6",
       setup=lambda p: _rewrite(_last(p, ".commit"), lambda t: json.dumps(
           {**json.loads(t), "partitionToWriteStats": [1, 2]}).encode()))
 def wrong_shape_commit(p):
@@ -569,7 +573,7 @@ def wrong_shape_commit(p):
 
 
 @case("damaged timeline", "completed deltacommit garbled (merge-on-read)", CorruptTableError, ".deltacommit",
-      table="mor", setup=lambda p: _rewrite(_last(p, ".deltacommit"), lambda t: b"{\"partitionToWr"))
+      table="mor6", setup=lambda p: _rewrite(_last(p, ".deltacommit"), lambda t: b"{\"partitionToWr"))
 def garbled_deltacommit(p):
     read_and_write(p)
 

@@ -129,7 +129,8 @@ def test_cleaned_range_fails_loudly(spark, table_path, change_source):
 
 
 def test_begin_before_the_archived_timeline_fails(spark, table_path):
-    c1 = w(spark, table_path, [(1, 1, "a", "one")])
+    # version 6: fakes a layout-1 archive (.hoodie/archived); the LSM history of 8/9: tests/unit/test_lsm_archival
+    c1 = w(spark, table_path, [(1, 1, "a", "one")], options={**OCC, "hoodie.write.table.version": "6"})
     c2 = w(spark, table_path, [(1, 2, "a", "two")])
     w(spark, table_path, [(1, 3, "a", "three")])
     table = HoodieTable.open(table_path)

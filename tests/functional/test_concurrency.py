@@ -21,7 +21,7 @@ import pyarrow as pa
 import pytest
 
 import hudilite
-from hudilite.config import TableConfig
+from hudilite.config import WRITE_TABLE_VERSION, TableConfig
 from hudilite.errors import CommitConflictError, InvalidWriteError, LockTimeoutError
 from hudilite.lock import FileLock, InProcessLock, LockLostError, LockProvider, lock_for
 from hudilite.markers import delete_markers
@@ -47,10 +47,10 @@ SPAWN = mp.get_context("spawn")
 
 # ------------------------------------------------------------------------------------------------
 # a Spark-free writer: Transaction + the executor-side Arrow merge of one file group per partition
-def make_table(path: str) -> HoodieTable:
+def make_table(path: str, version: int = WRITE_TABLE_VERSION) -> HoodieTable:
     cfg = TableConfig.new(name="t", table_type="COPY_ON_WRITE", record_key_fields=["id"], precombine_field="ver",
                           partition_fields=["part"], hive_style=True,
-                          create_schema=avro_to_json(arrow_to_avro(DATA_SCHEMA, "t")))
+                          create_schema=avro_to_json(arrow_to_avro(DATA_SCHEMA, "t")), version=version)
     return HoodieTable.create(path, cfg)
 
 
@@ -200,7 +200,8 @@ def _write_plan(t: HoodieTable, name: str, body: dict, avro: bool) -> None:
 
 @pytest.mark.parametrize("avro", [False, True], ids=["json", "avro"])
 def test_pending_plans_guard_their_file_groups(tmp_path, avro):
-    t = make_table(str(tmp_path / "t"))
+    # version 6: the plans are hand-written as layout-1 files (JSON ones too) in .hoodie
+    t = make_table(str(tmp_path / "t"), version=6)
     w = Transaction(t, OCC)
     plan_t = format_instant(now_ms() - 50_000)
     _write_plan(t, f"{plan_t}.compaction.requested",
@@ -431,7 +432,7 @@ def _instant_worker(path: str, mode: str, n: int, barrier, out: str, wid: int) -
 
 def run_instant_load(tmp_path, mode: str, procs: int = 6, n: int = 12) -> dict:
     path = str(tmp_path / f"t-{mode}")
-    make_table(path)
+    make_table(path, version=6)  # the lock-free mode writes layout-1 commit files by hand
     barrier = SPAWN.Barrier(procs)
     outs = [str(tmp_path / f"{mode}-{w}.json") for w in range(procs)]
     ps = [SPAWN.Process(target=_instant_worker, args=(path, mode, n, barrier, outs[w], w)) for w in range(procs)]

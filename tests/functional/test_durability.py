@@ -5,7 +5,6 @@ Checked by recording os.fsync / os.link calls of driver-local Arrow writes and i
 
 from __future__ import annotations
 
-import json
 import os
 
 import pyarrow as pa
@@ -15,6 +14,7 @@ import hudilite
 from hudilite.services.clustering import run_clustering, schedule_clustering
 from hudilite.services.compaction import run_compaction, schedule_compaction
 from hudilite.storage.local import directories_of
+from hudilite.table import HoodieTable
 
 
 def batch(ids, v):
@@ -22,9 +22,11 @@ def batch(ids, v):
                      "dt": pa.array([f"2024-01-0{1 + i % 2}" for i in ids], pa.string())})
 
 
-def put(path, ids, v, *, op="upsert", mor=False, options=None):
+def put(path, ids, v, *, op="upsert", mor=False, options=None, version=None):
+    version_opt = {"hoodie.write.table.version": str(version)} if version else {}
     return hudilite.write(batch(ids, v), path, record_key="id", precombine_field="v", partition_by=("dt",),
-                          operation=op, table_type="MERGE_ON_READ" if mor else "COPY_ON_WRITE", options=options)
+                          operation=op, table_type="MERGE_ON_READ" if mor else "COPY_ON_WRITE",
+                          options={**version_opt, **(options or {})})
 
 
 @pytest.fixture
@@ -49,15 +51,13 @@ def io_events(monkeypatch):
 
 def check_durable_commit(path: str, instant: str, events) -> int:
     """Assert the ordering for the completed instant `instant`; returns the number of files it names."""
-    meta = os.path.realpath(os.path.join(path, ".hoodie"))
-    done = [e for e in os.listdir(meta) if e.startswith(instant + ".") and e.count(".") == 1
-            and not e.endswith(".inflight")]
-    assert len(done) == 1, done
-    done = done[0]
-    at = events.index(("link", os.path.join(meta, done)))
+    tl = HoodieTable.open(path).timeline  # .hoodie (version 6) or .hoodie/timeline (8/9)
+    [inst] = [i for i in tl.completed() if i.timestamp == instant]
+    done = os.path.realpath(tl.instant_path(inst))
+    meta = os.path.dirname(done)
+    at = events.index(("link", done))
     synced_before = {p for kind, p in events[:at] if kind == "fsync"}
-    with open(os.path.join(meta, done)) as f:
-        md = json.load(f)
+    md = tl.read_metadata(inst)
     rels = [s["path"] for ss in md["partitionToWriteStats"].values() for s in ss]
     assert rels
     base = os.path.realpath(path)
@@ -69,16 +69,17 @@ def check_durable_commit(path: str, instant: str, events) -> int:
     return len(rels)
 
 
-def test_every_file_a_commit_names_and_its_directories_are_fsynced_before_the_commit(tmp_path, io_events):
+@pytest.mark.parametrize("version", [6, 9])
+def test_every_file_a_commit_names_and_its_directories_are_fsynced_before_the_commit(tmp_path, io_events, version):
     cow, mor = str(tmp_path / "cow"), str(tmp_path / "mor")
-    commits = [(cow, put(cow, list(range(40)), 1, op="bulk_insert"))]  # streaming base file writer
+    commits = [(cow, put(cow, list(range(40)), 1, op="bulk_insert", version=version))]  # streaming base file writer
     commits.append((cow, put(cow, list(range(0, 60, 3)), 2)))  # merges + a new file group
     for k in range(3):  # more small groups for clustering
         commits.append((cow, put(cow, list(range(100 + 10 * k, 110 + 10 * k)), 1, op="bulk_insert")))
     c = schedule_clustering(cow)
     assert run_clustering(cow) == [c]
     commits.append((cow, c))
-    commits.append((mor, put(mor, list(range(40)), 1, op="bulk_insert", mor=True)))
+    commits.append((mor, put(mor, list(range(40)), 1, op="bulk_insert", mor=True, version=version)))
     commits.append((mor, put(mor, list(range(0, 40, 4)), 2, mor=True)))  # log files
     c = schedule_compaction(mor, force=True)
     assert run_compaction(mor) == [c]
@@ -91,7 +92,7 @@ def test_fsync_can_be_switched_off_for_scratch_tables(tmp_path, io_events):
     t = put(path, list(range(20)), 1, op="bulk_insert", options={"hoodie.write.fsync": "false"})
     data = [p for kind, p in io_events if kind == "fsync" and p.endswith(".parquet")]
     assert t and data == []  # no data file synced; the completed instant itself still is
-    assert ("fsync", os.path.realpath(os.path.join(path, ".hoodie"))) in io_events
+    assert ("fsync", os.path.realpath(HoodieTable.open(path).timeline.meta_dir)) in io_events
     with pytest.raises(hudilite.errors.InvalidWriteError, match="hoodie.write.fsync"):
         put(path, [1], 2, options={"hoodie.write.fsync": "maybe"})
     with pytest.raises(hudilite.errors.InvalidWriteError, match="hoodie.write.fsync"):  # services: before any file

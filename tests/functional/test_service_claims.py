@@ -5,7 +5,6 @@ Tables are written with the driver-local Arrow writer (no Spark job); hudi-rs ju
 from __future__ import annotations
 
 import glob
-import json
 import os
 import signal
 import subprocess
@@ -56,10 +55,9 @@ def rs(path) -> list[tuple]:
 
 
 def committed_files(path, instant) -> list[str]:
-    (done,) = [p for p in (os.path.join(path, ".hoodie", f"{instant}.{a}") for a in ("commit", "replacecommit"))
-               if os.path.exists(p)]
-    with open(done) as f:
-        md = json.load(f)
+    tl = HoodieTable.open(path).timeline  # any table version
+    (done,) = [i for i in tl.completed(("commit", "replacecommit")) if i.timestamp == instant]
+    md = tl.read_metadata(done)
     return [os.path.join(path, s["path"]) for ss in md["partitionToWriteStats"].values() for s in ss]
 
 

@@ -41,11 +41,17 @@ COLS = ("id", "ts", "name")
 EVERY = {"hoodie.compact.inline.max.delta.commits": "1"}
 
 
+# Version 6: most tests read plans and instants as layout-1 files in .hoodie, the layout-1 archive and log
+# files named by their base instant. The same services on 8/9: test_v9_tables, tests/compat/test_v9_compat,
+# tests/unit/test_lsm_archival.
+V6 = {"hoodie.write.table.version": "6"}
+
+
 # ---- helpers ------------------------------------------------------------------------------------------------
 def write(spark, path, rows, *, op="upsert", mor=True, options=None):
     df = spark.createDataFrame([(i, ts, name, "eu" if i % 2 else "us") for i, ts, name in rows], SCHEMA)
     return hudilite.write(df, path, record_key="id", precombine_field="ts", partition_by="region", operation=op,
-                          table_type="MERGE_ON_READ" if mor else "COPY_ON_WRITE", options=options)
+                          table_type="MERGE_ON_READ" if mor else "COPY_ON_WRITE", options={**V6, **(options or {})})
 
 
 def pyread(path, **kw) -> list[tuple]:

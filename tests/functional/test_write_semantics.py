@@ -149,8 +149,9 @@ def test_partial_update_keeps_other_columns(spark, table_path):
 
 
 def test_commit_metadata_and_properties(spark, table_path):
+    # version 6 properties and JSON commit file; 8/9 field by field: test_v9_tables
     hudilite.write(spark.createDataFrame([(1, 1, D1, "a")], SCHEMA), table_path, record_key="id",
-                   precombine_field="version", partition_by="dt")
+                   precombine_field="version", partition_by="dt", options={"hoodie.write.table.version": "6"})
     props = open(os.path.join(table_path, ".hoodie", "hoodie.properties")).read()
     for needle in ("hoodie.table.version=6", "hoodie.timeline.layout.version=1", "hoodie.table.recordkey.fields=id",
                    "hoodie.table.precombine.field=version", "hoodie.table.partition.fields=dt",
