@@ -37,10 +37,11 @@ def _env():
     return env
 
 
-def run_client(args, timeout=600, cwd=None):
-    """A Python subprocess of this interpreter (a Connect client); its completed process."""
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=_env(), timeout=timeout,
-                          cwd=cwd or ROOT)
+def run_client(args, timeout=600, cwd=None, prefix=()):
+    """A Python subprocess of this interpreter (a Connect client), run through the command `prefix` if given;
+    its completed process."""
+    return subprocess.run([*prefix, sys.executable, *args], capture_output=True, text=True, env=_env(),
+                          timeout=timeout, cwd=cwd or ROOT)
 
 
 def start_client(args):
