@@ -14,6 +14,7 @@ from hudilite.errors import (
     InvalidWriteError,
     LockTimeoutError,
     RangeUnavailableError,
+    StorageAccessError,
     TableNotFoundError,
     TableReplacedError,
     UnsupportedTableError,
@@ -71,5 +72,5 @@ __all__ = [
     "check_workers", "local_session", "check_options", "UNSET", "HudiliteError", "InvalidWriteError",
     "TableNotFoundError", "CorruptTableError",
     "UnsupportedTableError", "CommitConflictError", "LockTimeoutError", "RangeUnavailableError",
-    "TableReplacedError", "WorkerEnvironmentError", "RollbackRefusedError",
+    "TableReplacedError", "WorkerEnvironmentError", "StorageAccessError", "RollbackRefusedError",
 ]

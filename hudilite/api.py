@@ -34,7 +34,7 @@ from hudilite.spark.datasource import register as _register
 from hudilite.spark.files import scan_description as _scan_description
 from hudilite.spark.read import read as _spark_read
 from hudilite.spark.schema import spark_to_arrow as _spark_to_arrow
-from hudilite.spark.session import active_session, check_workers
+from hudilite.spark.session import active_session, check_client_storage, check_workers
 from hudilite.storage import bind_storage_options as _bind_storage_options
 from hudilite.storage import normalize_path
 from hudilite.streaming import BATCH_ID_KEY, QUERY_ID_KEY, StreamingSink
@@ -147,6 +147,7 @@ class Table:
         if s is None:
             raise HudiliteError(f"{self.path}: this read needs a Spark session (Table.open(path, spark=...)); "
                                 "to_arrow / changes_arrow read without Spark")
+        check_client_storage(s, self.path, write=False)
         check_workers(s)
         register(s)
         return s

@@ -51,6 +51,11 @@ class WorkerEnvironmentError(HudiliteError):
     cannot be started). Nothing was read or written."""
 
 
+class StorageAccessError(HudiliteError, PermissionError):
+    """This process cannot reach a table's storage (permissions, a path only another process sees, missing
+    object-store credentials). Raised before anything is read or written."""
+
+
 class TableServiceError(HudiliteError):
     """An inline table service failed after the write itself committed (the write stays committed; pending
     service plans are retried by the next run)."""

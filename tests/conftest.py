@@ -14,10 +14,18 @@ if not os.path.isdir(SHARED):
 
 @pytest.fixture(scope="session")
 def spark():
-    """One SparkSession for the whole test session."""
-    from hudilite.spark.session import local_session
+    """One SparkSession for the whole test session: a classic local one, or with HUDILITE_TEST_CONNECT=sc://...
+    a Spark Connect session to that server (tests/functional/connect/test_connect_compat.py runs a subset of
+    the suite so, in a pytest subprocess: a process is classic or Connect, not both)."""
+    url = os.environ.get("HUDILITE_TEST_CONNECT")
+    if url:
+        from pyspark.sql import SparkSession
 
-    s = local_session("local[2]", app_name="hudilite-tests")
+        s = SparkSession.builder.remote(url).getOrCreate()
+    else:
+        from hudilite.spark.session import local_session
+
+        s = local_session("local[2]", app_name="hudilite-tests")
     yield s
     s.stop()
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 import threading
 import weakref
 
-from hudilite.errors import WorkerEnvironmentError
+from hudilite.errors import StorageAccessError, WorkerEnvironmentError
+from hudilite.storage import storage_for
 
 # SparkContext (Spark Connect: the session) -> the worker interpreters that passed. Keyed by the context, not
 # the session object: PySpark wraps each streaming micro-batch in a new session object; a changed
@@ -98,6 +100,39 @@ def task_frame(spark, rows: list, schema):
     if not is_connect(spark):
         return spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), schema)
     return spark.createDataFrame(rows, schema).repartition(len(rows))
+
+
+def check_client_storage(spark, base_path: str, *, write: bool) -> None:
+    """Raise StorageAccessError, before any Spark job, when this process cannot reach the table storage at
+    `base_path` while `spark` is a Spark Connect session. Under Connect the driver-side work of a read or
+    write (the timeline, planning, markers, the commit) runs here, in the client, and only its tasks run in
+    the server, so a path or credentials only the server has would otherwise fail half-way (or read as "no
+    table"). Classic sessions: nothing to check, this process is the driver anyway."""
+    if not is_connect(spark):
+        return
+    hoodie = base_path.rstrip("/") + "/.hoodie"
+    try:
+        storage_for(base_path).check_access(hoodie, write=write)
+    except Exception as e:  # noqa: BLE001 - any failure to reach the store (OS error, S3 credentials, ...)
+        what = "write to" if write else "read"
+        raise StorageAccessError(
+            f"{base_path}: this process ({_process()}), the Spark Connect client, cannot {what} the table "
+            f"storage ({type(e).__name__}: {e}). Under Spark Connect the planning and the commit of a write, "
+            "and the planning of a read, run in the client; only their tasks run in the Spark Connect server. "
+            "The client needs the same access to the table storage as the server, under the same path: the "
+            "same file system or a shared mount, readable and writable by the client's user; for s3:// tables "
+            "the storage options or AWS credentials in the client (it ships them to the server's workers). "
+            "Nothing was read or written.") from None
+
+
+def _process() -> str:
+    try:
+        import pwd
+
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError):  # no pwd module (Windows), or a uid without an entry
+        user = os.environ.get("USER", "?")
+    return f"pid {os.getpid()}, user {user}, host {socket.gethostname()}"
 
 
 def active_session():

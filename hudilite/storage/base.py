@@ -52,6 +52,12 @@ class Storage(abc.ABC):
     def isdir(self, path: str) -> bool:
         ...
 
+    def check_access(self, path: str, *, write: bool) -> None:
+        """Raise OSError (or the store's own error: missing credentials, access denied) unless this process can
+        read the directory `path`, or with `write` also create files in it; a `path` not there yet must be
+        creatable. Object stores: one existence probe, which fails without credentials or access."""
+        self.exists(path)
+
     @abc.abstractmethod
     def size(self, path: str) -> int:
         """The file's size in bytes (FileNotFoundError when absent)."""

@@ -7,6 +7,7 @@ lock provider, heartbeats and direct markers. Paths handed in are absolute; `fil
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import uuid
@@ -74,6 +75,23 @@ class LocalStorage(Storage):
 
     def isdir(self, path: str) -> bool:
         return os.path.isdir(path)
+
+    def check_access(self, path: str, *, write: bool) -> None:
+        # os.path.exists answers False for a path behind a directory this process may not search, which would
+        # read as "no table" (a write would then try to create one); os.stat raises PermissionError instead
+        probe = normalize_path(path)
+        while True:
+            try:
+                os.stat(probe)
+                break
+            except FileNotFoundError:
+                parent = os.path.dirname(probe)
+                if parent == probe:
+                    return
+                probe = parent  # not there yet: the nearest existing directory must let it be created
+        need = os.R_OK | os.X_OK | (os.W_OK if write or probe != normalize_path(path) else 0)
+        if os.path.isdir(probe) and not os.access(probe, need):
+            raise PermissionError(errno.EACCES, "Permission denied", probe)
 
     def makedirs(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)

@@ -33,7 +33,7 @@ from hudilite.services.inline import check_service_options, run_inline_services
 from hudilite.services.upgrade import upgrade
 from hudilite.spark.keygen import partition_path_expr, record_key_expr
 from hudilite.spark.schema import spark_to_arrow
-from hudilite.spark.session import check_workers, default_parallelism, is_connect
+from hudilite.spark.session import check_client_storage, check_workers, default_parallelism, is_connect
 from hudilite.spark.write import SparkPlanner, collect_stats, stat_struct
 from hudilite.storage import capture_bindings, install_bindings, normalize_path, relative_to, storage_for
 from hudilite.table import PROPS_FILE, HoodieTable
@@ -91,6 +91,7 @@ class WriteClient:
         choice = index_choice(wo.options)  # a bad index type fails before any write (bulk inserts included)
         local = is_arrow(df)
         if not local:
+            check_client_storage(self.spark, wo.path, write=True)  # before any Spark job
             check_workers(self.spark)  # once per session: workers without hudilite fail here, readably
         if local:
             df = local_write.as_table(df)

@@ -31,16 +31,18 @@ def connect_server(tmp_path_factory):
         server.stop(warehouse)
 
 
-def _env():
+def _env(extra=None):
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
-    return env
+    env.pop("HUDILITE_TEST_CONNECT", None)
+    return {**env, **(extra or {})}
 
 
-def run_client(args, timeout=600, cwd=None):
-    """A Python subprocess of this interpreter (a Connect client); its completed process."""
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=_env(), timeout=timeout,
-                          cwd=cwd or ROOT)
+def run_client(args, timeout=600, cwd=None, prefix=(), env=None):
+    """A Python subprocess of this interpreter (a Connect client), run through the command `prefix` if given,
+    with the variables `env` added to the environment; its completed process."""
+    return subprocess.run([*prefix, sys.executable, *args], capture_output=True, text=True, env=_env(env),
+                          timeout=timeout, cwd=cwd or ROOT)
 
 
 def start_client(args):

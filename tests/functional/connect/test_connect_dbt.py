@@ -1,14 +1,17 @@
-"""dbt over Spark Connect (`method: connect`): seed, table, incremental upsert, snapshot and a
-`hudilite.changes()` model, built twice by `dbt build` in subprocesses against the `hudilite server` of the
-warehouse; the tables' contents are read back from storage by the test's classic session."""
+"""dbt over Spark Connect (`method: connect`): seed, table, incremental upsert / append / delete+insert,
+snapshot, a `hudilite.changes()` model and an `aggregate` model, built twice by `dbt build` in subprocesses
+against the `hudilite server` of the warehouse; the same project is built meanwhile in session mode, in this
+process (`reuse_session: auto` over the suite's classic session), and every table's rows, read back from
+storage by the test's classic session, must equal between the two modes and the expected values."""
 
 import os
 import textwrap
 
 import pytest
+from dbt.cli.main import dbtRunner
 
 import hudilite
-from tests.functional.connect.conftest import run_client
+from tests.functional.connect.conftest import start_client
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -34,6 +37,19 @@ FILES = {
         {{ config(materialized='incremental', unique_key='id') }}
         select id, name, _change_op from {{ hudilite.changes(ref('orders_inc')) }}
     """,
+    "models/orders_app.sql": """
+        {{ config(materialized='incremental', incremental_strategy='append') }}
+        select id, name from {{ ref('raw') }}
+    """,
+    "models/orders_di.sql": """
+        {{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='id') }}
+        select id, name, ts from {{ ref('raw') }}
+    """,
+    # maintained from orders_inc's changes on run 2: row 2 moves from group ts=1 to ts=2
+    "models/orders_agg.sql": """
+        {{ config(materialized='aggregate') }}
+        select ts, count(*) as n, sum(id) as ids from {{ ref('orders_inc') }} group by ts
+    """,
     "snapshots/snap.sql": """
         {% snapshot snap %}
         {{ config(target_schema=schema, unique_key='id', strategy='check', check_cols=['name']) }}
@@ -43,12 +59,21 @@ FILES = {
 }
 
 
-def _project(root, info) -> None:
+SCHEMA = {"connect": "shop", "session": "shop_session"}
+# each table's columns compared, minus the snapshot's validity times (wall-clock)
+TABLES = {"raw": ["id", "name", "ts"], "orders_t": ["id", "name", "ts"], "orders_inc": ["id", "name", "ts"],
+          "orders_changes": ["id", "name", "_change_op"], "orders_app": ["id", "name"],
+          "orders_di": ["id", "name", "ts"], "orders_agg": ["ts", "n", "ids"],
+          "snap": ["id", "name", "dbt_valid_to is null as current"]}
+
+
+def _project(root, info, mode: str, warehouse: str) -> None:
     for name, text in FILES.items():
         path = os.path.join(root, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
             f.write(textwrap.dedent(text).strip() + "\n")
+    how = f"method: connect\n      host: {info.url}" if mode == "connect" else "reuse_session: auto"
     with open(os.path.join(root, "profiles.yml"), "w") as f:
         f.write(textwrap.dedent(f"""
             connect_proj:
@@ -56,43 +81,65 @@ def _project(root, info) -> None:
               outputs:
                 dev:
                   type: hudilite
-                  method: connect
-                  host: {info.url}
-                  schema: shop
-                  warehouse: {info.warehouse}
+                  schema: {SCHEMA[mode]}
+                  warehouse: {warehouse}
                   threads: 1
-        """))
+        """) + f"      {how}\n")
     os.makedirs(os.path.join(root, "seeds"), exist_ok=True)
 
 
-def _build(root, seed: str) -> str:
-    with open(os.path.join(root, "seeds", "raw.csv"), "w") as f:
-        f.write(seed)
-    out = run_client(DBT + ["build", "--project-dir", root, "--profiles-dir", root], cwd=root)
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-3000:]
-    return out.stdout
+def _build_both(roots, seed: str) -> None:
+    """`dbt build` of both projects: over Connect in a subprocess, in session mode here meanwhile."""
+    for root in roots.values():
+        with open(os.path.join(root, "seeds", "raw.csv"), "w") as f:
+            f.write(seed)
+    args = ["build", "--project-dir", roots["connect"], "--profiles-dir", roots["connect"]]
+    client = start_client(DBT + args)
+    try:
+        res = dbtRunner().invoke(["build", "--project-dir", roots["session"], "--profiles-dir", roots["session"]])
+        stdout, stderr = client.communicate(timeout=600)
+    finally:
+        client.kill()
+        client.wait()
+    assert client.returncode == 0, stdout[-4000:] + stderr[-3000:]
+    assert res.success, res.exception
 
 
-def _table(spark, info, name, cols):
-    df = hudilite.read(spark, os.path.join(info.warehouse, "shop", name))
-    return sorted(tuple(r) for r in df.select(*cols).collect())
+def _tables(spark, warehouses, mode: str) -> dict:
+    out = {}
+    for name, cols in TABLES.items():
+        df = hudilite.read(spark, os.path.join(warehouses[mode], SCHEMA[mode], name))
+        out[name] = sorted(tuple(r) for r in df.selectExpr(*cols).collect())
+    return out
+
+
+def _same_in_both(spark, warehouses) -> dict:
+    over_connect = _tables(spark, warehouses, "connect")
+    assert over_connect == _tables(spark, warehouses, "session")
+    return over_connect
 
 
 def test_dbt_models_over_connect(spark, connect_server, tmp_path):
-    info, root = connect_server, str(tmp_path / "proj")
-    _project(root, info)
-    _build(root, SEED_1)
-    assert _table(spark, info, "orders_changes", ["id", "name", "_change_op"]) == [
-        (1, "a", "I"), (2, "b", "I"), (3, "c", "I")]
-    _build(root, SEED_2)
-    assert _table(spark, info, "raw", ["id", "name"]) == [(2, "b2"), (3, "c"), (4, "d")]
-    assert _table(spark, info, "orders_t", ["id", "name"]) == [(2, "b2"), (3, "c"), (4, "d")]
+    info = connect_server
+    roots = {m: str(tmp_path / m) for m in SCHEMA}
+    warehouses = {"connect": info.warehouse, "session": str(tmp_path / "session-warehouse")}
+    for mode in SCHEMA:
+        _project(roots[mode], info, mode, warehouses[mode])
+    _build_both(roots, SEED_1)
+    t = _same_in_both(spark, warehouses)
+    assert t["orders_changes"] == [(1, "a", "I"), (2, "b", "I"), (3, "c", "I")]
+    assert t["orders_agg"] == [(1, 3, 6)]
+    _build_both(roots, SEED_2)
+    t = _same_in_both(spark, warehouses)
+    assert t["raw"] == t["orders_t"] == [(2, "b2", 2), (3, "c", 1), (4, "d", 2)]
     # upserted: 1 stays (an upsert deletes nothing), 2 updated, 4 inserted
-    assert _table(spark, info, "orders_inc", ["id", "name"]) == [(1, "a"), (2, "b2"), (3, "c"), (4, "d")]
+    assert t["orders_inc"] == [(1, "a", 1), (2, "b2", 2), (3, "c", 1), (4, "d", 2)]
     # run 2 read the feed from its checkpoint: only run 2's commit was upserted (2 and 3 written again - 3 with
     # the same values, still an update - and 4 inserted); 1, untouched since run 1, keeps its insert
-    assert _table(spark, info, "orders_changes", ["id", "name", "_change_op"]) == [
-        (1, "a", "I"), (2, "b2", "U"), (3, "c", "U"), (4, "d", "I")]
-    snap = _table(spark, info, "snap", ["id", "name", "dbt_valid_to"])
-    assert [(i, n) for i, n, _ in snap] == [(1, "a"), (2, "b"), (2, "b2"), (3, "c"), (4, "d")]
-    assert [n for _, n, to in snap if to is None] == ["a", "b2", "c", "d"]  # 1 absent from the source: kept
+    assert t["orders_changes"] == [(1, "a", "I"), (2, "b2", "U"), (3, "c", "U"), (4, "d", "I")]
+    assert t["orders_app"] == [(1, "a"), (2, "b"), (2, "b2"), (3, "c"), (3, "c"), (4, "d")]
+    # the batch's keys deleted, then its rows inserted: 1 (not in the batch) stays
+    assert t["orders_di"] == [(1, "a", 1), (2, "b2", 2), (3, "c", 1), (4, "d", 2)]
+    assert t["orders_agg"] == [(1, 2, 4), (2, 2, 6)]
+    # 1 absent from the source: kept current
+    assert t["snap"] == [(1, "a", True), (2, "b", False), (2, "b2", True), (3, "c", True), (4, "d", True)]

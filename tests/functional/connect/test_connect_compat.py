@@ -1,0 +1,30 @@
+"""A subset of the core's compat suite (tests/compat/) over Spark Connect: the same tests, run by a pytest
+subprocess whose `spark` fixture is a Connect session to the test session's `hudilite server`
+(HUDILITE_TEST_CONNECT, tests/conftest.py). Chosen for coverage at small cost: a copy-on-write write sequence
+(bulk_insert, upserts with in-batch duplicates, late records and deletes, a partition move, the delete
+operation) checked against hudi-rs and a model on the snapshot, time travel at every instant and incremental
+windows; and the merge-on-read sequence with compaction, clustering and clean (parquet log blocks), checked
+the same way after every step."""
+
+import re
+
+import pytest
+
+from tests.functional.connect.conftest import run_client
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+SUBSET = ["tests/compat/test_hudi_rs_compat.py", "tests/compat/test_mor_services_compat.py",
+          "-k", "hive_partitioned_simple_key or parquet"]
+# the matrix tests of one COW scenario (test_hudi_rs_compat: one `built` per scenario) + one MOR test
+EXPECTED = 11
+
+
+def test_compat_subset_over_connect(connect_server):
+    pytest.importorskip("hudi")
+    out = run_client(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::FutureWarning", *SUBSET],
+                     env={"HUDILITE_TEST_CONNECT": connect_server.url}, timeout=900)
+    tail = out.stdout[-4000:] + out.stderr[-2000:]
+    assert out.returncode == 0, tail
+    summary = out.stdout.strip().splitlines()[-1]
+    assert re.match(rf"{EXPECTED} passed, \d+ deselected", summary), tail
