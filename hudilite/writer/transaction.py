@@ -274,8 +274,9 @@ class Transaction:
             nbcc = self.nbcc and inst.action in WRITE_ACTIONS and tl.layout >= 2
             conflicts = find_conflicts(tl, inst.timestamp, Footprint.from_metadata(metadata), basis, nbcc=nbcc)
             if nbcc:
+                scoped = not INDEX_TYPE.get(self.options).upper().startswith("GLOBAL")
                 conflicts += new_key_conflicts(tl, self.table.base_path, inst.timestamp, metadata, basis,
-                                               by_partition=not INDEX_TYPE.get(self.options).upper().startswith("GLOBAL"))
+                                               by_partition=scoped)
             if conflicts:
                 raise conflict_error(inst.timestamp, conflicts)
 
