@@ -21,6 +21,7 @@ import hudilite
 from hudilite.errors import CommitConflictError, InvalidWriteError
 from hudilite.reader.merge import SliceDesc, merge_slice
 from hudilite.reader.planner import plan_read
+from hudilite.services.clustering import schedule_clustering
 from hudilite.services.compaction import run_compaction, schedule_compaction
 from hudilite.table import HoodieTable
 
@@ -190,7 +191,8 @@ def test_concurrent_inserts_of_one_new_key(tmp_path):
 
 def test_nbcc_vs_occ_on_a_shared_file_group(tmp_path):
     """A pending upsert and a concurrent upsert of the same key: under NBCC both commit and the greater ordering
-    value wins whichever completed last; under OCC the later one conflicts."""
+    value wins whichever completed last; under OCC the later one conflicts; a clustering plan conflicts with
+    NBCC writers too."""
     path = str(tmp_path / "t")
     hudilite.write(_arrow([(1, 0, "init"), (3, 0, "init")]), path, **LAYOUT, operation="insert",
                    table_type="MERGE_ON_READ", options=NBCC)
@@ -205,6 +207,11 @@ def test_nbcc_vs_occ_on_a_shared_file_group(tmp_path):
     slow = hudilite.write(_arrow([(1, 12, "occ")]), path, **LAYOUT, options=V9, commit=False)
     hudilite.write(_arrow([(1, 13, "occ2")]), path, **LAYOUT, options=V9)
     with pytest.raises(CommitConflictError):
+        slow.complete()
+    # clustering still conflicts (as in Apache Hudi): a plan covering the group aborts the NBCC writer
+    slow = hudilite.write(_arrow([(1, 14, "slow")]), path, **LAYOUT, options=NBCC, commit=False)
+    assert schedule_clustering(path, {**NBCC, "hoodie.clustering.plan.strategy.sort.columns": "name"})
+    with pytest.raises(CommitConflictError, match="pending clustering plan"):
         slow.complete()
 
 
