@@ -110,8 +110,9 @@ def _run_writers(path: str, keys: list[int], rounds: int, seed: int, during=None
 def _check_changes(path: str, writes: dict) -> None:
     """Incremental reads of each commit's completion range return only records of that commit, each key at most
     once (a key a later commit outranks still shows in its range: the range's state as of its end); the read
-    of the whole history holds the winners, and each shows in its own commit's range. (hudi-rs' incremental reads of commits that completed out of their
-    instants' order differ - docs/concurrency.md - so they are not compared here.)"""
+    of the whole history holds the winners, and each shows in its own commit's range. (hudi-rs' incremental
+    reads of commits that completed out of their instants' order differ - docs/concurrency.md - so they are
+    not compared here.)"""
     tl = HoodieTable.open(path).timeline
     done = sorted(tl.completed(), key=tl.completion_time)  # writers completed out of their instants' order
     seen = []
