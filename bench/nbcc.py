@@ -17,6 +17,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import queue
 import random
 import shutil
 import statistics
@@ -75,7 +76,14 @@ def run_once(work: str, mode: str, writers: int, commits: int, keys: int, upsert
     t0 = time.monotonic()
     for p in procs:
         p.start()
-    results = [q.get(timeout=1800) for _ in procs]
+    results = []
+    while len(results) < len(procs):
+        try:
+            results.append(q.get(timeout=1))
+        except queue.Empty:
+            failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if failed:
+                raise RuntimeError(f"{mode}: a writer failed (exit codes {failed}; its error is above)") from None
     wall = time.monotonic() - t0
     for p in procs:
         p.join()
@@ -103,12 +111,13 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--work-dir", default=None)
+    ap.add_argument("--modes", default="nbcc,occ", help="comma-separated: nbcc, occ")
     a = ap.parse_args(argv)
     work = a.work_dir or tempfile.mkdtemp(prefix="hudilite-nbcc-")
     runs = [run_once(work, mode, a.writers, a.commits, a.keys, a.upsert, a.seed + i)
-            for i in range(a.repeat) for mode in MODES]
+            for i in range(a.repeat) for mode in a.modes.split(",")]
     summary = {}
-    for mode in MODES:
+    for mode in a.modes.split(","):
         rs = [r for r in runs if r["mode"] == mode]
         summary[mode] = {k: statistics.median(r[k] for r in rs) for k in ("commits_per_min", "conflicts", "wall_s")}
     print(json.dumps({"runs": runs, "median": summary}, indent=2))
