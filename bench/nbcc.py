@@ -119,7 +119,8 @@ def main(argv=None) -> int:
     summary = {}
     for mode in a.modes.split(","):
         rs = [r for r in runs if r["mode"] == mode]
-        summary[mode] = {k: statistics.median(r[k] for r in rs) for k in ("commits_per_min", "conflicts", "wall_s")}
+        summary[mode] = {k: round(statistics.median(r[k] for r in rs), 1)
+                         for k in ("commits_per_min", "conflicts", "wall_s")}
     print(json.dumps({"runs": runs, "median": summary}, indent=2))
     if a.work_dir is None:
         shutil.rmtree(work, ignore_errors=True)
