@@ -92,17 +92,22 @@ class FileSystemView:
                         f"{self.base_path}: base file {name} has format {ext[1:]}; only parquet base files "
                         "are supported"
                     )
+                size = _size(entry)
+                if size is None:
+                    continue
                 fg = groups.setdefault(fid, FileGroup(partition, fid))
                 if inst in fg.slices and fg.slices[inst].base_file is not None:
                     raise UnsupportedTableError(
                         f"{self.base_path}: two committed base files for file group {fid} at instant {inst}"
                     )
-                bf = BaseFile(partition, fid, token, inst, name, entry.path, entry.stat().st_size)
+                bf = BaseFile(partition, fid, token, inst, name, entry.path, size)
                 sl = fg.slices.setdefault(inst, FileSlice(partition, fid, inst))
                 sl.base_file = bf
                 continue
             if name.startswith(".") and is_log_file_name(name):
-                logs.append(LogFile(partition, parse_log_file_name(name), entry.path, entry.stat().st_size))
+                size = _size(entry)
+                if size is not None:
+                    logs.append(LogFile(partition, parse_log_file_name(name), entry.path, size))
         self._attach_logs(partition, groups, logs)
         return groups
 
@@ -166,3 +171,12 @@ class FileSystemView:
                 if sl is not None and (sl.base_file is not None or sl.log_files):
                     out.append(sl)
         return out
+
+
+def _size(entry) -> int | None:
+    """A listed file's size; None when it vanished since the listing: a failed write's file its rollback (by a
+    concurrent writer that lost a conflict) deleted, or one a clean removed - neither is part of a snapshot."""
+    try:
+        return entry.stat().st_size
+    except FileNotFoundError:
+        return None

@@ -195,7 +195,8 @@ STREAMING_CONFLICT_RETRIES = _o("hoodie.write.streaming.conflict.retries", "int"
                                 "streaming micro-batch retries on a write conflict")
 # ---- concurrency -------------------------------------------------------------------------------------------
 CONCURRENCY_MODE = _o("hoodie.write.concurrency.mode", "string", "optimistic_concurrency_control",
-                      "SINGLE_WRITER or OPTIMISTIC_CONCURRENCY_CONTROL (docs/concurrency.md)")
+                      "SINGLE_WRITER, OPTIMISTIC_CONCURRENCY_CONTROL or NON_BLOCKING_CONCURRENCY_CONTROL "
+                      "(merge-on-read version 8/9 only; docs/concurrency.md)")
 LOCK_PROVIDER = _o("hoodie.write.lock.provider", "string", None, "lock provider class or name",
                    shown="file system lock; storage lock on s3://")
 LOCK_WAIT_MS = _o("hoodie.write.lock.wait_time_ms", "int", 600_000, "how long to wait for the lock")

@@ -48,7 +48,7 @@ from hudilite.writer.pending import PendingWrite, WriteResult
 from hudilite.writer.queue import run_bounded
 from hudilite.writer.rollback import rollback_instant
 from hudilite.writer.source_files import plain_parquet_units, read_units
-from hudilite.writer.transaction import Transaction
+from hudilite.writer.transaction import Transaction, check_nbcc_table
 
 log = logging.getLogger(__name__)
 _INVALID_PREFIX = "HUDILITE_INVALID_INPUT: "
@@ -101,6 +101,8 @@ class WriteClient:
             df = df.drop(*[c for c in META_FIELDS if c in df.columns])
             columns, incoming = df.columns, None
         table, data_schema, new_config = self._prepare_table(columns, incoming if local else df)
+        cfg = table.config if table is not None else new_config
+        check_nbcc_table(wo.options, cfg.table_type, cfg.version)  # before anything is written
         basis = read_basis(table)  # what the plan is built on: commits completed after it are conflict-checked
         mor = (table.config.table_type if table else wo.table_type) == MERGE_ON_READ
         if mor and wo.get(o.PARTIAL_UPDATE):

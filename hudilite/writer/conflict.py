@@ -15,6 +15,13 @@ plan was built on. Under the table lock, just before it writes its completed ins
 Writes into new file groups never overlap anything (their fileIds are fresh), so concurrent inserts, and
 writers on disjoint partitions or file groups, all commit.
 
+Non-blocking concurrency control (`nbcc=True`, merge-on-read on timeline layout 2 only): a log append to a
+group that an unseen deltacommit also only appended logs to is no conflict - each log file is named by its own
+deltacommit and the merge orders records by the ordering field. What remains a conflict: replaced groups
+(clustering, overwrites), pending plans and prepared commits as above, and `new_key_conflicts`: two writes that
+inserted the same new key into new file groups of their own (there is no bucket index mapping a key to a fixed
+group, so only one of them may commit; its retry finds the key and updates it).
+
 Reusable by table services:
 
     from hudilite.writer.conflict import Footprint, read_basis, check_conflicts
@@ -36,8 +43,18 @@ from typing import Iterable
 
 from hudilite.errors import CommitConflictError
 from hudilite.log.format import try_parse_log_file_name
+from hudilite.storage import storage_for
 from hudilite.storage.local import read_nonblank
-from hudilite.timeline import CLUSTERING, COMPACTION, INFLIGHT, REPLACE_COMMIT, REQUESTED, WRITE_ACTIONS, Instant
+from hudilite.timeline import (
+    CLUSTERING,
+    COMPACTION,
+    DELTA_COMMIT,
+    INFLIGHT,
+    REPLACE_COMMIT,
+    REQUESTED,
+    WRITE_ACTIONS,
+    Instant,
+)
 from hudilite.timeline.timeline import Timeline
 
 PREPARED_KEY = "hudilite.commit.prepared"
@@ -204,9 +221,10 @@ class Conflict:
         return f"{self.kind} {self.instant} (file groups {groups}{more})"
 
 
-def find_conflicts(tl: Timeline, instant: str, footprint: Footprint, basis) -> list[Conflict]:
+def find_conflicts(tl: Timeline, instant: str, footprint: Footprint, basis, *, nbcc: bool = False) -> list[Conflict]:
     """Conflicts of a write at `instant` touching `footprint`, built on `basis` (a set of completed instant
-    times, or a completion time), against timeline `tl` (load it under the table lock)."""
+    times, or a completion time), against timeline `tl` (load it under the table lock). `nbcc`: log appends
+    to groups an unseen deltacommit also only appended to do not conflict (see the module doc)."""
     if not footprint:
         return []
     ours = footprint.all
@@ -236,9 +254,54 @@ def find_conflicts(tl: Timeline, instant: str, footprint: Footprint, basis) -> l
         if both and (inst.action == COMPACTION or op == "COMPACT"):  # logs of the compaction's new slice
             both = {g for g in both if not (footprint.appends_only(g) if tl.layout >= 2
                                             else footprint.appends_from(g, inst.timestamp))}
+        if both and nbcc and inst.is_completed and inst.action == DELTA_COMMIT and op != "COMPACT":
+            both = {g for g in both if not (footprint.appends_only(g) and theirs.appends_only(g))}
         if both:
             out.append(Conflict(inst.timestamp, kind, sorted(both)))
     return out
+
+
+def new_key_conflicts(tl: Timeline, base_path: str, instant: str, metadata: dict, basis, *,
+                      by_partition: bool = True) -> list[Conflict]:
+    """Under non-blocking concurrency control: unseen completed writes that inserted one of the keys this write
+    inserts into new file groups (each writer created a group of its own for a key it did not find, so both
+    committing would duplicate it). Keys are compared with their partition path, or alone (`by_partition=False`)
+    for a global index. Reads the record keys of the new base files of both sides."""
+    ours = _new_keys(base_path, metadata, by_partition)
+    if not ours:
+        return []
+    out = []
+    for inst in tl.completed(WRITE_ACTIONS):
+        if inst.timestamp == instant or not _unseen(tl, inst, basis):
+            continue
+        md = tl.read_metadata(inst)
+        if str(md.get("operationType") or "") in ("COMPACT", "CLUSTER"):
+            continue  # rewrites existing records: no new keys
+        theirs = _new_keys(base_path, md, by_partition, with_groups=True)
+        both = sorted({g for k, g in theirs if k in ours})
+        if both:
+            out.append(Conflict(inst.timestamp, f"{inst.action} inserting the same new keys", both))
+    return out
+
+
+def _new_base_files(metadata: dict):
+    for part, stats in (metadata.get("partitionToWriteStats") or {}).items():
+        for s in stats or []:
+            path = (s or {}).get("path") or ""
+            if s.get("prevCommit") in (None, "", "null") and s.get("numInserts") and not s.get("logFiles") \
+                    and path.endswith(".parquet"):
+                yield (s.get("partitionPath", part) or part or ""), s["fileId"], path
+
+
+def _new_keys(base_path: str, metadata: dict, by_partition: bool, *, with_groups: bool = False):
+    """The record keys in the new base files a commit's metadata names: a set of keys, or ((key, group)) pairs
+    with `with_groups` (a key is (partition, record key), or the record key alone)."""
+    out: list = []
+    for part, fid, rel in _new_base_files(metadata):
+        path = f"{base_path.rstrip('/')}/{rel}"
+        keys = storage_for(path).read_parquet(path, columns=["_hoodie_record_key"]).column(0).to_pylist()
+        out.extend(((part, k) if by_partition else k, (part, fid)) for k in keys)
+    return out if with_groups else {k for k, _ in out}
 
 
 def check_conflicts(table_or_timeline, instant: str, footprint: Footprint, basis) -> None:

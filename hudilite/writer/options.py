@@ -74,7 +74,8 @@ class WriteOptions:
 
     @property
     def multi_writer(self) -> bool:
-        return self.get(o.CONCURRENCY_MODE).lower() in ("optimistic_concurrency_control", "occ")
+        return self.get(o.CONCURRENCY_MODE).lower() in (
+            "optimistic_concurrency_control", "occ", "non_blocking_concurrency_control", "nbcc")
 
 
 _TT_ALIASES = {"COW": COPY_ON_WRITE, "MOR": MERGE_ON_READ}

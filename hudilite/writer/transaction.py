@@ -23,6 +23,9 @@ Concurrency modes (`hoodie.write.concurrency.mode`):
   writes and are rolled back eagerly (a crashed write is cleaned up at once). Commits are still
   conflict-checked, and rollback runs under the lock, so an accidental second writer cannot corrupt the table:
   one of the two fails with a retryable CommitConflictError.
+- `non_blocking_concurrency_control` (merge-on-read tables of version 8/9 only, `check_nbcc_table`): as OCC, but
+  log appends to file groups that concurrent deltacommits also appended to do not conflict
+  (`conflict.find_conflicts(nbcc=True)`); inserts of the same new key still do (`conflict.new_key_conflicts`).
 """
 
 from __future__ import annotations
@@ -35,10 +38,19 @@ import time
 from typing import Callable
 
 from hudilite import auxfiles, change_images
+from hudilite.config import MERGE_ON_READ
 from hudilite.errors import CommitConflictError, InvalidWriteError
 from hudilite.lock import LockLostError, lock_for
 from hudilite.lock.base import check_lock_provider
-from hudilite.options import CONCURRENCY_MODE, FSYNC, LOCK_EXPIRE_MS, LOCK_WAIT_MS, MAX_CLOCK_SKEW_MS, WRITER_TAG
+from hudilite.options import (
+    CONCURRENCY_MODE,
+    FSYNC,
+    INDEX_TYPE,
+    LOCK_EXPIRE_MS,
+    LOCK_WAIT_MS,
+    MAX_CLOCK_SKEW_MS,
+    WRITER_TAG,
+)
 from hudilite.storage.local import directories_of, storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline import COMMIT, COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
@@ -58,6 +70,7 @@ from hudilite.writer.conflict import (
     Footprint,
     conflict_error,
     find_conflicts,
+    new_key_conflicts,
     pending_guard,
     prepared_metadata,
     read_basis,
@@ -69,18 +82,33 @@ log = logging.getLogger(__name__)
 CONCURRENCY_MODE_KEY = CONCURRENCY_MODE.key
 SINGLE_WRITER = "single_writer"
 OCC = "optimistic_concurrency_control"
+NBCC = "non_blocking_concurrency_control"
 # set by the streaming sink (its query id): recorded in the heartbeat, so a restarted query rolls back the
 # unprepared instants of its own dead run at once instead of waiting for their heartbeats to expire
 WRITER_TAG_KEY = WRITER_TAG.key
-_MODE_ALIASES = {"single_writer": SINGLE_WRITER, "optimistic_concurrency_control": OCC, "occ": OCC}
+_MODE_ALIASES = {"single_writer": SINGLE_WRITER, "optimistic_concurrency_control": OCC, "occ": OCC,
+                 NBCC: NBCC, "nbcc": NBCC}
 
 
 def concurrency_mode(options: dict | None) -> str:
     v = CONCURRENCY_MODE.get(options).strip().lower()
     if v not in _MODE_ALIASES:
-        raise InvalidWriteError(f"{CONCURRENCY_MODE_KEY}={v!r}: expected single_writer or "
-                                "optimistic_concurrency_control")
+        raise InvalidWriteError(f"{CONCURRENCY_MODE_KEY}={v!r}: expected single_writer, "
+                                "optimistic_concurrency_control or non_blocking_concurrency_control")
     return _MODE_ALIASES[v]
+
+
+def check_nbcc_table(options: dict | None, table_type: str, version: int) -> None:
+    """Non-blocking concurrency control needs merge-on-read (concurrent updates become log files merged at read
+    time) and table version 8/9 (log files named by the writing deltacommit, sliced by completion time; on
+    version 6 two writers would append to the same log file names). Raises InvalidWriteError otherwise."""
+    if concurrency_mode(options) != NBCC:
+        return
+    if table_type != MERGE_ON_READ or version < 8:
+        raise InvalidWriteError(
+            f"{CONCURRENCY_MODE_KEY}={NBCC} needs a MERGE_ON_READ table of version 8 or 9; this table is "
+            f"{table_type} version {version}: write with optimistic_concurrency_control (the default)"
+            + (", or upgrade the table to version 9 (hudilite upgrade)" if table_type == MERGE_ON_READ else ""))
 
 
 def check_concurrency_options(options: dict | None) -> None:
@@ -110,6 +138,7 @@ class Transaction:
         self.heartbeat_interval_ms, self.heartbeat_misses = heartbeat_settings(self.options)
         self.tag = WRITER_TAG.get(self.options) or None
         self._bases: dict[str, object] = {}  # instant -> basis (set of instant times, or a completion time)
+        self.nbcc = concurrency_mode(self.options) == NBCC
 
     # ---- failed writes ---------------------------------------------------------------------
     @property
@@ -119,14 +148,14 @@ class Transaction:
     def rollback_failed_writes(self, *, lazy: bool | None = None, heartbeat_tolerance_ms: int | None = None,
                                ) -> list[str]:
         """Roll back pending write instants of failed writers, under the lock (so a writer cannot complete
-        an instant while it is being rolled back). `lazy` (default: the concurrency mode is OCC) rolls back
+        an instant while it is being rolled back). `lazy` (default: any mode but single_writer) rolls back
         only instants whose heartbeat expired, judged by the tolerance each writer recorded in its heartbeat
         (`heartbeat_tolerance_ms`, default this writer's, only for heartbeats that record none), plus
         unprepared instants tagged with this writer's own tag (a restarted streaming query's dead run).
         Prepared commits and table-service plans are never rolled back here. Returns the rolled-back instant
         times."""
         if lazy is None:
-            lazy = concurrency_mode(self.options) == OCC
+            lazy = concurrency_mode(self.options) != SINGLE_WRITER
         if heartbeat_tolerance_ms is None:
             heartbeat_tolerance_ms = self.heartbeat_tolerance_ms
         done = []
@@ -241,7 +270,13 @@ class Transaction:
             raise CommitConflictError(
                 f"instant {inst.timestamp} was already completed by another writer (put-if-absent failed)")
         if check_conflicts:
-            conflicts = find_conflicts(tl, inst.timestamp, Footprint.from_metadata(metadata), self.basis_of(inst))
+            basis = self.basis_of(inst)
+            nbcc = self.nbcc and inst.action in WRITE_ACTIONS and tl.layout >= 2
+            conflicts = find_conflicts(tl, inst.timestamp, Footprint.from_metadata(metadata), basis, nbcc=nbcc)
+            if nbcc:
+                scoped = not INDEX_TYPE.get(self.options).upper().startswith("GLOBAL")
+                conflicts += new_key_conflicts(tl, self.table.base_path, inst.timestamp, metadata, basis,
+                                               by_partition=scoped)
             if conflicts:
                 raise conflict_error(inst.timestamp, conflicts)
 

@@ -135,3 +135,28 @@ def test_hudi_reads_our_upgraded_table_with_an_archive(hudi_judge, tmp_path):
                      **{**hudi_opts("COPY_ON_WRITE", "upsert"), **V9, "hoodie.table.name": "archived"})
     assert _proj(hudi_judge.read(path)) == ours(path)
     assert {r[0] for r in ours(path)} >= {5, 30}
+
+
+def test_hudi_reads_our_nbcc_table(hudi_judge, tmp_path):
+    """Non-blocking concurrency control: deltacommits that overlapped in time appended logs to the same file
+    groups and completed out of their instants' order (one across a compaction plan); Apache Hudi's snapshot
+    is ours: the greatest ordering value per key, whichever commit completed last."""
+    path = str(tmp_path / "nbcc")
+    nbcc = {**V9, "hoodie.write.concurrency.mode": "non_blocking_concurrency_control"}
+
+    def write(rows, **kw):
+        return hudilite.write(_arrow(rows), path, **LAYOUT, table_type="MERGE_ON_READ", options=nbcc, **kw)
+
+    write([(i, 1, f"n{i}") for i in range(8)], operation="insert")
+    a = write([(1, 9, "a1"), (2, 3, "a2"), (3, 5, "a3")], commit=False)
+    b = write([(1, 4, "b1"), (2, 6, "b2"), (4, 7, "b4")], commit=False)
+    write([(3, 8, "c3"), (2, 5, "c2")])
+    b.complete()
+    c = schedule_compaction(path, nbcc, force=True)
+    a.complete()  # completes after the plan: its logs start the compaction's slice
+    expect = [(0, 1, "n0"), (1, 9, "a1"), (2, 6, "b2"), (3, 8, "c3"), (4, 7, "b4"), (5, 1, "n5"), (6, 1, "n6"),
+              (7, 1, "n7")]
+    assert ours(path) == expect
+    assert _proj(hudi_judge.read(path)) == expect, "snapshot with a pending compaction"
+    assert run_compaction(path, nbcc) == [c]
+    assert _proj(hudi_judge.read(path)) == ours(path) == expect, "snapshot after the compaction"
