@@ -15,8 +15,9 @@ completion time (dbt checkpoints) pass `completion_bounds=True`.
 copy-on-write table stores no deletes: they are derived per touched file group as the keys present in the
 snapshot as of `begin` and absent at `end`. Before images are the rows as of `begin`.
 
-A range whose file slices were cleaned away, or that starts before the oldest instant still on the active
-timeline after archival, raises `RangeUnavailableError` (never partial data).
+A range whose file slices were cleaned away raises `RangeUnavailableError` (never partial data); so does, on
+version 6, one that starts before the oldest instant still on the active timeline after archival (v8/v9 ranges
+read archived writes from the LSM history, docs/services.md).
 """
 
 from __future__ import annotations

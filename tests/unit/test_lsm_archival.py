@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hudilite.errors import RangeUnavailableError
 from hudilite.change_images import CHANGE_OP
+from hudilite.errors import RangeUnavailableError
 from hudilite.reader.group_changes import CANDIDATES, ChangeContext, GroupTask, classify, images, resolve
 from hudilite.reader.merge import SliceDesc, merge_slice, to_spark_arrow
 from hudilite.reader.planner import ReadPlan, plan_read, table_schema
