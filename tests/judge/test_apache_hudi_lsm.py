@@ -19,7 +19,6 @@ from hudilite import Table
 from hudilite.errors import RangeUnavailableError
 from hudilite.services import archival
 from hudilite.services.clean import last_clean
-from tests.judge.conftest import JudgeError
 from tests.judge.test_apache_hudi_reads import LAYOUT, _arrow, _dicts, _proj, hudi_opts, ours
 from tests.judge.test_apache_hudi_v9 import DDL, V9
 
