@@ -15,8 +15,9 @@ completion time (dbt checkpoints) pass `completion_bounds=True`.
 copy-on-write table stores no deletes: they are derived per touched file group as the keys present in the
 snapshot as of `begin` and absent at `end`. Before images are the rows as of `begin`.
 
-A range whose file slices were cleaned away, or that starts before the oldest instant still on the active
-timeline after archival, raises `RangeUnavailableError` (never partial data).
+A range whose file slices were cleaned away raises `RangeUnavailableError` (never partial data); so does, on
+version 6, one that starts before the oldest instant still on the active timeline after archival (v8/v9 ranges
+read archived writes from the LSM history, docs/services.md).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def latest_position(path_or_table) -> str | None:
     """The completion time of the newest completed write of the table (None: no commits). A range ending
     here covers everything committed now; later commits complete after it."""
     table = path_or_table if isinstance(path_or_table, HoodieTable) else HoodieTable.open(path_or_table)
-    # archived completions count too: the position never moves backwards when archival runs
+    # archived completions count too (v6 too): the position never moves backwards when archival runs
     return max(list(completion_map(table).values()) + list(table.timeline.archived.completion_times.values()),
                default=None)
 
@@ -193,15 +194,14 @@ def image_files(table: HoodieTable, rng: ChangeRange) -> tuple[list[str], list[s
     if len(rng.in_range) != 1 or rng.in_range[0].action != COMMIT:
         return None
     inst = rng.in_range[0]
-    return change_images.files_of(table, inst.timestamp, table.timeline.read_metadata(inst))
+    return change_images.files_of(table, inst.timestamp, rng.metadata(inst))
 
 
 def global_writes(table: HoodieTable, rng: ChangeRange) -> bool:
     """Whether a write in the range used a global index (its commit metadata names it,
     hudilite/index/global_index.py): then a key deleted in one partition and written in another moved."""
-    tl = table.timeline
     for inst in rng.in_range:
-        md = tl.read_metadata(inst) or {}
+        md = rng.metadata(inst) or {}
         if (md.get("extraMetadata") or {}).get(META_KEY):
             return True
     return False

@@ -18,6 +18,7 @@ from hudilite.reader.ranges import (
 )
 from hudilite.reader.ranges import (
     check_incremental,
+    history_in_ranges,
     resolve_range,
     slices_at,
     touched,
@@ -77,8 +78,10 @@ class ReadPlan:
             schema=self.schema, merge_mode=merge_mode(cfg), ordering_field=cfg.precombine_field,
             as_of=self.as_of if self.visible is None else None,
             # log-block validity against the whole timeline, archived instants included (services/archival.py)
+            # (a v8/v9 `visible` holds the history's instants by completion: one archived after it is not visible)
             committed=tl.committed_times if self.visible is None else (
-                frozenset(self.visible) | tl.archived.completed_write_times),
+                frozenset(self.visible) if history_in_ranges(self.table)
+                else frozenset(self.visible) | tl.archived.completed_write_times),
             known=tl.known_times,
             archived_before=tl.timeline_start,
             # keyed incremental reads merge every block up to the range's end and filter the merged rows

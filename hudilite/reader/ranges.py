@@ -30,6 +30,7 @@ class ChangeRange:
     end: str  # completion position (inclusive)
     completion: dict[str, str]  # completed write instant time -> completion time
     in_range: list = field(default_factory=list)  # Instants, in completion order
+    archived_times: frozenset = frozenset()  # the in-range instants read from the LSM history (v8/v9)
 
     def visible(self, pos: str | None) -> frozenset:
         """Completed write instants whose completion is at or before `pos`."""
@@ -41,9 +42,31 @@ class ChangeRange:
     def instant_times(self) -> list[str]:
         return [i.timestamp for i in self.in_range]
 
+    def metadata(self, inst) -> dict:
+        """Commit metadata of an in-range instant: its timeline file, or its LSM history record when archived."""
+        if inst.timestamp not in self.archived_times:
+            return self.table.timeline.read_metadata(inst)
+        md = self.table.timeline.archived.completed_metadata(inst.timestamp)
+        if md is None:
+            raise RangeUnavailableError(
+                f"{self.table.base_path}: the change range ({self.begin}, {self.end}] holds the archived instant "
+                f"{inst.timestamp}, whose commit metadata the timeline history does not hold (unreadable), so its "
+                "files are unknown. Rebuild the consumer from the current snapshot (dbt: --full-refresh).")
+        return md
+
+def history_in_ranges(table: HoodieTable) -> bool:
+    """v8/v9 ranges reach into the LSM history: it keeps every archived instant with its completion time and
+    commit metadata (the files each write made), as Apache Hudi 1.x reads them. The v6 archive is not read for
+    ranges (ranges into it are refused, see check_not_archived)."""
+    return table.config.layout_version >= 2
+
+
 def completion_map(table: HoodieTable) -> dict[str, str]:
+    """Completed write instant -> completion time: the active timeline, and on v8/v9 the LSM history too."""
     tl = table.timeline
-    return {i.timestamp: tl.completion_time(i) for i in tl.completed()}
+    out = dict(tl.archived.completion_times) if history_in_ranges(table) else {}
+    out.update({i.timestamp: tl.completion_time(i) for i in tl.completed()})
+    return out
 
 def _position(table: HoodieTable, cmap: dict[str, str], value, completion_bounds: bool) -> str:
     v = _bound(value)
@@ -65,9 +88,16 @@ def resolve_range(table: HoodieTable, begin=None, end=None, *, completion_bounds
         e = max(cmap.values(), default=b or EPOCH)
     tl = table.timeline
     lo = b if b is not None else ""
-    in_range = sorted((i for i in tl.completed() if lo < cmap[i.timestamp] <= e),
+    writes = tl.completed()
+    archived_times: frozenset = frozenset()
+    if history_in_ranges(table):
+        active = {i.timestamp for i in writes}
+        old = [i for i in tl.archived.instants if i.timestamp in cmap and i.timestamp not in active]
+        archived_times = frozenset(i.timestamp for i in old)
+        writes = old + writes
+    in_range = sorted((i for i in writes if lo < cmap[i.timestamp] <= e),
                       key=lambda i: (cmap[i.timestamp], i.timestamp))
-    rng = ChangeRange(table, b, e, cmap, in_range)
+    rng = ChangeRange(table, b, e, cmap, in_range, archived_times & {i.timestamp for i in in_range})
     check_not_archived(rng)
     return rng
 
@@ -82,6 +112,15 @@ def archived(table: HoodieTable) -> bool:
 
 def check_not_archived(rng: ChangeRange) -> None:
     if rng.begin is None:
+        return
+    if history_in_ranges(rng.table):
+        # archived instants are in the range (read from the history); only an unreadable history is refused
+        if not rng.table.timeline.archived and archived(rng.table) and (
+                not rng.completion or rng.begin < min(rng.completion.values())):
+            raise RangeUnavailableError(
+                f"{rng.table.base_path}: the change range starts at {rng.begin}, before the oldest instant still "
+                "on the active timeline, and the timeline history cannot be read. Rebuild the consumer from the "
+                "current snapshot (dbt: run the model with --full-refresh).")
         return
     # an archived write that completed after `begin` belongs to the range, but its detail left the timeline
     arch = rng.table.timeline.archived
@@ -113,10 +152,15 @@ def replaced_upto(rng: ChangeRange, pos: str | None) -> set[tuple[str, str]]:
     out: set[tuple[str, str]] = set()
     if pos is None:
         return out
-    for inst in tl.completed((REPLACE_COMMIT,)):
+    replaces = [(i, tl.read_metadata) for i in tl.completed((REPLACE_COMMIT,))]
+    if history_in_ranges(rng.table):
+        arch = tl.archived
+        replaces += [(i, lambda i: arch.completed_metadata(i.timestamp) or {}) for i in arch.instants
+                     if i.is_completed and i.action == REPLACE_COMMIT and i.timestamp not in tl.all_times]
+    for inst, read in replaces:
         if rng.completion.get(inst.timestamp, inst.timestamp) > pos:
             continue
-        for part, fids in (tl.read_metadata(inst).get("partitionToReplaceFileIds") or {}).items():
+        for part, fids in (read(inst).get("partitionToReplaceFileIds") or {}).items():
             for fid in fids or []:
                 out.add((part or "", fid))
     return out
@@ -125,8 +169,11 @@ def slice_at(table: HoodieTable, fg, visible: frozenset) -> FileSlice | None:
     """The latest slice of file group `fg` whose base instant completed within `visible` (or was archived)."""
     tl = table.timeline
     first = tl.first_write_time
+    # slices older than the active timeline count as committed, except on v8/v9 where `visible` holds the
+    # history's instants (by completion): only slices older than anything recorded count then
+    known = tl.known_times if history_in_ranges(table) else tl.all_times
     keys = sorted(k for k in fg.slices
-                  if k in visible or (first is not None and k < first and k not in tl.all_times))
+                  if k in visible or (first is not None and k < first and k not in known))
     for k in reversed(keys):
         sl = fg.slices[k]
         if sl.base_file is not None or sl.log_files:
@@ -171,10 +218,9 @@ class Touched:
     updates: set  # groups whose in-range writes may have updated records
 
 def touched(rng: ChangeRange) -> Touched:
-    tl = rng.table.timeline
     t = Touched(set(), set(), {}, {}, set(), set())
     for inst in rng.in_range:
-        md = tl.read_metadata(inst)
+        md = rng.metadata(inst)
         for part, stats in (md.get("partitionToWriteStats") or {}).items():
             for s in stats or []:
                 fid = s.get("fileId")

@@ -122,6 +122,14 @@ class ArchivedTimeline:
     def _completions(self) -> dict:
         return {e.timestamp: e.completion for e in self.entries if e.state == COMPLETED and e.completion}
 
+    def completed_metadata(self, timestamp: str) -> dict | None:
+        """The metadata archived with the completed instant `timestamp`; None when absent or undecodable."""
+        return self._raw_metadata.get(timestamp)
+
+    @cached_property
+    def _raw_metadata(self) -> dict:
+        return {e.timestamp: e.metadata for e in self.entries if e.state == COMPLETED}
+
     def metadata(self, instant: Instant) -> dict:
         """The commit metadata archived with a completed instant ({} if none was archived)."""
         return self._completed_metadata.get(instant.timestamp, {}) if instant.is_completed else {}

@@ -11,9 +11,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from hudilite import Table
+from hudilite.api import RollbackRefusedError
+from hudilite.change_images import CHANGE_OP
 from hudilite.errors import RangeUnavailableError
-from hudilite.reader.planner import plan_read
-from hudilite.reader.ranges import resolve_range
+from hudilite.reader.group_changes import CANDIDATES, ChangeContext, GroupTask, classify, images, resolve
+from hudilite.reader.merge import SliceDesc, merge_slice, to_spark_arrow
+from hudilite.reader.planner import ReadPlan, plan_read, table_schema
+from hudilite.reader.ranges import check_after, check_before, replaced_upto, resolve_range, slices_at, touched
 from hudilite.services import archival
 from hudilite.storage.local import LocalStorage
 from hudilite.table import HoodieTable
@@ -89,13 +94,82 @@ def test_archival_keeps_every_read(tmp_path, table_type):
     assert any(n.endswith("_1.parquet") or n.endswith("_2.parquet") for n in live)
     assert [r.instant_time for r in lsm.read_records(hd)] == archived
     assert len(lsm.manifest_versions(hd)) <= 3
-    # our change ranges reaching into the history are refused (as on version 6: archived instants' changes
-    # cannot be read completely); ranges on the active timeline resolve
     assert [i.timestamp for i in resolve_range(HoodieTable.open(path), c[-2], completion_bounds=True).in_range] \
         == [tl.completed()[-1].timestamp]
+    # file and rollback resolution of archived instants: their files count as committed; a time between two
+    # of them that the history does not record (a failed write's leftovers) does not; no rollback of them
+    assert all(tl.is_visible_file_instant(t) for t in archived)
+    stray = str(int(archived[1]) + 1)
+    assert archived[1] < stray < archived[2] and stray not in tl.known_times
+    assert not tl.is_visible_file_instant(stray)
+    with pytest.raises(RollbackRefusedError):
+        Table(path).services.rollback_instant(archived[3])
+    # change and incremental reads over the history (Apache Hudi 1.x reads them; tests/judge/ compares with it)
+    # equal the oracle while the archived writes' files exist; a cleaned one is named in the refusal
     c = sorted(done.values())
-    with pytest.raises(RangeUnavailableError):
-        resolve_range(HoodieTable.open(path), c[0], completion_bounds=True)
+    for i, j in ((0, 9), (2, 5), (5, 6), (6, 8), (7, 8), (8, 9)):
+        assert _incremental(path, c[i], c[j]) == _oracle_incremental(i, j), f"incremental ({i}, {j}]"
+        assert _local_changes(path, c[i], c[j]) == _oracle_changes(i, j), f"changes ({i}, {j}]"
+    order = sorted(done, key=done.get)
+    md = tl.archived.completed_metadata(order[3])
+    gone = next(st["path"] for stats in md["partitionToWriteStats"].values() for st in stats)
+    os.remove(os.path.join(path, gone))
+    for read in (_incremental, _local_changes):
+        with pytest.raises(RangeUnavailableError, match=os.path.basename(gone)):
+            read(path, c[2], c[3])
+    assert _incremental(path, c[7], c[9]) == _oracle_incremental(7, 9)
+
+
+def _ids(n):
+    return [n % 4, 10 + n]  # as _write
+
+
+def _oracle_incremental(i, j):
+    """Apache Hudi's incremental rows of (completion of write i, of write j]: the latest image (as of j) of
+    every record whose latest write as of j is in the range (writes complete in order, write n sets v=n)."""
+    last = {k: n for n in range(j + 1) for k in _ids(n)}
+    return sorted((k, n) for k, n in last.items() if n > i)
+
+
+def _oracle_changes(i, j):
+    first = {}
+    for n in range(j + 1):
+        for k in _ids(n):
+            first.setdefault(k, n)
+    return sorted((k, n, "I" if first[k] > i else "U") for k, n in _oracle_incremental(i, j))
+
+
+def _incremental(path, begin, end):
+    plan = plan_read(path, begin=begin, end=end, completion_bounds=True)
+    spec = plan.merge_spec()
+    rows = [r for s in plan.slices for r in merge_slice(SliceDesc.of(s), spec).to_pylist()]
+    return sorted((r["id"], r["v"]) for r in rows)
+
+
+def _local_changes(path, begin, end):
+    """hudilite.changes without Spark: the per-group tasks spark/changes.py runs, run here in order."""
+    table = HoodieTable.open(path)
+    rng = resolve_range(table, begin, end, completion_bounds=True)
+    t = touched(rng)
+    after = slices_at(table, t.groups, rng.visible(rng.end), replaced_upto(rng, rng.end))
+    check_after(rng, t, after)
+    before = slices_at(table, t.groups | t.replaced, rng.visible(rng.begin), replaced_upto(rng, rng.begin))
+    check_before(rng, t, before)
+    schema = table_schema(table)
+    ctx = ChangeContext(tuple(rng.instant_times),
+                        ReadPlan(table, schema, [], "snapshot", visible=rng.visible(rng.end)).merge_spec(),
+                        ReadPlan(table, schema, [], "snapshot", visible=rng.visible(rng.begin)).merge_spec(), False)
+    tasks = [GroupTask(n, g[0], g[1], SliceDesc.of(after[g]) if g in after else None,
+                       SliceDesc.of(before[g]) if g in before else None, deletes=True, present=False)
+             for n, g in enumerate(sorted(t.groups & (set(after) | set(before))))]
+    picks = resolve(pa.concat_tables([classify(x, ctx) for x in tasks]).cast(CANDIDATES),
+                    [x.partition for x in tasks], include_deletes=True, before_image=False, by_key=False)
+    out = pa.schema(list(to_spark_arrow(schema)) + [pa.field(CHANGE_OP, pa.string())])
+    rows = []
+    for x in tasks:
+        mine = picks.filter(pa.compute.equal(picks.column("grp"), x.grp)).select(["kind", "pos"])
+        rows += images(x, ctx, mine, out).to_pylist()
+    return sorted((r["id"], r["v"], r[CHANGE_OP]) for r in rows)
 
 
 class Crash(Exception):
