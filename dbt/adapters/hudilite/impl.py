@@ -11,9 +11,11 @@ import getpass
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
+from dbt.adapters.base.impl import ConstraintSupport
 from dbt.adapters.base.meta import available
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
+from dbt_common.contracts.constraints import ConstraintType
 from typing_extensions import TypeAlias
 
 from dbt.adapters.hudilite.aggregate import materialize_aggregate
@@ -39,6 +41,16 @@ class HudiliteAdapter(SparkAdapter):
     ConnectionManager: TypeAlias = HudiliteConnectionManager  # type: ignore[assignment]
     Relation: TypeAlias = HudiliteRelation  # type: ignore[assignment]
     AdapterSpecificConfigs: TypeAlias = HudiliteConfig  # type: ignore[assignment]
+
+    # not_null is checked on the model's rows before the commit (materialize.py); the others are recorded as
+    # table properties (hudilite_constraints.sql), as dbt-spark records CHECK constraints on Delta tables
+    CONSTRAINT_SUPPORT = {
+        ConstraintType.check: ConstraintSupport.NOT_ENFORCED,
+        ConstraintType.not_null: ConstraintSupport.ENFORCED,
+        ConstraintType.unique: ConstraintSupport.NOT_ENFORCED,
+        ConstraintType.primary_key: ConstraintSupport.NOT_ENFORCED,
+        ConstraintType.foreign_key: ConstraintSupport.NOT_ENFORCED,
+    }
 
     @classmethod
     def type(cls) -> str:
