@@ -20,6 +20,7 @@ from typing_extensions import TypeAlias
 
 from dbt.adapters.hudilite.aggregate import materialize_aggregate
 from dbt.adapters.hudilite.audit import set_publish_options
+from dbt.adapters.hudilite.clone import clone_table
 from dbt.adapters.hudilite.connections import HudiliteConnectionManager
 from dbt.adapters.hudilite.incremental import changes_relation, read_relation
 from dbt.adapters.hudilite.model_config import is_hidden_column
@@ -149,6 +150,11 @@ class HudiliteAdapter(SparkAdapter):
         hudilite commit, then the catalog entry points at the new snapshot. Returns the adapter response."""
         set_publish_options(self.env, relation.schema, relation.identifier, cfg)  # audit_before_publish, mark_ready
         return self.env.materialize(relation.schema, relation.identifier, compiled_code, kind, cfg)
+
+    @available
+    def hudilite_clone(self, relation, source):
+        """`dbt clone`: the hudilite table `source` copied as the table `relation` (clone.py says why a copy)."""
+        return clone_table(self.env, relation.schema, relation.identifier, source.schema, source.identifier)
 
     @available
     def hudilite_load_seed(self, relation, agate_table, cfg: Dict[str, Any]):
