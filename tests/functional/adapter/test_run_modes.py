@@ -3,12 +3,12 @@
 `dbt retry` after a failed model, and `dbt build` running a model's tests before its dependents."""
 
 import os
+from unittest import mock
 
 import freezegun
 import pytest
 from dbt.tests.adapter.sample_mode.test_sample_mode import BaseSampleModeTest
 from dbt.tests.util import run_dbt
-from unittest import mock
 
 from hudilite.table import HoodieTable
 from tests.functional.dbt.conftest import table_dir
