@@ -5,8 +5,8 @@ across tables. The source's cleaner deletes the file slices its own retention no
 deletes a failed commit's files, and a rebuild beside the old table (Table.replacing) swaps the whole
 directory away; any of them would leave the clone's timeline naming files that are gone. Hard links would
 survive those on a local disk, but not on an object store, and would need the core to rewrite a timeline for
-another table. So the clone is one commit of the source's rows (a `table` model's build) (merge-on-read: the merged rows)
-with the source's layout — table type, record key, precombine field, partitioning, delete+insert keying and
+another table. So the clone is one commit of the source's rows (a `table` model's build; merge-on-read: the
+merged rows) with the source's layout — table type, record key, precombine field, partitioning, delete+insert keying and
 recorded constraints — a table with its own id that the source's services never touch.
 """
 
