@@ -1,6 +1,7 @@
 """dbt-core 1.11 run modes on hudilite models (a `table` and an incremental model each): `--sample`
 (as dbt-tests-adapter's `sample_mode`, on the real clock), `--empty` (no rows written, the table and its
-columns created or kept), `dbt retry` after a failed model, and `dbt build` running a model's tests before its dependents."""
+columns created or kept), `dbt retry` after a failed model, and `dbt build` running a model's tests before
+its dependents."""
 
 import os
 from unittest import mock
