@@ -37,6 +37,16 @@ def test_model_spec_errors(cfg, msg):
         ModelSpec.from_config(cfg)
 
 
+def test_model_spec_contract_constraints():
+    spec = ModelSpec.from_config({"not_null_columns": ["id", "name"], "tblproperties": {"owner": "x"},
+                                  "constraints": {"id_positive": "check (id > 0)",
+                                                  "primary_key_id": "primary key (id)"}})
+    assert spec.not_null == ("id", "name")
+    assert spec.table_props == {"owner": "x", "hudilite.constraints.id_positive": "check (id > 0)",
+                                "hudilite.constraints.primary_key_id": "primary key (id)"}
+    assert ModelSpec.from_config({}).not_null == ()
+
+
 def test_hidden_columns():
     assert all(is_hidden_column(c) for c in ("_hoodie_commit_time", "_hoodie_is_deleted", "_hudilite_row_id",
                                              "_HOODIE_RECORD_KEY"))

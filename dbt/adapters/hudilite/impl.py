@@ -11,13 +11,16 @@ import getpass
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
+from dbt.adapters.base.impl import ConstraintSupport
 from dbt.adapters.base.meta import available
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
+from dbt_common.contracts.constraints import ConstraintType
 from typing_extensions import TypeAlias
 
 from dbt.adapters.hudilite.aggregate import materialize_aggregate
 from dbt.adapters.hudilite.audit import set_publish_options
+from dbt.adapters.hudilite.clone import clone_table
 from dbt.adapters.hudilite.connections import HudiliteConnectionManager
 from dbt.adapters.hudilite.incremental import changes_relation, read_relation
 from dbt.adapters.hudilite.model_config import is_hidden_column
@@ -39,6 +42,16 @@ class HudiliteAdapter(SparkAdapter):
     ConnectionManager: TypeAlias = HudiliteConnectionManager  # type: ignore[assignment]
     Relation: TypeAlias = HudiliteRelation  # type: ignore[assignment]
     AdapterSpecificConfigs: TypeAlias = HudiliteConfig  # type: ignore[assignment]
+
+    # not_null is checked on the model's rows before the commit (materialize.py); the others are recorded as
+    # table properties (hudilite_constraints.sql), as dbt-spark records CHECK constraints on Delta tables
+    CONSTRAINT_SUPPORT = {
+        ConstraintType.check: ConstraintSupport.NOT_ENFORCED,
+        ConstraintType.not_null: ConstraintSupport.ENFORCED,
+        ConstraintType.unique: ConstraintSupport.NOT_ENFORCED,
+        ConstraintType.primary_key: ConstraintSupport.NOT_ENFORCED,
+        ConstraintType.foreign_key: ConstraintSupport.NOT_ENFORCED,
+    }
 
     @classmethod
     def type(cls) -> str:
@@ -137,6 +150,11 @@ class HudiliteAdapter(SparkAdapter):
         hudilite commit, then the catalog entry points at the new snapshot. Returns the adapter response."""
         set_publish_options(self.env, relation.schema, relation.identifier, cfg)  # audit_before_publish, mark_ready
         return self.env.materialize(relation.schema, relation.identifier, compiled_code, kind, cfg)
+
+    @available
+    def hudilite_clone(self, relation, source):
+        """`dbt clone`: the hudilite table `source` copied as the table `relation` (clone.py says why a copy)."""
+        return clone_table(self.env, relation.schema, relation.identifier, source.schema, source.identifier)
 
     @available
     def hudilite_load_seed(self, relation, agate_table, cfg: Dict[str, Any]):

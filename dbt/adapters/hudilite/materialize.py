@@ -78,6 +78,8 @@ class MaterializeMixin:
                                  and df.schema[c].dataType != stored[c.lower()] else F.col(f"`{c}`")
                                  for c in df.columns])
 
+            if spec.not_null:
+                self._check_not_null(df, spec, schema, identifier)
             incremental = (kind == "incremental" and entry is not None and entry.is_hudilite
                            and entry.kind == "TABLE" and not spec.full_refresh
                            and normalize_path(entry.path or "") == path and hudilite.Table.exists(path))
@@ -257,6 +259,30 @@ class MaterializeMixin:
 
 
     # ---- helpers ---------------------------------------------------------------------------
+    def _check_not_null(self, df, spec: ModelSpec, schema: str, identifier: str) -> None:
+        """An enforced contract's not_null constraints, checked on the model's rows before anything is written
+        (one Spark job), so a violating batch leaves the table as it was. Rows the write deletes
+        (delete_condition, `_hoodie_is_deleted`) are not stored and are not checked."""
+        cols = {c.lower(): c for c in df.columns}
+        missing = [c for c in spec.not_null if c.lower() not in cols]
+        if missing:  # the contract's column check (get_assert_columns_equivalent) normally reports this first
+            raise DbtRuntimeError(f"not_null constraint of {schema}.{identifier}: column(s) {missing} are not "
+                                  f"columns of the model (columns: {', '.join(df.columns)})")
+        rows = df
+        if spec.delete_condition:
+            rows = rows.filter(~F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"), F.lit(False)))
+        elif IS_DELETED in df.columns:
+            rows = rows.filter(~F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False)))
+        names = [cols[c.lower()] for c in spec.not_null]
+        counts = rows.agg(*[F.count(F.when(F.col(f"`{n}`").isNull(), 1)).alias(f"_c{i}")
+                            for i, n in enumerate(names)]).collect()[0]
+        bad = [(n, counts[i]) for i, n in enumerate(names) if counts[i]]
+        if bad:
+            raise DbtRuntimeError(
+                f"hudilite: NOT NULL constraint violated in {schema}.{identifier}: "
+                + ", ".join(f"column {n!r} is null in {k} row(s)" for n, k in bad)
+                + " of the model's result; nothing was written, the table is unchanged")
+
     def _check_columns(self, df, spec: ModelSpec, record_key) -> None:
         cols = {c.lower() for c in df.columns}
         for role, names in (("unique_key", record_key if record_key != [ROW_ID] else []),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -36,6 +36,7 @@ class ModelSpec:
     table_props: Dict[str, str]
     location_root: Optional[str]
     full_refresh: bool = False
+    not_null: Tuple[str, ...] = ()  # an enforced contract's not_null columns (checked before writing)
 
     @classmethod
     def from_config(cls, cfg: Dict[str, Any]) -> "ModelSpec":
@@ -46,6 +47,9 @@ class ModelSpec:
         hoodie = {k: str(v) for k, v in merged.items() if k.startswith("hoodie.")}
         props = {k: str(v) for k, v in merged.items()
                  if not k.startswith("hoodie.") and k not in ("primaryKey", "preCombineField", "type")}
+        # an enforced contract's other constraints are recorded, not enforced (hudilite_constraints.sql)
+        props.update({f"hudilite.constraints.{name}": str(text)
+                      for name, text in (cfg.get("constraints") or {}).items()})
         unique_key = _unique_names(_as_list(cfg.get("unique_key")))  # dbt accepts ['state', 'state']
         pk = _unique_names(_as_list(merged.get("primaryKey")))
         if pk and unique_key and [k.lower() for k in pk] != [k.lower() for k in unique_key]:
@@ -87,6 +91,7 @@ class ModelSpec:
             delete_condition=cfg.get("delete_condition") or None, on_schema_change=osc,
             hoodie_options=hoodie, table_props=props, location_root=cfg.get("location_root"),
             full_refresh=bool(cfg.get("full_refresh")),
+            not_null=tuple(str(c) for c in cfg.get("not_null_columns") or ()),
         )
 
 

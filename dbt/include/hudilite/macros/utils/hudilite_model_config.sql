@@ -1,7 +1,7 @@
 {#-- The configs hudilite reads, as one dict for adapter.hudilite_materialize (names follow dbt-spark's Hudi
      conventions: options.primaryKey / options.preCombineField are accepted as aliases). --#}
 {% macro hudilite_model_config() %}
-  {%- do return({
+  {%- set cfg = {
       'unique_key': config.get('unique_key'),
       'precombine_field': config.get('precombine_field'),
       'partition_by': config.get('partition_by'),
@@ -19,5 +19,7 @@
       'audit_before_publish': config.get('audit_before_publish'),
       'mark_ready': config.get('mark_ready'),
       'audit_tests': hudilite_audit_tests() if config.get('audit_before_publish') else [],
-  }) -%}
+  } -%}
+  {%- do cfg.update(hudilite_constraints()) -%}
+  {%- do return(cfg) -%}
 {% endmacro %}
