@@ -65,7 +65,8 @@ def test_small_batches_write_what_spark_writes(spark, tmp_path, table_type):
         a = hudilite.write(df, fast, options=ON, **kw)
         b = hudilite.write(df, slow, **kw)
         assert (a.stats.pop("engine"), b.stats.pop("engine")) == ("driver", "spark")
-        assert a.stats == b.stats, (op, a.stats, b.stats)
+        # parquet sizes differ by the instant times and file ids in the rows: everything else is equal
+        assert {**a.stats, "bytes_written": 0} == {**b.stats, "bytes_written": 0}, (op, a.stats, b.stats)
         assert _rows(spark, fast) == _rows(spark, slow)
     assert _stats(fast) == _stats(slow)
     assert _changes(spark, fast) == _changes(spark, slow)
