@@ -37,7 +37,8 @@ def plan_size(df) -> int | None:
             size = int(float(m.group(1)) * _UNITS[m.group(2)])
             # printed with one decimal: 8.0 EiB is the unknown size, rounded
             return None if size >= _UNKNOWN - (1 << 57) else size
-        size = int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes().toString())
+        v = df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+        size = v if isinstance(v, int) else int(v.toString())  # py4j hands a Scala BigInt over as an int
     except Exception:  # noqa: BLE001 - an estimate is an optimisation: without one, collect with a limit
         return None
     return None if size >= _UNKNOWN else size
