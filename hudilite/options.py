@@ -171,6 +171,13 @@ READ_OVERLAYS = _o("hoodie.write.read.overlays", "bool", True, "merge-on-read ap
                    "(of slices whose logs reach the Spark conf spark.hudilite.read.overlayCache.minLogBytes)")
 FSYNC = _o("hoodie.write.fsync", "bool", True,
            "fsync data files and their directories before the commit that names them (false: scratch tables)")
+SMALL_BATCH = _o("hudilite.write.small.batch.enabled", "bool", False,
+                  "a small Spark input (see the next two keys) is written by the driver-local Arrow writer, no "
+                  "Spark jobs: same planning, merge and commit (the dbt adapter turns it on)")
+SMALL_BATCH_ROWS = _o("hudilite.write.small.batch.max.rows", "int", 10000,
+                      "most rows of an input written without Spark jobs")
+SMALL_BATCH_BYTES = _o("hudilite.write.small.batch.max.bytes", "int", 16 * MB,
+                       "most bytes (plan estimate, then as Arrow) of an input written without Spark jobs")
 WRITER_TAG = _o("hudilite.write.writer.tag", "string", None,
                 "who wrote a pending instant (the streaming sink sets stream:<query>): a restart rolls back its own "
                 "dead run's instants at once")

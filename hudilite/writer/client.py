@@ -34,6 +34,7 @@ from hudilite.services.upgrade import upgrade
 from hudilite.spark.keygen import partition_path_expr, record_key_expr
 from hudilite.spark.schema import spark_to_arrow
 from hudilite.spark.session import check_client_storage, check_workers, default_parallelism, is_connect
+from hudilite.spark.small_batch import collect_small
 from hudilite.spark.write import SparkPlanner, collect_stats, stat_struct
 from hudilite.storage import capture_bindings, install_bindings, normalize_path, relative_to, storage_for
 from hudilite.table import PROPS_FILE, HoodieTable
@@ -92,6 +93,8 @@ class WriteClient:
         local = is_arrow(df)
         if not local:
             check_client_storage(self.spark, wo.path, write=True)  # before any Spark job
+        small_batch = not local and wo.get(o.SMALL_BATCH)
+        if not local and not small_batch:
             check_workers(self.spark)  # once per session: workers without hudilite fail here, readably
         if local:
             df = local_write.as_table(df)
@@ -104,11 +107,17 @@ class WriteClient:
         cfg = table.config if table is not None else new_config
         check_nbcc_table(wo.options, cfg.table_type, cfg.version)  # before anything is written
         basis = read_basis(table)  # what the plan is built on: commits completed after it are conflict-checked
+        spec = KeySpec(tuple(wo.record_key), tuple(wo.partition_by), wo.hive_style)
+        if small_batch:
+            batch = self._small_batch(df, spec)
+            if batch is not None:  # from here on the write of an Arrow batch (hudilite/writer/local.py)
+                df, local = local_write.as_table(batch), True
+            else:
+                check_workers(self.spark)
         mor = (table.config.table_type if table else wo.table_type) == MERGE_ON_READ
         if mor and wo.get(o.PARTIAL_UPDATE):
             raise UnsupportedTableError("partial updates are not supported on merge-on-read tables")
         block_format = block_format_option(wo.options) if mor else None
-        spec = KeySpec(tuple(wo.record_key), tuple(wo.partition_by), wo.hive_style)
         event_time = bool(wo.precombine_field)
         prepared = local_write.prepare_rows(df, spec, wo.operation == "delete") if local \
             else self._prepare_rows(df, spec)
@@ -189,17 +198,25 @@ class WriteClient:
                 plan.release()
             if service is not None:
                 service.stop()
+        summary = _summary(stats + counted, replaced)
+        summary["engine"] = "driver" if local else "spark"  # which writer ran (small batches: the driver's)
         if not commit:  # written, not visible: the caller completes or aborts it (heartbeat keeps running)
-            return PendingWrite(table, txn, inst, md, hb, _summary(stats + counted, replaced))
+            return PendingWrite(table, txn, inst, md, hb, summary)
         hb.stop()
         delete_markers(table.base_path, inst.timestamp)
-        summary = _summary(stats + counted, replaced)
         services = run_inline_services(table, wo.options, inst.timestamp)  # hoodie.compact.inline, clean, ...
         if services:
             summary["services"] = services
         return WriteResult(inst.timestamp, summary)
 
     # ------------------------------------------------------------------------------------------
+    def _small_batch(self, df, spec: KeySpec) -> pa.Table | None:
+        """`df` as Arrow when it is small enough to write without Spark jobs (`hudilite.write.small.batch.*`)
+        and its keys are ones the driver computes as Spark does; else None (the Spark write)."""
+        if arrow_keygen(spec, spark_to_arrow(df.schema)) is None:
+            return None
+        return collect_small(df, self.wo.get(o.SMALL_BATCH_ROWS), self.wo.get(o.SMALL_BATCH_BYTES))
+
     def _prepare_table(self, cols: list[str], data):
         """Open or plan the table; validate keys, partition fields and the schema against the data (`data`: its
         Arrow schema, or the Spark DataFrame)."""

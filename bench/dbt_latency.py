@@ -1,0 +1,180 @@
+"""Latency of dbt commands on the sample project, as an analytics engineer sees them (issue 23).
+
+Each dbt command is a command-line subprocess (`python -m dbt.cli.main ...`), wall time included process and
+Spark start. Per system and repeat, on a fresh warehouse: `dbt seed`; `dbt run` (batch 1: the first build of
+the 4 models); `dbt run` (batch 2: one small batch of change events through the 4 models); `dbt test`.
+Reported: medians over the repeats of each command's wall time, and of the per-model execution times of the
+small-batch run (dbt's run_results.json).
+
+    hudilite-session   the sample project as shipped (embedded SparkSession, Hudi tables, incremental models)
+    hudilite-connect   the same against a warm local Spark Connect server (`hudilite server start`)
+    dbt-spark          dbt-spark `method: session`, plain parquet tables: the same 4 models rebuilt as tables
+                       from the events up to the batch (what a project without a table format does)
+    dbt-duckdb         the same plain models on DuckDB, when dbt-duckdb is installed (else skipped, said so)
+
+    python -m bench.dbt_latency --repeat 3 [--systems hudilite-session,hudilite-connect,dbt-spark]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_project"
+SYSTEMS = ("hudilite-session", "hudilite-connect", "dbt-spark", "dbt-duckdb")
+
+# the sample's 4 models as plain tables: ODS = latest event per order up to the batch (deletes dropped)
+PLAIN_MODELS = {
+    "ods/ods_orders.sql": """
+{{ config(materialized='table', FILE_FORMAT) }}
+select order_id, customer_id, status, amount, order_date, created_at, changed_at, event_seq from (
+  select *, row_number() over (partition by order_id order by event_seq desc) as rn
+  from {{ ref('order_events') }} where batch <= {{ var('batch') }}
+) e where rn = 1 and op <> 'd'
+""",
+    "dwd/dwd_orders.sql": """
+{{ config(materialized='table', FILE_FORMAT) }}
+select o.order_id, o.customer_id, c.customer_name, c.country, upper(o.status) as status, o.amount, o.order_date,
+       date_trunc('hour', o.created_at) as order_hour, o.event_seq
+from {{ ref('ods_orders') }} o left join {{ ref('customers') }} c on o.customer_id = c.customer_id
+""",
+    "ads/ads_orders_daily.sql": """
+{{ config(materialized='table', FILE_FORMAT) }}
+select order_date, country, count(*) as orders, sum(amount) as revenue, max(amount) as largest_order,
+       count(distinct customer_id) as customers
+from {{ ref('dwd_orders') }} where status <> 'PENDING' group by order_date, country
+""",
+    "ads/ads_orders_hourly.sql": """
+{{ config(materialized='table', FILE_FORMAT) }}
+select order_date, order_hour, status, count(*) as orders, sum(amount) as revenue, avg(amount) as avg_amount,
+       min(amount) as min_amount, max(amount) as max_amount, count(distinct customer_id) as customers
+from {{ ref('dwd_orders') }} group by order_date, order_hour, status
+""",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _profile(system: str, work: Path, port: int) -> dict:
+    if system.startswith("hudilite"):
+        out = {"type": "hudilite", "schema": "shop", "warehouse": str(work / "warehouse"), "master": "local[2]",
+               "threads": 2}
+        if system == "hudilite-connect":
+            out.update(method="connect", host=f"sc://127.0.0.1:{port}")
+    elif system == "dbt-spark":
+        out = {"type": "spark", "method": "session", "schema": "shop", "host": "NA", "threads": 2,
+               "server_side_parameters": {"spark.master": "local[2]", "spark.ui.enabled": "false",
+                                          "spark.sql.warehouse.dir": str(work / "spark-warehouse")}}
+    else:
+        out = {"type": "duckdb", "path": str(work / "shop.duckdb"), "schema": "shop", "threads": 2}
+    return {"hudilite_sample": {"target": "dev", "outputs": {"dev": out}}}
+
+
+def make_project(system: str, work: Path, port: int) -> Path:
+    import yaml
+
+    if work.exists():
+        shutil.rmtree(work)
+    shutil.copytree(SAMPLE, work, ignore=shutil.ignore_patterns("warehouse", "target", "logs", "*.py"))
+    (work / "profiles.yml").write_text(yaml.safe_dump(_profile(system, work, port)))
+    if not system.startswith("hudilite"):
+        shutil.rmtree(work / "models")
+        for rel, sql in PLAIN_MODELS.items():
+            (work / "models" / rel).parent.mkdir(parents=True, exist_ok=True)
+            fmt = "file_format='parquet'" if system == "dbt-spark" else "tags=[]"
+            (work / "models" / rel).write_text(sql.replace("FILE_FORMAT", fmt))
+        # the generic tests of schema.yml hold for the plain tables too; the singular one compares ODS/DWD
+    return work
+
+
+def dbt(work: Path, *args: str) -> float:
+    cmd = [sys.executable, "-m", "dbt.cli.main", *args, "--project-dir", str(work), "--profiles-dir", str(work)]
+    env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "PYSPARK_PYTHON": sys.executable}
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise RuntimeError(f"dbt {' '.join(args)} failed in {work}:\n{p.stdout[-4000:]}\n{p.stderr[-2000:]}")
+    return dt
+
+
+def model_times(work: Path) -> dict[str, float]:
+    res = json.loads((work / "target" / "run_results.json").read_text())
+    return {r["unique_id"].split(".")[-1]: r["execution_time"] for r in res["results"]}
+
+
+def run_system(system: str, base: Path, repeat: int) -> dict:
+    port = _free_port()
+    server_dir = None
+    out: dict = {"seed": [], "run_first": [], "run_batch": [], "test": [], "models": []}
+    try:
+        for i in range(repeat):
+            work = make_project(system, base / f"{system}-{i}", port)
+            if system == "hudilite-connect":  # warm: started before the measured commands, as a user would
+                from hudilite import server
+
+                server_dir = str(work / "warehouse")
+                server.start(server_dir, port=port, master="local[2]")
+            out["seed"].append(dbt(work, "seed"))
+            out["run_first"].append(dbt(work, "run", "--vars", "{batch: 1}"))
+            out["run_batch"].append(dbt(work, "run", "--vars", "{batch: 2}"))
+            out["models"].append(model_times(work))
+            out["test"].append(dbt(work, "test", "--vars", "{batch: 2}"))
+            if server_dir:
+                from hudilite import server
+
+                server.stop(server_dir)
+                server_dir = None
+    finally:
+        if server_dir:
+            from hudilite import server
+
+            server.stop(server_dir)
+    med = {k: round(statistics.median(v), 2) for k, v in out.items() if k != "models"}
+    med["models_batch"] = {m: round(statistics.median(r[m] for r in out["models"]), 2) for m in out["models"][0]}
+    return med
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
+    args = ap.parse_args(argv)
+    base = Path(args.work or tempfile.mkdtemp(prefix="dbt-latency-"))
+    results = {}
+    for system in args.systems.split(","):
+        if system == "dbt-duckdb" and importlib.util.find_spec("dbt.adapters.duckdb") is None:
+            results[system] = {"skipped": "dbt-duckdb is not installed in this environment"}
+        else:
+            results[system] = run_system(system, base, args.repeat)
+        print(json.dumps({system: results[system]}), flush=True)
+    print(f"\ncores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f} (other work on the machine slows "
+          "every system alike)")
+    print(f"{'system':<18}{'seed':>8}{'run #1':>8}{'run #2':>8}{'test':>8}  small-batch run per model (s)")
+    for system, r in results.items():
+        if "skipped" in r:
+            print(f"{system:<18}  skipped: {r['skipped']}")
+            continue
+        models = ", ".join(f"{m} {t}" for m, t in r["models_batch"].items())
+        print(f"{system:<18}{r['seed']:>8}{r['run_first']:>8}{r['run_batch']:>8}{r['test']:>8}  {models}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Small Spark inputs as Arrow, for writes that skip Spark jobs (`hudilite.write.small.batch.*`).
+
+A write's fixed cost in Spark (tagging, profile, routing and merging are one job each) dwarfs the work for a
+few hundred rows; the driver-local writer (`hudilite.writer.local`) does the same write in this process. This
+module decides cheaply whether an input is small and, if so, hands over its rows:
+
+1. the optimized plan's size estimate (no job): above the byte limit the input is not small. Unknown sizes
+   (sources without statistics report Spark's default, 8 EiB) fall through to 2 - the estimate of a scan is
+   the files' size on disk, so it can only rule inputs out, never in.
+2. one job collecting at most `max_rows + 1` rows as Arrow (classic `toArrow`, Spark Connect `toArrow` in the
+   client): more rows or more bytes than the limits is not small, and the input is then evaluated again by
+   the Spark write. Otherwise these rows are the batch - evaluated once, as a persisted input would be.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+
+from hudilite.spark.schema import spark_to_arrow
+from hudilite.spark.session import is_connect
+
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50, "EiB": 1 << 60}
+# Spark's size of a plan without statistics (spark.sql.defaultSizeInBytes: Long.MaxValue): "unknown"
+_UNKNOWN = (1 << 63) - 1
+
+
+def plan_size(df) -> int | None:
+    """The optimized plan's estimated size in bytes, or None when Spark does not know it (no job runs)."""
+    try:
+        if is_connect(df.sparkSession):
+            # Connect has no plan handle: the "cost" explain prints the root's Statistics first
+            m = re.search(r"Statistics\(sizeInBytes=([\d.]+)\s*([KMGTPE]?i?B)", df._explain_string(mode="cost"))
+            if not m:
+                return None
+            size = int(float(m.group(1)) * _UNITS[m.group(2)])
+            # printed with one decimal: 8.0 EiB is the unknown size, rounded
+            return None if size >= _UNKNOWN - (1 << 57) else size
+        v = df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+        size = v if isinstance(v, int) else int(v.toString())  # py4j hands a Scala BigInt over as an int
+    except Exception:  # noqa: BLE001 - an estimate is an optimisation: without one, collect with a limit
+        return None
+    return None if size >= _UNKNOWN else size
+
+
+def collect_small(df, max_rows: int, max_bytes: int) -> pa.Table | None:
+    """`df`'s rows as an Arrow table with the schema a Spark write would see (`spark_to_arrow`), when it has
+    at most `max_rows` rows and `max_bytes` bytes in Arrow; else None."""
+    if max_rows <= 0 or max_bytes <= 0:
+        return None
+    size = plan_size(df)
+    if size is not None and size > max_bytes:
+        return None
+    schema = spark_to_arrow(df.schema)
+    t = df.limit(max_rows + 1).toArrow()
+    if t.num_rows > max_rows or t.nbytes > max_bytes:
+        return None
+    # collected types are Spark's Arrow conversion (e.g. the session time zone on timestamps): the write
+    # validates and stores what the Spark path would, so the batch takes the schema the Spark path reads
+    return pa.Table.from_arrays([c.cast(f.type) for c, f in zip(t.columns, schema)], schema=schema)
