@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
 from dbt.adapters.base.meta import available
+from dbt.adapters.capability import Capability, CapabilityDict, CapabilitySupport, Support
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
 from typing_extensions import TypeAlias
@@ -39,6 +40,9 @@ class HudiliteAdapter(SparkAdapter):
     ConnectionManager: TypeAlias = HudiliteConnectionManager  # type: ignore[assignment]
     Relation: TypeAlias = HudiliteRelation  # type: ignore[assignment]
     AdapterSpecificConfigs: TypeAlias = HudiliteConfig  # type: ignore[assignment]
+    # microbatch batches of one model may run on several threads: each is one commit under the core's
+    # optimistic concurrency (dbt/adapters/hudilite/microbatch.py)
+    _capabilities = CapabilityDict({Capability.MicrobatchConcurrency: CapabilitySupport(support=Support.Full)})
 
     @classmethod
     def type(cls) -> str:
