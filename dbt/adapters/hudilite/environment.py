@@ -2,8 +2,9 @@
 makes (dbt-duckdb style: the adapter and its connections are thin handles on it).
 
 Split by concern: session.py (SparkSession, SQL), catalog.py (entries, publishing), dml.py (SQL DML on
-hudilite tables), materialize.py (models and seeds), strategies.py (incremental strategies), microbatch.py (microbatch batches); run_state.py
-holds what the current dbt invocation remembers per model (checkpoints read, publish options).
+hudilite tables), materialize.py (models and seeds), strategies.py (incremental strategies), microbatch.py
+(microbatch batches); run_state.py holds what the current dbt invocation remembers per model (checkpoints read,
+publish options).
 """
 
 from __future__ import annotations

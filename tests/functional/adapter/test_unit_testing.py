@@ -6,6 +6,7 @@ table model, an incremental model with an `is_incremental()` override and `this`
 import pytest
 from dbt.tests.adapter.unit_testing.test_case_insensitivity import BaseUnitTestCaseInsensivity
 from dbt.tests.adapter.unit_testing.test_invalid_input import BaseUnitTestInvalidInput
+from dbt.tests.adapter.unit_testing import test_quoted_reserved_word_column_names as qr
 from dbt.tests.adapter.unit_testing.test_quoted_reserved_word_column_names import (
     BaseUnitTestQuotedReservedWordColumnNames,
 )
@@ -40,7 +41,11 @@ class TestUnitTestInvalidInputHudilite(BaseUnitTestInvalidInput):
 
 
 class TestUnitTestQuotedReservedWordColumnNamesHudilite(BaseUnitTestQuotedReservedWordColumnNames):
-    pass
+    @pytest.fixture(scope="class")
+    def models(self):
+        # Spark quotes identifiers with backticks: `select 1 as "GROUP"` is a string alias Spark rejects here
+        return {"my_model.sql": qr.my_model_sql, "my_upstream_model.sql": "select 1 as `GROUP`",
+                "unit_tests.yml": qr.test_my_model_csv_fixtures_yml}
 
 
 _ORDERS = """
