@@ -89,13 +89,15 @@ class TestMicrobatchLateRowsRetryConcurrent:
             assert not r.batch_results.failed and 4 in [b[0].day for b in r.batch_results.successful]
         for m in ("mb_part", "mb_key"):
             assert self._ids(project, m) == [1, 2, 3, 4, 5, 6]
-            assert self._commits(project, m) == 8
+            # the fixed 01-04 window holds the rows run 1 committed for it (only other windows since): the
+            # retried batch ran but committed nothing
+            assert self._commits(project, m) == 7
 
         # the same windows again: every one was committed with these rows, nothing is committed
         with patch_microbatch_end_time("2020-01-05 12:00:00"):
             run_dbt(["run", "--select", "mb_part", "mb_key", *_WINDOW])
         for m in ("mb_part", "mb_key"):
-            assert self._commits(project, m) == 8
+            assert self._commits(project, m) == 7
             assert self._ids(project, m) == [1, 2, 3, 4, 5, 6]
         rows = project.run_sql(f"select event_day, count(*) from {schema}.mb_part group by 1 order by 1",
                                fetch="all")
