@@ -23,11 +23,16 @@ def test_model_spec_dbt_spark_hudi_aliases():
     assert s.record_key == ["a", "b"] and s.hoodie_options == {"hoodie.x": "1"}
     assert s.strategy == "delete+insert" and s.table_type == "MERGE_ON_READ"
     assert ModelSpec.from_config({"incremental_strategy": "insert"}).strategy == "append"
+    mb = ModelSpec.from_config({"incremental_strategy": "microbatch", "event_time": "ts",
+                                "batch_start": "2020-01-01 00:00:00+00:00", "batch_end": "2020-01-02 00:00:00+00:00"})
+    assert mb.strategy == "microbatch" and mb.event_time == "ts"
+    assert mb.batch == ("2020-01-01 00:00:00+00:00", "2020-01-02 00:00:00+00:00")
+    assert ModelSpec.from_config({"incremental_strategy": "microbatch"}).batch is None
 
 
 @pytest.mark.parametrize("cfg, msg", [
     ({"unique_key": "id", "options": {"primaryKey": "other"}}, "must name the same columns"),
-    ({"incremental_strategy": "microbatch"}, "not supported by hudilite"),
+    ({"incremental_strategy": "replace_where"}, "not supported by hudilite"),
     ({"on_schema_change": "drop_everything"}, "on_schema_change"),
     ({"merge_update_columns": ["a"], "merge_exclude_columns": ["b"]}, "cannot both be set"),
     ({"table_type": "avro"}, "table_type"),

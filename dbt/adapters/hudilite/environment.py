@@ -2,8 +2,9 @@
 makes (dbt-duckdb style: the adapter and its connections are thin handles on it).
 
 Split by concern: session.py (SparkSession, SQL), catalog.py (entries, publishing), dml.py (SQL DML on
-hudilite tables), materialize.py (models and seeds), strategies.py (incremental strategies); run_state.py
-holds what the current dbt invocation remembers per model (checkpoints read, publish options).
+hudilite tables), materialize.py (models and seeds), strategies.py (incremental strategies), microbatch.py
+(microbatch batches); run_state.py holds what the current dbt invocation remembers per model (checkpoints read,
+publish options).
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.hudilite.catalog import CatalogMixin
 from dbt.adapters.hudilite.dml import DmlMixin
 from dbt.adapters.hudilite.materialize import MaterializeMixin
+from dbt.adapters.hudilite.microbatch import MicrobatchMixin
 from dbt.adapters.hudilite.run_state import RunState
 from dbt.adapters.hudilite.session import SessionMixin
 from dbt.adapters.hudilite.strategies import StrategiesMixin
 from hudilite.storage import bind_storage_options
 
 
-class HudiliteEnvironment(SessionMixin, CatalogMixin, DmlMixin, MaterializeMixin, StrategiesMixin):
+class HudiliteEnvironment(SessionMixin, CatalogMixin, DmlMixin, MaterializeMixin, StrategiesMixin,
+                          MicrobatchMixin):
     def __init__(self, credentials, warehouse: str, metastore_dir: Optional[str] = None) -> None:
         self.credentials = credentials
         self.warehouse = warehouse

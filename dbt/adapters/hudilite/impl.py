@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from dbt.adapters.base.impl import ConstraintSupport
 from dbt.adapters.base.meta import available
+from dbt.adapters.capability import Capability, CapabilityDict, CapabilitySupport, Support
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
 from dbt_common.contracts.constraints import ConstraintType
@@ -42,6 +43,9 @@ class HudiliteAdapter(SparkAdapter):
     ConnectionManager: TypeAlias = HudiliteConnectionManager  # type: ignore[assignment]
     Relation: TypeAlias = HudiliteRelation  # type: ignore[assignment]
     AdapterSpecificConfigs: TypeAlias = HudiliteConfig  # type: ignore[assignment]
+    # microbatch batches of one model may run on several threads: each is one commit under the core's
+    # optimistic concurrency (dbt/adapters/hudilite/microbatch.py)
+    _capabilities = CapabilityDict({Capability.MicrobatchConcurrency: CapabilitySupport(support=Support.Full)})
 
     # not_null is checked on the model's rows before the commit (materialize.py); the others are recorded as
     # table properties (hudilite_constraints.sql), as dbt-spark records CHECK constraints on Delta tables

@@ -22,6 +22,7 @@ import hudilite
 from dbt.adapters.hudilite.audit import write_model
 from dbt.adapters.hudilite.catalog import CatalogEntry
 from dbt.adapters.hudilite.incremental import rebuild_reads
+from dbt.adapters.hudilite.microbatch import window_metadata
 from dbt.adapters.hudilite.model_config import IS_DELETED, META_FIELDS, ROW_ID, ModelSpec, is_hidden_column
 from dbt.adapters.hudilite.response import error_text, response
 from dbt.adapters.hudilite.run_state import model_key
@@ -56,7 +57,10 @@ class MaterializeMixin:
 
     def _materialize(self, schema: str, identifier: str, sql: str, kind: str, cfg: Dict[str, Any]):
         spec = ModelSpec.from_config(cfg)
-        with self._table_lock(schema, identifier):
+        # a microbatch model's batches may run concurrently (concurrent_batches): they are not serialised
+        # here but by the core's optimistic concurrency; only their catalog publish takes the lock
+        batch_run = kind == "incremental" and spec.strategy == "microbatch" and not spec.full_refresh
+        with contextlib.nullcontext() if batch_run else self._table_lock(schema, identifier):
             entry = self.describe(schema, identifier)
             path = self.table_path(schema, identifier, spec)
             if entry is not None and entry.path and normalize_path(entry.path) != path:
@@ -151,6 +155,8 @@ class MaterializeMixin:
                     df = df.drop(IS_DELETED)
         visible = [c for c in df.columns if not is_hidden_column(c)]
         self._check_columns(df, spec, record_key)
+        if spec.strategy == "microbatch":
+            self._microbatch_check(df, spec, schema, identifier)
         if not keyed:
             df = with_row_id(df)
         options = self._options(spec, identifier)
@@ -230,6 +236,14 @@ class MaterializeMixin:
         df, visible = self._schema_change(df, entry.columns, spec, record_key, cfg, schema, identifier)
         self._check_columns(df, spec, record_key if keyed else [])
         options = self._options(spec, identifier)
+        if strategy == "microbatch":
+            self._microbatch_check(df, spec, schema, identifier)
+            if spec.delete_condition:  # delete events: their window is replaced without them
+                df = df.filter(~F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"), F.lit(False)))
+            if IS_DELETED in df.columns:
+                df = df.filter(~F.col(IS_DELETED)).drop(IS_DELETED)
+            return self._microbatch(schema, identifier, path, df, spec, record_key, keyed, options, visible,
+                                    self._props(spec, record_key, keyed, cfg))
         if by_row_id:
             df = self._delete_insert(df, path, spec)
             op = "upsert"
@@ -320,11 +334,15 @@ class MaterializeMixin:
         props["hudilite.table_type"] = spec.table_type
         return props
 
-    def _write(self, df, path, record_key, spec: ModelSpec, op, options, schema, identifier, precombine=None):
+    def _write(self, df, path, record_key, spec: ModelSpec, op, options, schema, identifier, precombine=None,
+               extra_metadata: Optional[Dict[str, str]] = None, raise_conflicts: bool = False):
+        """One commit. `raise_conflicts`: a CommitConflictError (retryable, rolled back) is raised as it is,
+        for a caller that retries the write."""
         t0 = time.perf_counter()
         # the upstream ranges this run consumed (hudilite.changes) commit together with its output
         extra = {"dbt.model": f"{schema}.{identifier}",
-                 **self.run.commit_metadata(model_key(schema, identifier), path, spec.full_refresh)}
+                 **self.run.commit_metadata(model_key(schema, identifier), path, spec.full_refresh),
+                 **window_metadata(spec, schema, identifier), **(extra_metadata or {})}
         try:
             # write_model: hudilite.write, or audit_before_publish / mark_ready (write-audit-publish)
             result = write_model(self, schema, identifier, df, path, record_key=record_key,
@@ -338,6 +356,8 @@ class MaterializeMixin:
         except DbtRuntimeError:
             raise
         except Exception as e:  # noqa: BLE001
+            if raise_conflicts and isinstance(e, hudilite.CommitConflictError):
+                raise
             raise DbtRuntimeError(
                 f"hudilite {op} into {schema}.{identifier} ({path}) failed, the table is unchanged: "
                 f"{type(e).__name__}: {error_text(e)}") from None

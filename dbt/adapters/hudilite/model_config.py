@@ -12,7 +12,7 @@ from hudilite.columns import META_FIELDS, ROW_ID_FIELD, is_system_column  # noqa
 
 ROW_ID = ROW_ID_FIELD  # record key of tables without unique_key (the core needs a key column)
 IS_DELETED = "_hoodie_is_deleted"
-STRATEGIES = ("upsert", "append", "insert_overwrite", "delete+insert")
+STRATEGIES = ("upsert", "append", "insert_overwrite", "delete+insert", "microbatch")
 STRATEGY_ALIASES = {"merge": "upsert", "insert": "append", "delete_insert": "delete+insert"}
 SCHEMA_CHANGES = ("ignore", "fail", "append_new_columns", "sync_all_columns")
 is_hidden_column = is_system_column
@@ -37,6 +37,8 @@ class ModelSpec:
     location_root: Optional[str]
     full_refresh: bool = False
     not_null: Tuple[str, ...] = ()  # an enforced contract's not_null columns (checked before writing)
+    event_time: Optional[str] = None
+    batch: Optional[Tuple[str, str]] = None  # a microbatch batch's window [start, end), as dbt renders it
 
     @classmethod
     def from_config(cls, cfg: Dict[str, Any]) -> "ModelSpec":
@@ -92,6 +94,8 @@ class ModelSpec:
             hoodie_options=hoodie, table_props=props, location_root=cfg.get("location_root"),
             full_refresh=bool(cfg.get("full_refresh")),
             not_null=tuple(str(c) for c in cfg.get("not_null_columns") or ()),
+            event_time=cfg.get("event_time") or None,
+            batch=(str(cfg["batch_start"]), str(cfg["batch_end"])) if cfg.get("batch_start") else None,
         )
 
 

@@ -1,5 +1,6 @@
 {#-- The configs hudilite reads, as one dict for adapter.hudilite_materialize (names follow dbt-spark's Hudi
-     conventions: options.primaryKey / options.preCombineField are accepted as aliases). --#}
+     conventions: options.primaryKey / options.preCombineField are accepted as aliases). batch_start / batch_end:
+     a microbatch batch's window, the same values dbt renders into the upstream refs' event-time filters. --#}
 {% macro hudilite_model_config() %}
   {%- set cfg = {
       'unique_key': config.get('unique_key'),
@@ -18,6 +19,9 @@
       'full_refresh': should_full_refresh(),
       'audit_before_publish': config.get('audit_before_publish'),
       'mark_ready': config.get('mark_ready'),
+      'event_time': config.get('event_time'),
+      'batch_start': model.batch.event_time_start if model.batch else none,
+      'batch_end': model.batch.event_time_end if model.batch else none,
       'audit_tests': hudilite_audit_tests() if config.get('audit_before_publish') else [],
   } -%}
   {%- do cfg.update(hudilite_constraints()) -%}
