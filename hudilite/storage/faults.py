@@ -71,6 +71,10 @@ class CrashInjector:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 n = _count_lines(fd) + 1
+                if self.crash_at is not None and n > self.crash_at:
+                    # the application crashed at `crash_at` already: a process that escaped its kill (a worker
+                    # forked after the session was enumerated) waited on this lock; it must not act after the crash
+                    os._exit(EXIT_CODE)
                 os.write(fd, line.encode())
                 if n != self.crash_at:
                     return

@@ -111,6 +111,29 @@ def test_shared_counter_numbers_processes_in_one_sequence_and_kills_the_session(
         assert not alive, "the session's other processes are killed too"
 
 
+def test_a_process_that_escaped_the_kill_stops_at_its_next_operation(tmp_path):
+    """A process of the crashed application that the session kill missed (a worker forked after the session was
+    enumerated, or one that left it) waits on the counter lock; once it gets it, the crash point has passed: it
+    stops instead of acting after the crash (the full run's aggregate_refresh_spark point 28 found a marker
+    written after the recovery's rollback)."""
+    import subprocess
+    import sys
+
+    from hudilite.storage import faults
+
+    counter = tmp_path / "counter"
+    counter.write_text("".join('{"op": "write", "path": "p%d"}\n' % i for i in range(3)))  # crashed at 3
+    env = {**os.environ, faults.COUNTER_ENV: str(counter), faults.CRASH_AT_ENV: "3"}
+    env.pop(faults.SESSION_ENV, None)
+    child = ("import sys\nfrom hudilite.storage import faults, storage_for\nfaults.install_from_env()\n"
+             "storage_for(sys.argv[1]).write_bytes(sys.argv[1] + '/late', b'x')\n")
+    p = subprocess.run([sys.executable, "-c", child, str(tmp_path)], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == faults.EXIT_CODE, p.stderr
+    assert len(faults.read_counter(str(counter))) == 3
+    assert not (tmp_path / "late").exists()
+
+
 # ---- regressions: bugs the crash points found (each names its crash point by what the operation does there) ----
 @pytest.mark.slow
 def test_archival_killed_after_deleting_instant_files_leaves_no_change_images(tmp_path):
