@@ -39,6 +39,7 @@ from hudilite.table import HoodieTable
 from hudilite.timeline import CLEAN, COMPLETED, INFLIGHT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, Timeline
 from hudilite.timeline.avro_models import CLEAN_METADATA, CLEANER_PLAN, from_container, to_container
 from hudilite.timeline.plans import pending_service_groups, read_requested
+from hudilite.writer.rollback import clean_completed_leftovers
 from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -214,6 +215,12 @@ def run_clean(table_or_path, options: dict | None = None, *, progress: bool = Fa
     completed clean instants."""
     check_options(options)
     table = open_table(table_or_path)
+    # marker directories, heartbeats and temp files of completed instants (a writer killed after its commit,
+    # before its own cleanup) go with the next clean too, not only with the next write: a table may get none
+    # (an aggregate whose refresh found nothing new)
+    with Transaction(table, options).lock:
+        table.reload()
+        clean_completed_leftovers(table)
     done = []
     for inst in table.reload().pending((CLEAN,)):
         execute_clean(table, inst, options, progress=progress)

@@ -134,6 +134,25 @@ def test_a_process_that_escaped_the_kill_stops_at_its_next_operation(tmp_path):
     assert not (tmp_path / "late").exists()
 
 
+def test_clean_removes_markers_of_a_write_killed_after_its_commit(tmp_path):
+    """A writer killed after its commit, before deleting its markers (aggregate_refresh_spark points 28-29: the
+    kill during the lock release), leaves `.hoodie/.temp/<instant>`; the next refresh found nothing new and wrote
+    nothing, so the next clean must remove it."""
+    from bench.crashpoints import BASE_OPTIONS, _rows, _write
+    from hudilite.services.clean import run_clean
+    from hudilite.table import HoodieTable
+
+    path = str(tmp_path / "t")
+    _write(path, _rows(0, 5, 1), operation="insert", table_type="COPY_ON_WRITE")
+    t = HoodieTable.open(path).timeline.latest_completed().timestamp
+    markers = os.path.join(path, ".hoodie", ".temp", t)
+    os.makedirs(markers)
+    for name in ("MARKERS.type", f"f-0_0-1-1_{t}.parquet.marker.MERGE"):
+        open(os.path.join(markers, name), "w").close()
+    run_clean(path, dict(BASE_OPTIONS))
+    assert not os.path.exists(markers)
+
+
 # ---- regressions: bugs the crash points found (each names its crash point by what the operation does there) ----
 @pytest.mark.slow
 def test_archival_killed_after_deleting_instant_files_leaves_no_change_images(tmp_path):
