@@ -38,6 +38,7 @@ from hudilite.storage import canonical, storage_for
 from hudilite.table import HoodieTable
 from hudilite.timeline import CLEAN, COMPLETED, INFLIGHT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, Timeline
 from hudilite.timeline.avro_models import CLEAN_METADATA, CLEANER_PLAN, from_container, to_container
+from hudilite.timeline.heartbeat import heartbeat_path
 from hudilite.timeline.plans import pending_service_groups, read_requested
 from hudilite.writer.rollback import clean_completed_leftovers
 from hudilite.writer.transaction import Transaction
@@ -215,12 +216,14 @@ def run_clean(table_or_path, options: dict | None = None, *, progress: bool = Fa
     completed clean instants."""
     check_options(options)
     table = open_table(table_or_path)
-    # marker directories, heartbeats and temp files of completed instants (a writer killed after its commit,
-    # before its own cleanup) go with the next clean too, not only with the next write: a table may get none
-    # (an aggregate whose refresh found nothing new)
-    with Transaction(table, options).lock:
-        table.reload()
-        clean_completed_leftovers(table)
+    # marker directories and heartbeats of completed instants (a writer killed after its commit, before its own
+    # cleanup) go with the next clean too, not only with the next write: a table may get none (an aggregate
+    # whose refresh found nothing new). The lock only when there are some: a clean that fails (bad options, a
+    # damaged table) or has nothing to do leaves the storage untouched
+    if _completed_leftovers(table):
+        with Transaction(table, options).lock:
+            table.reload()
+            clean_completed_leftovers(table)
     done = []
     for inst in table.reload().pending((CLEAN,)):
         execute_clean(table, inst, options, progress=progress)
@@ -231,6 +234,13 @@ def run_clean(table_or_path, options: dict | None = None, *, progress: bool = Fa
             execute_clean(table, table.reload().get(t), options, progress=progress)
             done.append(t)
     return done
+
+
+def _completed_leftovers(table: HoodieTable) -> bool:
+    completed = {i.timestamp for i in table.reload().instants if i.is_completed}
+    hb_dir = os.path.dirname(heartbeat_path(table.base_path, "x"))
+    return any(t in completed for t in table.fs.listdir(table.temp_path)) or \
+        any(t in completed for t in table.fs.listdir(hb_dir))
 
 
 def last_clean(tl: Timeline) -> dict | None:

@@ -37,9 +37,11 @@ def bucket(s3_admin, s3_default):
     """One bucket for the module: the templates, and a directory of its own per case."""
     name = f"bad-{uuid.uuid4().hex[:20]}"
     s3_admin.create_dir(name)
-    for table, tt in (("cow", "COPY_ON_WRITE"), ("mor", "MERGE_ON_READ")):
+    # the catalogue's templates (cow6/mor6: version 6 whatever the default, for the layout-1 JSON commit cases)
+    for table, tt, opts in (("cow", "COPY_ON_WRITE", {}), ("mor", "MERGE_ON_READ", {}),
+                            ("cow6", "COPY_ON_WRITE", catalogue.V6), ("mor6", "MERGE_ON_READ", catalogue.V6)):
         p = f"s3://{name}/templates/{table}"
-        catalogue.write(p, catalogue.rows(list(range(20))), table_type=tt)
+        catalogue.write(p, catalogue.rows(list(range(20))), table_type=tt, options=opts)
         catalogue.write(p, catalogue.rows([1, 2, 3, 30], v=2))
     yield name
     s3_admin.delete_dir(name)
