@@ -3,11 +3,14 @@ the check that a session's Python workers can run hudilite."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
 import sys
 import threading
+import time
+import uuid
 import weakref
 
 from hudilite.errors import StorageAccessError, WorkerEnvironmentError
@@ -91,6 +94,55 @@ def _connect_parallelism(spark) -> int:
     if m:
         return (os.cpu_count() or 1) if m.group(1) == "*" else max(1, int(m.group(1)))
     return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "4") or 4))
+
+
+@contextlib.contextmanager
+def job_tag(spark, prefix: str = "hudilite-write"):
+    """Tag the Spark jobs this thread starts inside the block (classic sessions; under Spark Connect the tag
+    is not needed, see `wait_for_tasks`). Yields the tag."""
+    tag = f"{prefix}-{uuid.uuid4().hex[:12]}"
+    sc = None if is_connect(spark) else spark.sparkContext
+    if sc is not None:
+        sc.addJobTag(tag)
+    try:
+        yield tag
+    finally:
+        if sc is not None:
+            sc.removeJobTag(tag)
+
+
+def wait_for_tasks(spark, tag: str, timeout_s: float = 60.0) -> None:
+    """After a failed job: wait until no task of the jobs tagged `tag` is still running. Spark fails the job
+    at the first failed task and cancels the others asynchronously; a cancelled task's Python worker may
+    still open a data file, so a rollback that ran at once would miss it and leave it behind. Classic
+    sessions ask the status tracker; Spark Connect has none, so its client waits out Spark's own bound on
+    a cancelled Python task (the monitor's 2 s poll plus `spark.python.task.killTimeout`)."""
+    if is_connect(spark):
+        time.sleep(2.0 + _seconds(spark.conf.get("spark.python.task.killTimeout", "2s")) + 1.0)
+        return
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        busy = False
+        for job_id in tracker.getJobIdsForTag(tag):
+            job = tracker.getJobInfo(job_id)
+            if job.isEmpty():
+                continue
+            for stage_id in job.get().stageIds():
+                stage = tracker.getStageInfo(stage_id)
+                if not stage.isEmpty() and stage.get().numActiveTasks() > 0:
+                    busy = True
+        if not busy:
+            return
+        time.sleep(0.05)
+
+
+def _seconds(value: str) -> float:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min)?\s*", str(value or ""))
+    if not m:
+        return 2.0
+    n, unit = float(m.group(1)), m.group(2) or "s"
+    return n / 1000 if unit == "ms" else n * 60 if unit in ("m", "min") else n
 
 
 def task_frame(spark, rows: list, schema):

@@ -11,6 +11,7 @@ Any failure rolls the instant back from its markers before the error is raised.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -33,7 +34,14 @@ from hudilite.services.inline import check_service_options, run_inline_services
 from hudilite.services.upgrade import upgrade
 from hudilite.spark.keygen import partition_path_expr, record_key_expr
 from hudilite.spark.schema import spark_to_arrow
-from hudilite.spark.session import check_client_storage, check_workers, default_parallelism, is_connect
+from hudilite.spark.session import (
+    check_client_storage,
+    check_workers,
+    default_parallelism,
+    is_connect,
+    job_tag,
+    wait_for_tasks,
+)
 from hudilite.spark.small_batch import collect_small
 from hudilite.spark.write import SparkPlanner, collect_stats, stat_struct
 from hudilite.storage import capture_bindings, install_bindings, normalize_path, relative_to, storage_for
@@ -161,43 +169,48 @@ class WriteClient:
         if action == DELTA_COMMIT and wo.get(o.READ_OVERLAYS):
             ctx.overlays = overlay_cache.for_write(self.spark, table, schema_json, inst.timestamp)
         counted: list[dict] = []
-        try:
-            ctx.markers().init()
-            txn.mark_inflight(inst, _metadata({}, OPERATION_TYPES[wo.operation], None))
-            if wo.operation == "bulk_insert":
-                stats = local_write.bulk_insert(prepared, ctx) if local else self._bulk_insert(df, prepared, ctx, spec)
-                replaced = {}
-            else:
-                stats, replaced = plan.execute(ctx)
-            counted = [s for s in stats if s.get("countOnly")]  # file groups left as they were
-            stats = [s for s in stats if not s.get("countOnly")]
-            stats = self._reconcile(table, inst, stats)
-            images = change_images.take_from_stats(stats)
-            for part in {s["partitionPath"] for s in stats}:
-                table.ensure_partition_metadata(part, inst.timestamp)
-            extra = {"schema": schema_json, **{k: str(v) for k, v in extra_metadata.items()}}
-            if choice.is_global and plan is not None:  # change reads match a key that changed partition
-                extra[INDEX_META_KEY] = choice.kind
-            if ctx.change_images and images is not None:
-                extra[change_images.META_KEY] = json.dumps(images, separators=(",", ":"))
-            md = _metadata(stats, OPERATION_TYPES[wo.operation], extra, replaced)
-            if commit:
-                txn.complete(inst, md)
-        except BaseException as e:
-            hb.stop()
+        # tagged: after a failure, the rollback waits for the job's cancelled tasks (wait_for_tasks)
+        with contextlib.nullcontext(None) if local else job_tag(self.spark) as tag:
             try:
-                rollback_instant(table, table.reload().get(inst.timestamp) or inst)
-            except Exception:  # noqa: BLE001 - keep the original error; the next writer rolls back
-                log.exception("rollback of %s failed", inst.timestamp)
-            else:
-                if created is not None:
-                    _remove_unused_new_table(table, *created)
-            raise _translate(e) from e
-        finally:
-            if plan is not None:
-                plan.release()
-            if service is not None:
-                service.stop()
+                ctx.markers().init()
+                txn.mark_inflight(inst, _metadata({}, OPERATION_TYPES[wo.operation], None))
+                if wo.operation == "bulk_insert":
+                    stats = local_write.bulk_insert(prepared, ctx) if local \
+                        else self._bulk_insert(df, prepared, ctx, spec)
+                    replaced = {}
+                else:
+                    stats, replaced = plan.execute(ctx)
+                counted = [s for s in stats if s.get("countOnly")]  # file groups left as they were
+                stats = [s for s in stats if not s.get("countOnly")]
+                stats = self._reconcile(table, inst, stats)
+                images = change_images.take_from_stats(stats)
+                for part in {s["partitionPath"] for s in stats}:
+                    table.ensure_partition_metadata(part, inst.timestamp)
+                extra = {"schema": schema_json, **{k: str(v) for k, v in extra_metadata.items()}}
+                if choice.is_global and plan is not None:  # change reads match a key that changed partition
+                    extra[INDEX_META_KEY] = choice.kind
+                if ctx.change_images and images is not None:
+                    extra[change_images.META_KEY] = json.dumps(images, separators=(",", ":"))
+                md = _metadata(stats, OPERATION_TYPES[wo.operation], extra, replaced)
+                if commit:
+                    txn.complete(inst, md)
+            except BaseException as e:
+                hb.stop()
+                try:
+                    if tag is not None:  # cancelled tasks of the failed job may still be writing files
+                        wait_for_tasks(self.spark, tag)
+                    rollback_instant(table, table.reload().get(inst.timestamp) or inst)
+                except Exception:  # noqa: BLE001 - keep the original error; the next writer rolls back
+                    log.exception("rollback of %s failed", inst.timestamp)
+                else:
+                    if created is not None:
+                        _remove_unused_new_table(table, *created)
+                raise _translate(e) from e
+            finally:
+                if plan is not None:
+                    plan.release()
+                if service is not None:
+                    service.stop()
         summary = _summary(stats + counted, replaced)
         summary["engine"] = "driver" if local else "spark"  # which writer ran (small batches: the driver's)
         if not commit:  # written, not visible: the caller completes or aborts it (heartbeat keeps running)

@@ -6,6 +6,7 @@ unknown options are cases of the bad-input catalogue, tests/functional/bad_input
 import hashlib
 import json
 import os
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -113,6 +114,27 @@ def test_empty_record_keys_are_refused(spark, tmp_path):
     hudilite.write(two.slice(0, 2), path, record_key=["a", "b"])
     keys = sorted(r for r in pq.ParquetDataset(path).read().column("_hoodie_record_key").to_pylist())
     assert keys == ["a:__empty__,b:y", "a:x,b:__empty__"]
+
+
+def test_a_failed_spark_write_rolls_back_files_its_cancelled_tasks_write_late(spark, tmp_path):
+    """One task fails at once (an empty key), another writes its file a second later: Spark fails the job at
+    the first failure and cancels the other task asynchronously, so a rollback run at once missed that file
+    and left it at the new table's path. The rollback waits for the job's tasks."""
+    from pyspark.sql import functions as F
+
+    def key(i):
+        if i == 0:
+            time.sleep(1.0)  # the slow task: its file is opened after the job has already failed
+        return "" if i == 1 else f"k{i}"
+
+    slow_key = F.udf(key, "string")
+    df = spark.range(0, 2, 1, 2).select(slow_key("id").alias("id"), F.lit(1).alias("v"))
+    path = str(tmp_path / "t")
+    with pytest.raises(InvalidWriteError, match="null or empty record key"):
+        hudilite.write(df, path, record_key="id", operation="bulk_insert",
+                       options={"hoodie.bulkinsert.sort.mode": "NONE"})
+    time.sleep(4.0)  # longer than Spark lets a cancelled Python task live
+    assert tree(path) is None
 
 
 def test_docs_options_table_matches_the_declarations():
