@@ -34,7 +34,7 @@ from dbt.adapters.hudilite.change_batches import (
 from dbt.adapters.hudilite.incremental import rebuild_reads
 from dbt.adapters.hudilite.microbatch import window_metadata
 from dbt.adapters.hudilite.model_config import IS_DELETED, META_FIELDS, ROW_ID, ModelSpec, is_hidden_column
-from dbt.adapters.hudilite.response import error_text, response
+from dbt.adapters.hudilite.response import combined, error_text, response
 from dbt.adapters.hudilite.run_state import model_key
 from dbt.adapters.hudilite.strategies import with_row_id
 from hudilite import metastore as ms
@@ -99,18 +99,19 @@ class MaterializeMixin:
         starts = sorted(s for s in touched_windows(self.spark, path, plan, spec.batch_size, tz)
                         if begin is None or s >= begin)
         windows = [window_of(s, spec.batch_size) for s in starts]
-        last = None
+        parts = []
         if batch not in windows:  # dbt's own batch first, as a plain microbatch batch
-            last = self._materialize_one(schema, identifier, sql, kind, cfg, spec)
-        if windows:
-            logger.info(f"hudilite: {where}: upstream commits since the checkpoint touch "
-                        f"{len(windows)} window(s): {', '.join(w[0] for w in windows)}")
+            parts.append(self._materialize_one(schema, identifier, sql, kind, cfg, spec))
+        if not windows:
+            return parts[0]
+        logger.info(f"hudilite: {where}: upstream commits since the checkpoint touch "
+                    f"{len(windows)} window(s): {', '.join(w[0] for w in windows)}")
         for i, window in enumerate(windows):
             final = i == len(windows) - 1
-            last = self._materialize_one(
+            parts.append(self._materialize_one(
                 schema, identifier, window_sql(sql, batch, window, where), kind, cfg, replace(spec, batch=window),
-                extra=checkpoint_metadata(plan.ends, path) if final else None, force=final)
-        return last
+                extra=checkpoint_metadata(plan.ends, path) if final else None, force=final))
+        return combined(parts, f"MICROBATCH {len(windows)} window(s) from upstream changes")
 
     def _materialize_one(self, schema: str, identifier: str, sql: str, kind: str, cfg: Dict[str, Any],
                          spec: ModelSpec, extra: Optional[Dict[str, str]] = None, force: bool = False):

@@ -122,13 +122,17 @@ class RunState:
 
     def batch_plan(self, model: str, make: Callable[[], Any]) -> Tuple[bool, Any]:
         """(first, plan) for a microbatch batch of `model`: the first batch of this invocation makes the plan
-        (under the lock: dbt runs that batch alone), later ones get the same plan."""
+        (dbt runs that batch alone, before the others), later ones get the same plan."""
         inv = _invocation_id()
         with self._lock:
             cur = self._plans.get(model)
             if cur is not None and cur[0] == inv:
                 return False, cur[1]
-            plan = make()
+        plan = make()  # catalog and timeline reads: not under the lock every model's batches share
+        with self._lock:
+            cur = self._plans.get(model)
+            if cur is not None and cur[0] == inv:
+                return False, cur[1]
             self._plans[model] = (inv, plan)
             return True, plan
 
