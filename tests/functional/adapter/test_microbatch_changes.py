@@ -2,7 +2,8 @@
 from its upstream's commits since its checkpoint. Beside the same model with dbt's wall-clock batches: a late
 upstream row (an old event_time, committed after its window was processed) reaches the changes-driven model on
 the next run and is missed by the wall-clock one; a run without upstream commits writes nothing; a failed
-window is retried by `dbt retry` and commits once, the checkpoint advancing only with the last window; clear
+window is retried by `dbt retry` and commits once, the checkpoint advancing only with the last window; an update
+that moves a row's event_time rebuilds its old and its new window; clear
 errors for an upstream that is not a hudilite table and for upstreams without event_time."""
 
 import os
@@ -107,6 +108,20 @@ class TestMicrobatchFromChanges:
         rows = project.run_sql(f"select id, cast(event_time as string) from {schema}.mb_changes where id = 8",
                                fetch="all")
         assert [tuple(r) for r in rows] == [(8, "2020-01-03 05:00:00")]
+
+        # an upstream update moves row 7 from the 01-01 window to 01-04: both windows are rebuilt (the before
+        # image names the old one), two commits, and the run reports both windows' rows
+        project.run_sql(f"update {schema}.events set event_time = timestamp '2020-01-04 06:00:00' where id = 7")
+        with patch_microbatch_end_time(_END):
+            run_dbt(["run", "--select", "mb_changes"])
+        assert self._commits(project, "mb_changes") == 10
+        rows = project.run_sql(f"select id, cast(event_time as string) from {schema}.mb_changes order by id",
+                               fetch="all")
+        assert [tuple(r) for r in rows] == [
+            (1, "2020-01-01 03:00:00"), (2, "2020-01-02 03:00:00"), (3, "2020-01-03 03:00:00"),
+            (4, "2020-01-04 03:00:00"), (5, "2020-01-05 03:00:00"), (6, "2020-01-02 05:00:00"),
+            (7, "2020-01-04 06:00:00"), (8, "2020-01-03 05:00:00")]
+        assert self._checkpoint(project) == self._events_position(project)
 
 
 _VIEW = """
