@@ -5,6 +5,7 @@ import os
 import pytest
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.hudilite.change_batches import parse_bound, window_of, window_sql
 from dbt.adapters.hudilite.credentials import HudiliteCredentials
 from dbt.adapters.hudilite.model_config import ModelSpec, is_hidden_column
 from hudilite import metastore as cat
@@ -122,3 +123,34 @@ def test_ddl_quotes_nested_names():
         StructType([StructField("x`y", DecimalType(10, 2))]))))])
     assert cat.columns_ddl(t.fields) == "`a b` bigint, `m` map<string,array<struct<`x``y`:decimal(10,2)>>>"
     assert cat.props_sql({"k": "it's \\ here"}) == "'k' = 'it\\'s \\\\ here'"
+
+
+def test_microbatch_source_config():
+    mb = ModelSpec.from_config({"incremental_strategy": "microbatch", "microbatch_source": "Changes",
+                                "batch_size": "day", "microbatch_upstreams": [
+                                    {"schema": "s", "identifier": "events", "event_time": "ts"}]})
+    assert mb.microbatch_source == "changes" and mb.batch_size == "day"
+    assert mb.upstreams == ({"schema": "s", "identifier": "events", "event_time": "ts"},)
+    assert ModelSpec.from_config({"incremental_strategy": "microbatch"}).microbatch_source == "time"
+    with pytest.raises(DbtRuntimeError, match="expected 'time'"):
+        ModelSpec.from_config({"incremental_strategy": "microbatch", "microbatch_source": "commits"})
+    with pytest.raises(DbtRuntimeError, match="needs incremental_strategy 'microbatch'"):
+        ModelSpec.from_config({"incremental_strategy": "upsert", "microbatch_source": "changes"})
+
+
+def test_change_batch_windows_and_sql():
+    day = window_of(parse_bound("2020-01-31 00:00:00+00:00"), "day")
+    assert day == ("2020-01-31 00:00:00+00:00", "2020-02-01 00:00:00+00:00")
+    assert window_of(parse_bound("2020-12-01 00:00:00+00:00"), "month")[1] == "2021-01-01 00:00:00+00:00"
+    assert parse_bound("2020-01-01 00:00:00").tzinfo is not None  # dbt's naive `begin` is UTC
+    batch = ("2020-01-04 00:00:00+00:00", "2020-01-05 00:00:00+00:00")
+    sql = ("select * from (select * from s.a where event_time >= '2020-01-04 00:00:00+00:00' and event_time < "
+           "'2020-01-05 00:00:00+00:00') x join (select * from s.b where ts >= '2020-01-04 00:00:00+00:00' and "
+           "ts < '2020-01-05 00:00:00+00:00') y using (id) where note <> '2020-01-04 00:00:00+00:00'")
+    out = window_sql(sql, batch, day, "s.m")
+    assert out.count("event_time >= '2020-01-31 00:00:00+00:00' and event_time < '2020-02-01 00:00:00+00:00'") == 1
+    assert out.count("ts >= '2020-01-31 00:00:00+00:00' and ts < '2020-02-01 00:00:00+00:00'") == 1
+    assert out.endswith("where note <> '2020-01-04 00:00:00+00:00'")  # only the filters' literal pairs move
+    assert window_sql(sql, batch, batch, "s.m") == sql
+    with pytest.raises(DbtRuntimeError, match="no upstream ref\\(\\) filtered"):
+        window_sql("select 1", batch, day, "s.m")

@@ -37,6 +37,7 @@ class HudiliteConfig(SparkConfig):
     delete_condition: Optional[str] = None
     merge_exclude_columns: Optional[Union[List[str], str]] = None
     tblproperties: Optional[Dict[str, str]] = None
+    microbatch_source: Optional[str] = None  # 'changes': batches from the upstreams' commits (change_batches.py)
 
 
 class HudiliteAdapter(SparkAdapter):

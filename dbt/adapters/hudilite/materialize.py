@@ -21,10 +21,20 @@ from pyspark.sql.types import StringType, StructField, StructType
 import hudilite
 from dbt.adapters.hudilite.audit import write_model
 from dbt.adapters.hudilite.catalog import CatalogEntry
+from dbt.adapters.hudilite.change_batches import (
+    ChangePlan,
+    checkpoint_metadata,
+    parse_bound,
+    positions,
+    resolve_upstreams,
+    touched_windows,
+    window_of,
+    window_sql,
+)
 from dbt.adapters.hudilite.incremental import rebuild_reads
 from dbt.adapters.hudilite.microbatch import window_metadata
 from dbt.adapters.hudilite.model_config import IS_DELETED, META_FIELDS, ROW_ID, ModelSpec, is_hidden_column
-from dbt.adapters.hudilite.response import error_text, response
+from dbt.adapters.hudilite.response import combined, error_text, response
 from dbt.adapters.hudilite.run_state import model_key
 from dbt.adapters.hudilite.strategies import with_row_id
 from hudilite import metastore as ms
@@ -57,6 +67,54 @@ class MaterializeMixin:
 
     def _materialize(self, schema: str, identifier: str, sql: str, kind: str, cfg: Dict[str, Any]):
         spec = ModelSpec.from_config(cfg)
+        if kind == "incremental" and spec.strategy == "microbatch" and spec.microbatch_source == "changes":
+            return self._change_batches(schema, identifier, sql, kind, cfg, spec)
+        return self._materialize_one(schema, identifier, sql, kind, cfg, spec)
+
+    def _change_batches(self, schema: str, identifier: str, sql: str, kind: str, cfg: Dict[str, Any],
+                        spec: ModelSpec):
+        """A batch of a `microbatch_source: changes` model (change_batches.py): the invocation's first batch
+        rebuilds the windows the upstream commits since the checkpoint touch, the last of them carrying the
+        new checkpoint; dbt's other batches are plain microbatch batches."""
+        where = f"{schema}.{identifier}"
+        if spec.batch is None or not spec.batch_size:
+            raise DbtRuntimeError(f"microbatch_source 'changes' of {where} needs a batch from dbt-core (batch_size, "
+                                  "and a run through dbt run / build)")
+        path = self.table_path(schema, identifier, spec)
+
+        def make() -> ChangePlan:
+            upstreams = resolve_upstreams(self, spec.upstreams, where)
+            build = spec.full_refresh or not hudilite.Table.exists(path)
+            return ChangePlan(build=build, ends=positions(upstreams), upstreams=upstreams)
+
+        first, plan = self.run.batch_plan(model_key(schema, identifier), make)
+        if plan.build:  # dbt's batches build the table; each records where the next run continues
+            extra = checkpoint_metadata(plan.ends, None if spec.full_refresh else path)
+            return self._materialize_one(schema, identifier, sql, kind, cfg, spec, extra=extra)
+        if not first:
+            return self._materialize_one(schema, identifier, sql, kind, cfg, spec)
+        batch = spec.batch
+        tz = parse_bound(batch[0]).tzinfo
+        begin = parse_bound(spec.begin) if spec.begin else None
+        starts = sorted(s for s in touched_windows(self.spark, path, plan, spec.batch_size, tz)
+                        if begin is None or s >= begin)
+        windows = [window_of(s, spec.batch_size) for s in starts]
+        parts = []
+        if batch not in windows:  # dbt's own batch first, as a plain microbatch batch
+            parts.append(self._materialize_one(schema, identifier, sql, kind, cfg, spec))
+        if not windows:
+            return parts[0]
+        logger.info(f"hudilite: {where}: upstream commits since the checkpoint touch "
+                    f"{len(windows)} window(s): {', '.join(w[0] for w in windows)}")
+        for i, window in enumerate(windows):
+            final = i == len(windows) - 1
+            parts.append(self._materialize_one(
+                schema, identifier, window_sql(sql, batch, window, where), kind, cfg, replace(spec, batch=window),
+                extra=checkpoint_metadata(plan.ends, path) if final else None, force=final))
+        return combined(parts, f"MICROBATCH {len(windows)} window(s) from upstream changes")
+
+    def _materialize_one(self, schema: str, identifier: str, sql: str, kind: str, cfg: Dict[str, Any],
+                         spec: ModelSpec, extra: Optional[Dict[str, str]] = None, force: bool = False):
         # a microbatch model's batches may run concurrently (concurrent_batches): they are not serialised
         # here but by the core's optimistic concurrency; only their catalog publish takes the lock
         batch_run = kind == "incremental" and spec.strategy == "microbatch" and not spec.full_refresh
@@ -88,8 +146,8 @@ class MaterializeMixin:
                            and entry.kind == "TABLE" and not spec.full_refresh
                            and normalize_path(entry.path or "") == path and hudilite.Table.exists(path))
             if incremental:
-                return self._incremental(schema, identifier, path, df, spec, entry)
-            return self._build(schema, identifier, path, df, spec, entry)
+                return self._incremental(schema, identifier, path, df, spec, entry, extra=extra, force=force)
+            return self._build(schema, identifier, path, df, spec, entry, extra=extra)
 
     def _rebuild_if_upstream_rebuilt(self, schema: str, identifier: str, spec: ModelSpec) -> ModelSpec:
         """An incremental model whose checkpoint names another table than one of its upstreams now is (the
@@ -129,7 +187,8 @@ class MaterializeMixin:
             return self._build(schema, identifier, path, df, spec, entry, seed=True)
 
     # ---- full builds -----------------------------------------------------------------------
-    def _build(self, schema, identifier, path, df, spec: ModelSpec, entry, seed: bool = False):
+    def _build(self, schema, identifier, path, df, spec: ModelSpec, entry, seed: bool = False,
+               extra: Optional[Dict[str, str]] = None):
         missing = [k for k in spec.record_key if k.lower() not in {c.lower() for c in df.columns}]
         if missing and not seed:
             # dbt applies unique_key on merges only ("unique keys are not applied on first run"): the first
@@ -164,16 +223,16 @@ class MaterializeMixin:
         removed = self._snapshot_rows(path) if exists else None  # the rows this build replaces
         if exists and self._compatible(path, spec, record_key, df):
             op = "insert_overwrite_table"
-            result = self._write(df, path, record_key, spec, op, options, schema, identifier)
+            result = self._write(df, path, record_key, spec, op, options, schema, identifier, extra_metadata=extra)
         elif exists:
             op = "bulk_insert" if not keyed else "insert"
-            result = self._rebuild_beside(df, path, record_key, spec, op, options, schema, identifier)
+            result = self._rebuild_beside(df, path, record_key, spec, op, options, schema, identifier, extra)
         else:
             # keyed with a precombine_field (or delete_condition): change events, insert de-duplicates keys
             # (the highest precombine value wins); otherwise the model's rows are written as they are (dbt:
             # unique_key applies to merges, not to the first build)
             op = "insert" if keyed and (spec.precombine_field or deleted is not None) else "bulk_insert"
-            result = self._write(df, path, record_key, spec, op, options, schema, identifier)
+            result = self._write(df, path, record_key, spec, op, options, schema, identifier, extra_metadata=extra)
         self.publish(schema, identifier, path, visible, self._props(spec, record_key, keyed), entry)
         return response(op, result, path, seed=seed, removed=removed)
 
@@ -184,13 +243,13 @@ class MaterializeMixin:
             logger.debug(f"hudilite: rows of {path} before its rebuild: {e}")
             return None
 
-    def _rebuild_beside(self, df, path, record_key, spec, op, options, schema, identifier):
+    def _rebuild_beside(self, df, path, record_key, spec, op, options, schema, identifier, extra=None):
         """The new table cannot be a commit on the old one (key, partitioning or a column type changed): it
         is written beside it and swapped in (Table.replacing); its consumers' checkpoints no longer match."""
         logger.info(f"hudilite: {schema}.{identifier} changes its key, partitioning or column types: "
                     "rebuilding it beside the old table")
         with hudilite.Table(path).replacing() as staging:
-            return self._write(df, staging, record_key, spec, op, options, schema, identifier)
+            return self._write(df, staging, record_key, spec, op, options, schema, identifier, extra_metadata=extra)
 
     def _compatible(self, path, spec: ModelSpec, record_key, df) -> bool:
         try:
@@ -201,7 +260,8 @@ class MaterializeMixin:
                              precombine_field=spec.precombine_field)
 
     # ---- incremental runs ------------------------------------------------------------------
-    def _incremental(self, schema, identifier, path, df, spec: ModelSpec, entry: CatalogEntry):
+    def _incremental(self, schema, identifier, path, df, spec: ModelSpec, entry: CatalogEntry,
+                     extra: Optional[Dict[str, str]] = None, force: bool = False):
         cfg = hudilite.Table.open(path).layout()
         stored_key = list(cfg.record_key)
         keyed = stored_key != [ROW_ID]
@@ -243,7 +303,7 @@ class MaterializeMixin:
             if IS_DELETED in df.columns:
                 df = df.filter(~F.col(IS_DELETED)).drop(IS_DELETED)
             return self._microbatch(schema, identifier, path, df, spec, record_key, keyed, options, visible,
-                                    self._props(spec, record_key, keyed, cfg))
+                                    self._props(spec, record_key, keyed, cfg), extra=extra, force=force)
         if by_row_id:
             df = self._delete_insert(df, path, spec)
             op = "upsert"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
@@ -70,14 +70,17 @@ class MicrobatchMixin:
                                   f"{schema}.{identifier} (columns: {', '.join(df.columns)})")
 
     def _microbatch(self, schema, identifier, path, df, spec: ModelSpec, record_key: List[str], keyed: bool,
-                    options, visible: List[str], props) -> HudiliteAdapterResponse:
+                    options, visible: List[str], props, extra: Optional[Dict[str, str]] = None,
+                    force: bool = False) -> HudiliteAdapterResponse:
+        """`extra`: more commit metadata (a checkpoint); `force`: commit even when the window holds these rows
+        (the commit carries that metadata)."""
         batch = spec.batch
         assert batch is not None and spec.event_time
         wid = window_id(schema, identifier, batch)
         df = df.persist()  # evaluated once: the fingerprint and the write see the same rows
         try:
             fp = fingerprint(df)
-            done = self._window_committed(path, wid, fp)
+            done = None if force else self._window_committed(path, wid, fp)
             if done is not None:
                 logger.info(f"hudilite: {schema}.{identifier} batch {batch[0]} .. {batch[1]} was committed with "
                             f"the same rows by {done}: nothing to commit")
@@ -87,7 +90,7 @@ class MicrobatchMixin:
                     rows_affected=0, rows_inserted=0, rows_updated=0, rows_deleted=0, commit_time=done,
                     operation="none", strategy="microbatch", table_path=path, files_written=0,
                     replaced_file_groups=0)
-            extra = {WINDOW_KEY: wid, INPUT_KEY: fp}
+            extra = {**(extra or {}), WINDOW_KEY: wid, INPUT_KEY: fp}
             for attempt in range(1, CONFLICT_ATTEMPTS + 1):
                 rows = self._replace_window(df, path, spec, record_key, keyed)
                 try:

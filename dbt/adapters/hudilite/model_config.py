@@ -14,6 +14,7 @@ ROW_ID = ROW_ID_FIELD  # record key of tables without unique_key (the core needs
 IS_DELETED = "_hoodie_is_deleted"
 STRATEGIES = ("upsert", "append", "insert_overwrite", "delete+insert", "microbatch")
 STRATEGY_ALIASES = {"merge": "upsert", "insert": "append", "delete_insert": "delete+insert"}
+MICROBATCH_SOURCES = ("time", "changes")  # dbt's wall-clock batches; the upstreams' commits (change_batches.py)
 SCHEMA_CHANGES = ("ignore", "fail", "append_new_columns", "sync_all_columns")
 is_hidden_column = is_system_column
 
@@ -39,6 +40,10 @@ class ModelSpec:
     not_null: Tuple[str, ...] = ()  # an enforced contract's not_null columns (checked before writing)
     event_time: Optional[str] = None
     batch: Optional[Tuple[str, str]] = None  # a microbatch batch's window [start, end), as dbt renders it
+    microbatch_source: str = "time"  # 'changes': batches from the upstreams' commits (change_batches.py)
+    batch_size: Optional[str] = None
+    begin: Optional[str] = None
+    upstreams: Tuple[dict, ...] = ()  # refs of a changes-driven model: schema, identifier, event_time
 
     @classmethod
     def from_config(cls, cfg: Dict[str, Any]) -> "ModelSpec":
@@ -79,6 +84,14 @@ class ModelSpec:
         osc = str(cfg.get("on_schema_change") or "ignore").lower()
         if osc not in SCHEMA_CHANGES:
             raise DbtRuntimeError(f"on_schema_change {osc!r}: expected one of {', '.join(SCHEMA_CHANGES)}")
+        source = str(cfg.get("microbatch_source") or "time").lower()
+        if source not in MICROBATCH_SOURCES:
+            raise DbtRuntimeError(f"microbatch_source {cfg.get('microbatch_source')!r}: expected 'time' (dbt's "
+                                  "wall-clock batches, the default) or 'changes' (batches from the upstreams' "
+                                  "committed changes)")
+        if source == "changes" and strategy and strategy != "microbatch":  # (table models ignore it)
+            raise DbtRuntimeError(f"microbatch_source 'changes' needs incremental_strategy 'microbatch' "
+                                  f"(it is {strategy!r})")
         upd = cfg.get("merge_update_columns")
         exc = cfg.get("merge_exclude_columns")
         if upd and exc:
@@ -96,6 +109,10 @@ class ModelSpec:
             not_null=tuple(str(c) for c in cfg.get("not_null_columns") or ()),
             event_time=cfg.get("event_time") or None,
             batch=(str(cfg["batch_start"]), str(cfg["batch_end"])) if cfg.get("batch_start") else None,
+            microbatch_source=source,
+            batch_size=str(cfg["batch_size"]).lower() if cfg.get("batch_size") else None,
+            begin=str(cfg["begin"]) if cfg.get("begin") else None,
+            upstreams=tuple(dict(u) for u in cfg.get("microbatch_upstreams") or ()),
         )
 
 

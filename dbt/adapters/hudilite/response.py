@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional
 
 from dbt.adapters.contracts.connection import AdapterResponse
 
@@ -42,6 +42,18 @@ def response(op: str, result, path: str, strategy: Optional[str] = None, seed: b
         files_written=int(stats.get("files", 0)), replaced_file_groups=int(stats.get("replaced_file_groups", 0)),
     )
 
+
+
+def combined(parts: List[HudiliteAdapterResponse], what: str) -> HudiliteAdapterResponse:
+    """One response for several commits of one model run (the windows of a changes-driven microbatch)."""
+    last = parts[-1]
+    total = {k: sum(int(getattr(p, k) or 0) for p in parts)
+             for k in ("rows_affected", "rows_inserted", "rows_updated", "rows_deleted", "files_written",
+                       "replaced_file_groups")}
+    return HudiliteAdapterResponse(
+        _message=f"{what}: {total['rows_inserted']} inserted, {total['rows_updated']} updated, "
+                 f"{total['rows_deleted']} deleted", code=last.code, commit_time=last.commit_time,
+        operation=last.operation, strategy=last.strategy, table_path=last.table_path, **total)
 
 
 def no_change(path: str, strategy: str) -> HudiliteAdapterResponse:

@@ -9,7 +9,7 @@ invocation (a long-lived process running dbt again) are ignored.
 from __future__ import annotations
 
 import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
 from dbt_common.invocation import get_invocation_id
@@ -48,6 +48,8 @@ class RunState:
         self._reads: Dict[str, Tuple[str, set, Dict[str, Tuple[str, Optional[str]]]]] = {}
         # model key -> (invocation, audit_before_publish, mark_ready, the model's generic tests)
         self._publish: Dict[str, Tuple[str, bool, bool, list]] = {}
+        # model key -> (invocation, plan): a changes-driven microbatch model's plan (change_batches.py)
+        self._plans: Dict[str, Tuple[str, Any]] = {}
 
     def _current(self, model: str):
         inv = _invocation_id()
@@ -117,6 +119,22 @@ class RunState:
             return {**extra, **checkpoints.entries(ends, None if full_refresh else path)}
         except checkpoints.CheckpointError as e:
             raise DbtRuntimeError(f"hudilite: {e}; run the model with --full-refresh") from None
+
+    def batch_plan(self, model: str, make: Callable[[], Any]) -> Tuple[bool, Any]:
+        """(first, plan) for a microbatch batch of `model`: the first batch of this invocation makes the plan
+        (dbt runs that batch alone, before the others), later ones get the same plan."""
+        inv = _invocation_id()
+        with self._lock:
+            cur = self._plans.get(model)
+            if cur is not None and cur[0] == inv:
+                return False, cur[1]
+        plan = make()  # catalog and timeline reads: not under the lock every model's batches share
+        with self._lock:
+            cur = self._plans.get(model)
+            if cur is not None and cur[0] == inv:
+                return False, cur[1]
+            self._plans[model] = (inv, plan)
+            return True, plan
 
     def set_publish(self, model: str, audit: bool, ready: bool, tests: list) -> None:
         """The model's `audit_before_publish` / `mark_ready` configs (and generic tests) for its write."""

@@ -22,6 +22,10 @@
       'event_time': config.get('event_time'),
       'batch_start': model.batch.event_time_start if model.batch else none,
       'batch_end': model.batch.event_time_end if model.batch else none,
+      'microbatch_source': config.get('microbatch_source'),
+      'batch_size': config.get('batch_size'),
+      'begin': config.get('begin'),
+      'microbatch_upstreams': hudilite_microbatch_upstreams() if config.get('microbatch_source') else [],
       'audit_tests': hudilite_audit_tests() if config.get('audit_before_publish') else [],
   } -%}
   {%- do cfg.update(hudilite_constraints()) -%}
