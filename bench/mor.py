@@ -13,6 +13,9 @@ Per repetition, fresh tables:
     delta          delta-rs: load -> merge                                            (bench/run.py's system)
 Checks (untimed, as bench/run.py): checksums after load and upsert, the scan aggregate, and the checksums
 after the compaction, all against the staged expectations.
+`--table-versions 6,9`: every hudilite system above at each table version (`hudilite_mor_v6`, `hudilite_mor_v9`,
+...), the versions of a system next to each other in each repetition, their order reversed on odd repetitions;
+the ratios then come per version, followed by version 9 / version 6 for every hudilite step.
 Ratios: MOR upsert / delta-rs merge (target <= 0.5), MOR merged snapshot / COW snapshot (target <= 1.5), the
 scan again, the upsert and first scan without write-time overlay entries, MOR upsert / COW upsert, compaction /
 COW upsert.
@@ -93,11 +96,50 @@ RATIOS = [
 ]
 
 
+def plan_for(versions: list[str]) -> tuple[list[tuple[str, list[str]]], list[list[str]]]:
+    """PLAN with each hudilite system at every table version (`<name>_v<version>`, the versions of one
+    system next to each other), and the groups of those versioned names; PLAN itself without versions."""
+    if not versions:
+        return list(PLAN), []
+    plan, groups = [], []
+    for name, steps in PLAN:
+        if not issubclass(brun.CLASSES[name], brun.Hudilite):
+            plan.append((name, steps))
+            continue
+        group = [brun.versioned(brun.CLASSES[name], v) for v in versions]
+        plan += [(n, steps) for n in group]
+        groups.append(group)
+    return plan, groups
+
+
+def plan_ratios(summary: dict, versions: list[str]) -> list[dict]:
+    """RATIOS (per table version when there are several), then each later version / the first one for
+    every hudilite system and step."""
+    out = []
+    for v in versions or [None]:
+        def sysname(n: str) -> str:
+            return f"{n}_v{v}" if v and issubclass(brun.CLASSES[n], brun.Hudilite) else n
+
+        for label, (an, ast), (bn, bst) in RATIOS:
+            x = summary.get(sysname(an), {}).get(ast, {}).get("median_s")
+            y = summary.get(sysname(bn), {}).get(bst, {}).get("median_s")
+            out.append({"ratio": f"[v{v}] {label}" if v else label, "value": (x / y) if x and y else None})
+    for name, _steps in PLAN:
+        if issubclass(brun.CLASSES[name], brun.Hudilite):
+            out += brun.version_ratios(summary, name, versions)
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     bdata.add_workload_args(p, repeat=1)
     p.add_argument("--warmup", choices=("full", "light", "none"), default="light")
+    p.add_argument("--table-versions", default=None, metavar="LIST",
+                   help="every hudilite system at these table versions (e.g. 6,9), interleaved in each repetition")
     a = p.parse_args(argv)
+    versions = brun.parse_table_versions(a.table_versions)
+    plan, groups = plan_for(versions)
+    steps_of = dict(plan)
 
     w, exp, wd = bdata.stage_args(a)
     ctx = brun.Ctx(exp, dict(brun.SPARK_CONF), a.warmup)
@@ -106,32 +148,29 @@ def main(argv=None) -> int:
     raw: list[dict] = []
     ok = True
     for rep in range(a.repeat):
-        for name, steps in PLAN:
+        for name in brun.interleaved([n for n, _ in plan], groups, rep):
+            steps = steps_of[name]
             path = wd / "tables_mor" / name / f"rep{rep}"
             print(f"[{name}] rep {rep}: {' -> '.join(steps)}", flush=True)
             ok &= brun.run_system(ctx, name, steps, rep, path, log, raw)
-            if name == "hudilite_mor" and ok:
-                sysobj = HudiliteMOR(ctx)
+            if "compaction" in steps and ok:
+                sysobj = brun.CLASSES[name](ctx)
                 sysobj.begin(path)
                 log.check(name, rep, "checksums after compaction", exp["final"], sysobj.checksums())
             shutil.rmtree(path, ignore_errors=True)
     summary = brun.summarize(raw)
-    ratios = []
-    for label, (an, ast), (bn, bst) in RATIOS:
-        x = summary.get(an, {}).get(ast, {}).get("median_s")
-        y = summary.get(bn, {}).get(bst, {}).get("median_s")
-        ratios.append({"ratio": label, "value": (x / y) if x and y else None})
+    ratios = plan_ratios(summary, versions)
     print("\n==== medians (s)")
     for s, steps in summary.items():
-        print(f"  {s:14s} " + "  ".join(f"{st} {v['median_s']:.2f}" for st, v in steps.items()))
+        print(f"  {s:20s} " + "  ".join(f"{st} {v['median_s']:.2f}" for st, v in steps.items()))
     print("\n==== ratios")
     for r in ratios:
         print(f"  {'n/a' if r['value'] is None else format(r['value'], '.2f') + 'x':>8s}  {r['ratio']}")
     bad = [c for c in log.rows if not c["ok"]]
     print(f"\n==== checks: {len(log.rows) - len(bad)}/{len(log.rows)} ok" + (f"; FAILED {bad}" if bad else ""))
     out = Path(a.out) if a.out else wd / "results_mor.json"
-    out.write_text(json.dumps({"workload": w.__dict__, "raw": raw, "summary": summary, "ratios": ratios,
-                               "checks": log.rows, "time": time.time()}, indent=1, default=str))
+    out.write_text(json.dumps({"workload": w.__dict__, "table_versions": versions, "raw": raw, "summary": summary,
+                               "ratios": ratios, "checks": log.rows, "time": time.time()}, indent=1, default=str))
     print(f"raw timings: {out}")
     ctx.spark.stop()
     return 0 if ok and not bad else 1

@@ -356,6 +356,42 @@ class DuckDB(System):
 
 
 CLASSES = {c.name: c for c in (SparkParquet, SparkInsertOverwrite, Delta, DuckDB, Hudilite)}
+TABLE_VERSIONS = ("6", "8", "9")
+
+
+def parse_table_versions(arg: str | None) -> list[str]:
+    """`--table-versions 6,9` -> ["6", "9"]; empty or absent -> [] (new tables get the default version)."""
+    out = [v for v in (arg or "").replace(" ", "").split(",") if v]
+    bad = [v for v in out if v not in TABLE_VERSIONS]
+    if bad or len(set(out)) != len(out):
+        raise SystemExit(f"--table-versions: {arg!r} must list distinct versions out of {TABLE_VERSIONS}")
+    return out
+
+
+def versioned(cls: type, version: str) -> str:
+    """Register `cls` creating its tables at table `version` (`hoodie.write.table.version`) as the system
+    `<name>_v<version>`, with the steps of `cls`; returns that name."""
+    name = f"{cls.name}_v{version}"
+    if name not in CLASSES:
+        opts = {**cls.KW.get("options", {}), "hoodie.write.table.version": version}
+        CLASSES[name] = type(f"{cls.__name__}V{version}", (cls,), {"name": name, "KW": dict(cls.KW, options=opts)})
+        if cls.name in SYSTEM_STEPS:
+            SYSTEM_STEPS[name] = SYSTEM_STEPS[cls.name]
+    return name
+
+
+def interleaved(names: list[str], groups: list[list[str]], rep: int) -> list[str]:
+    """`names` in order, each group of versioned systems (one system at several versions) reversed on odd
+    repetitions, so that neither version always runs first on a warmer (or more loaded) machine."""
+    if rep % 2 == 0:
+        return names
+    out = list(names)
+    for g in groups:
+        g = [n for n in g if n in out]
+        idx = [out.index(n) for n in g]
+        for i, n in zip(idx, reversed(g)):
+            out[i] = n
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -553,13 +589,31 @@ RATIOS = [
 ]
 
 
-def ratios(summary: dict) -> list[dict]:
+def ratios(summary: dict, versions: list[str] | None = None) -> list[dict]:
+    """The RATIOS; with table `versions`, `hudilite` there is its first version, and every hudilite step
+    gets a `later version / first version` ratio."""
     out = []
+    base = f"hudilite_v{versions[0]}" if versions else "hudilite"
     for label, (a_sys, a_step), (b_sys, b_step) in RATIOS:
+        a_sys, b_sys = (base if x == "hudilite" else x for x in (a_sys, b_sys))
         a = summary.get(a_sys, {}).get(a_step, {}).get("median_s")
         b = summary.get(b_sys, {}).get(b_step, {}).get("median_s")
         out.append({"ratio": label, "numerator": f"{a_sys}.{a_step}", "denominator": f"{b_sys}.{b_step}",
                     "value": (a / b) if a is not None and b else None})
+    return out + version_ratios(summary, "hudilite", versions or [])
+
+
+def version_ratios(summary: dict, system: str, versions: list[str]) -> list[dict]:
+    """`system` at each later table version / at the first one, step by step (medians of the same run)."""
+    out = []
+    first = f"{system}_v{versions[0]}" if versions else ""
+    for v in versions[1:]:
+        other = f"{system}_v{v}"
+        for step, med in summary.get(other, {}).items():
+            b = summary.get(first, {}).get(step, {}).get("median_s")
+            out.append({"ratio": f"{system} {step}: table version {v} / version {versions[0]}",
+                        "numerator": f"{other}.{step}", "denominator": f"{first}.{step}",
+                        "value": med["median_s"] / b if b else None})
     return out
 
 
@@ -568,17 +622,16 @@ def print_report(res: dict) -> None:
     print("\n==== medians (seconds; MB written)  workload", res["workload"], f"repeat {res['repeat']}")
     hdr = f"{'system':15s}" + "".join(f"{s:>22s}" for s in STEPS)
     print(hdr)
-    for s in SYSTEMS:
-        if s not in summary:
-            continue
+    for s in summary:
         cells = []
         for st in STEPS:
             v = summary[s].get(st)
             cells.append(f"{v['median_s']:9.3f}s {v['median_bytes_written'] / 1e6:8.1f}MB" if v else f"{'-':>22s}")
         print(f"{s:15s}" + "".join(f"{c:>22s}" for c in cells))
     if res.get("spark_session_start_s") is not None:
-        print(f"(Spark JVM/session start {res['spark_session_start_s']:.2f} s, warm-up {res['spark_warmup_s']:.2f} s,"
-              f" not included above)")
+        warm = res["spark_warmup_s"]  # None with --warmup none
+        print(f"(Spark JVM/session start {res['spark_session_start_s']:.2f} s, warm-up "
+              f"{'none' if warm is None else format(warm, '.2f') + ' s'}, not included above)")
     print("\n==== ratios (median / median; < 1 means the numerator is faster)")
     for r in res["ratios"]:
         v = "n/a" if r["value"] is None else f"{r['value']:.2f}x"
@@ -611,9 +664,20 @@ def main(argv: list[str] | None = None) -> int:
                         "(default), light = the batch only")
     p.add_argument("--isolate", action="store_true",
                    help="run each system in its own child process (own JVM) and merge the results")
+    p.add_argument("--table-versions", default=None, metavar="LIST",
+                   help="hudilite at these table versions (comma list of 6, 8, 9; e.g. 6,9), as systems "
+                        "hudilite_v6, hudilite_v9 interleaved in each repetition (default: the default version)")
     a = p.parse_args(argv)
 
     systems, steps = parse_only(a.only, a.skip)
+    table_versions = parse_table_versions(a.table_versions)
+    groups: list[list[str]] = []
+    if table_versions and "hudilite" in systems:
+        if a.isolate:
+            raise SystemExit("--table-versions compares versions inside one process: drop --isolate")
+        groups = [[versioned(Hudilite, v) for v in table_versions]]
+        i = systems.index("hudilite")
+        systems[i:i + 1] = groups[0]
     w = bdata.Workload(a.n, a.b, a.mode, a.seed)
     t0 = time.perf_counter()
     exp = bdata.stage(w, a.work_dir, force=a.regen)
@@ -630,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
         spark_conf[k] = v
     ctx = Ctx(exp, spark_conf, a.warmup)
     res: dict = {
-        "workload": w.__dict__, "repeat": a.repeat, "systems": systems, "steps": steps,
+        "workload": w.__dict__, "repeat": a.repeat, "systems": systems, "steps": steps, "table_versions": table_versions,
         "argv": sys.argv if argv is None else argv,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "versions": versions(), "expected": {k: v for k, v in exp.items() if k != "paths"},
@@ -638,14 +702,15 @@ def main(argv: list[str] | None = None) -> int:
         "raw": [], "checks": [],
     }
     log = CheckLog()
-    if any(s in SPARK_SYSTEMS for s in systems):
+    spark_systems = [s for s in systems if s in SPARK_SYSTEMS or issubclass(CLASSES[s], Hudilite)]
+    if spark_systems:
         try:
             ctx.start_spark(wd)
         except Exception as e:  # noqa: BLE001
             print(f"!!!!!!!! Spark failed to start: {e}; Spark systems are skipped")
             res["raw"] += [{"system": s, "rep": 0, "step": "error", "error": f"spark start: {e}"}
-                           for s in systems if s in SPARK_SYSTEMS]
-            systems = [s for s in systems if s not in SPARK_SYSTEMS]
+                           for s in spark_systems]
+            systems = [s for s in systems if s not in spark_systems]
         res["spark_session_start_s"] = ctx.spark_start_s
         res["spark_warmup_s"] = ctx.spark_warmup_s
         res["spark"] = ctx.spark_info
@@ -653,7 +718,7 @@ def main(argv: list[str] | None = None) -> int:
     broken: set[str] = set()
     tables = wd / "tables"
     for rep in range(a.repeat):
-        for s in systems:
+        for s in interleaved(systems, groups, rep):
             if s in broken:
                 continue
             st = chain(s, steps)
@@ -667,7 +732,7 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(tables / s / f"rep{rep - 1}", ignore_errors=True)
     res["checks"] = log.rows
     res["summary"] = summarize(res["raw"])
-    res["ratios"] = ratios(res["summary"])
+    res["ratios"] = ratios(res["summary"], table_versions)
     res["ok"] = all(c["ok"] for c in log.rows) and not broken and not any(
         r["step"] == "error" for r in res["raw"])
     out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hudilite.errors import UnsupportedTableError
 from hudilite.file_group import BaseFile, FileGroup, FileSlice, LogFile, parse_base_file_name
@@ -158,6 +158,24 @@ class FileSystemView:
         until it completes they are read with the previous slice, whose base file they follow). Other groups
         append to their latest slice."""
         return pending_compaction_instants(self.timeline)
+
+    def travel_slices(self, slices: list[FileSlice], as_of: str) -> list[FileSlice]:
+        """`slices` (latest as of `as_of`) for time travel. Layout 2: a log that completed after a pending
+        compaction was planned belongs to the slice that compaction starts (read with the previous slice until
+        it completes); as of an instant before the plan that slice does not exist, so the log is left out, as
+        once the compaction has completed (the answer as of `as_of` does not change then) and as Apache Hudi
+        1.x answers."""
+        pending = self.log_base_instants() if self.timeline.layout >= 2 else {}
+        out = []
+        for sl in slices:
+            start = pending.get((sl.partition, sl.file_id))
+            if start is None or start <= as_of:
+                out.append(sl)
+                continue
+            logs = [lf for lf in sl.log_files if (self._log_completion(lf.name.instant) or start) < start]
+            if sl.base_file is not None or logs:
+                out.append(replace(sl, log_files=logs))
+        return out
 
     def latest_slices(self, partitions: list[str], as_of: str | None = None) -> list[FileSlice]:
         """Latest committed slice per file group as of `as_of`, replaced file groups hidden."""

@@ -245,6 +245,8 @@ def plan_read(path_or_table, *, as_of=None, begin=None, end=None, filters=None, 
     partitions, view = table.listed_view()
     partitions = prune_partitions(table, schema, partitions, filters)
     slices = view.latest_slices(partitions, as_of)
+    if travel:
+        slices = view.travel_slices(slices, as_of)
     if archived or (travel and _cleaned_since(tl, as_of)):
         _check_as_of_files(table, as_of, slices, set(partitions), archived)
     return _finish(ReadPlan(table, schema, slices, "snapshot", as_of=as_of, filters=filters), read_optimized)

@@ -53,6 +53,7 @@ from hudilite.services.common import (
     commit_metadata,
     default_parallelism,
     open_table,
+    plan_file,
     run_parallel,
     run_pending,
     schedule_plan,
@@ -184,8 +185,8 @@ def _cluster_group(table: HoodieTable, ctx, spec, group: dict, sort_cols: list[s
     for s in group.get("slices") or []:
         part = s.get("partitionPath") or ""
         pdir = table.partition_dir(part)
-        base = os.path.join(pdir, s["dataFilePath"]) if s.get("dataFilePath") else None
-        logs = tuple(os.path.join(pdir, n) for n in s.get("deltaFilePaths") or [])
+        base = plan_file(pdir, s["dataFilePath"]) if s.get("dataFilePath") else None
+        logs = tuple(plan_file(pdir, n) for n in s.get("deltaFilePaths") or [])
         for p in ([base] if base else []) + list(logs):
             if not table.fs.exists(p):
                 raise ClusteringError(f"clustering {ctx.instant}: planned file {p} is missing (file group "

@@ -145,6 +145,13 @@ def run_pending(table: HoodieTable, pending: list[Instant], instant: str | None,
 
 
 # ---- reading and writing file slices -------------------------------------------------------------------
+def plan_file(pdir: str, ref: str) -> str:
+    """The path of a file a service plan names, in its partition's directory `pdir`: our plans (and Apache
+    Hudi's compaction plans) hold file names, Apache Hudi's clustering plans full paths (`file:/...` or the
+    table's URI, as its writer saw it); the file is in its partition's directory either way."""
+    return os.path.join(pdir, ref.rsplit("/", 1)[-1])
+
+
 def merge_spec(table: HoodieTable, as_of: str | None = None):
     """The MergeSpec of a table service: the read planner's (`ReadPlan.merge_spec`) for a snapshot at `as_of` -
     log blocks count iff their instant is a completed write of the whole timeline (archive included), not

@@ -62,6 +62,7 @@ from hudilite.services.common import (
     default_parallelism,
     open_table,
     pending_plan,
+    plan_file,
     run_parallel,
     run_pending,
     write_base_file,
@@ -231,8 +232,8 @@ def _compact_slice(table: HoodieTable, ctx, spec, op: dict, token: str, claim=No
 
     part = op.get("partitionPath") or ""
     pdir = table.partition_dir(part)
-    base_path = os.path.join(pdir, op["dataFilePath"]) if op.get("dataFilePath") else None
-    log_paths = [os.path.join(pdir, n) for n in op.get("deltaFilePaths") or []]
+    base_path = plan_file(pdir, op["dataFilePath"]) if op.get("dataFilePath") else None
+    log_paths = [plan_file(pdir, n) for n in op.get("deltaFilePaths") or []]
     for p in ([base_path] if base_path else []) + log_paths:
         if not table.fs.exists(p):
             raise CompactionError(f"compaction {ctx.instant}: planned file {p} is missing (file group "

@@ -216,6 +216,30 @@ def test_nbcc_vs_occ_on_a_shared_file_group(tmp_path):
         slow.complete()
 
 
+def test_time_travel_same_before_and_after_the_compaction(tmp_path):
+    """A deltacommit requested first but completed after a compaction was planned has its logs in the
+    compaction's slice: as of any instant before the plan it is not in the table, whether the compaction is
+    still pending or completed (Apache Hudi 1.2 answers so too: tests/judge, docs/concurrency.md)."""
+    path = str(tmp_path / "t")
+
+    def write(rows, **kw):
+        return hudilite.write(_arrow(rows), path, **LAYOUT, table_type="MERGE_ON_READ", options=NBCC, **kw)
+
+    write([(i, 1, f"n{i}") for i in range(4)], operation="insert")
+    a = write([(1, 9, "a1"), (2, 3, "a2")], commit=False)
+    write([(1, 4, "b1"), (3, 6, "b3")])
+    plan = schedule_compaction(path, NBCC, force=True)
+    a.complete()
+    tl = HoodieTable.open(path).timeline
+    times = sorted({i.timestamp for i in tl.completed()} | {tl.completion_time(i) for i in tl.completed()})
+    pending = {t: _rows(_merged(path, as_of=t)) for t in times}
+    # a1's group (eu, with b's logs) is in the plan; a2's (us, no logs before) is not: a2 is in its old slice
+    assert pending[a.instant_time] == [(0, 1, "n0"), (1, 1, "n1"), (2, 3, "a2"), (3, 1, "n3")]
+    assert pending[max(times)] == _rows(_merged(path)) == [(0, 1, "n0"), (1, 9, "a1"), (2, 3, "a2"), (3, 6, "b3")]
+    assert run_compaction(path, NBCC) == [plan]
+    assert {t: _rows(_merged(path, as_of=t)) for t in times} == pending
+
+
 def _listing(path):
     return sorted(os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path) for f in fs
                   if ".locks" not in d and ".heartbeat" not in d)
