@@ -153,10 +153,25 @@ def class_cache_options(cache_dir: str | None = None) -> tuple[str, str | None, 
         return f"-XX:SharedArchiveFile={archive} {quiet}", None, None
     try:
         os.makedirs(cache_dir, exist_ok=True)
+        _remove_orphan_dumps(cache_dir)
     except OSError:  # no writable cache: start as without one
         return "", None, None
     dump = os.path.join(cache_dir, f"{key}.{os.getpid()}.jsa.part")
     return f"-XX:ArchiveClassesAtExit={dump} {quiet}", dump, archive
+
+
+def _remove_orphan_dumps(cache_dir: str) -> None:
+    """Dumps of processes that died without finishing them (killed: no exit handler ran) are never moved into
+    place; remove them (a JVM still writing one keeps writing to the unlinked file, harmlessly)."""
+    for name in os.listdir(cache_dir):
+        parts = name.split(".")
+        if len(parts) == 4 and parts[2:] == ["jsa", "part"] and parts[1].isdigit():
+            try:
+                os.kill(int(parts[1]), 0)
+            except ProcessLookupError:
+                os.remove(os.path.join(cache_dir, name))
+            except PermissionError:  # another user's live process
+                pass
 
 
 def finish_class_cache(jvm, dump: str, archive: str, timeout: float = _DUMP_WAIT_S) -> bool:

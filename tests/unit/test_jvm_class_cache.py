@@ -45,3 +45,15 @@ def test_archive_is_moved_into_place_only_after_a_clean_exit(tmp_path, code):
     assert warehouse.finish_class_cache(jvm, dump, archive, timeout=60) is (code == 0)
     assert jvm.returncode == code  # it was waited for: the archive was complete when moved
     assert os.listdir(tmp_path) == (["k.jsa"] if code == 0 else [])
+
+
+def test_dumps_of_killed_processes_are_removed(tmp_path):
+    key = _key()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    orphan = tmp_path / f"{key}.{dead.pid}.jsa.part"  # its process died before moving it into place
+    live = tmp_path / f"{key}.{os.getpid()}.jsa.part"  # a live process's dump in progress
+    orphan.write_bytes(b"x")
+    live.write_bytes(b"x")
+    warehouse.class_cache_options(str(tmp_path))
+    assert not orphan.exists() and live.exists()
