@@ -5,8 +5,12 @@ once instead of in the metastore boot; Spark's own log goes to a file there inst
 
 from __future__ import annotations
 
+import atexit
 import fcntl
+import hashlib
+import importlib.util
 import os
+import shutil
 import threading
 import warnings
 from typing import Dict
@@ -108,6 +112,91 @@ def check_metastore_lock(db: str, warehouse: str) -> None:
         os.close(fd)
 
 
+CLASS_CACHE_ENV = "HUDILITE_JVM_CLASS_CACHE"  # a directory for the driver JVM's class archive, or "off"
+_DUMP_WAIT_S = 600.0  # at most this long at exit for the first session's JVM to write the archive
+
+
+def class_cache_key() -> str | None:
+    """What a class archive is valid for: this pyspark's jars and this java (an archive of another JDK or
+    class path is refused by the JVM anyway; the key keeps one per combination instead of rewriting it)."""
+    spec = importlib.util.find_spec("pyspark")  # found, not imported
+    if spec is None or not spec.origin:
+        return None
+    jars = os.path.join(os.environ.get("SPARK_HOME") or os.path.dirname(spec.origin), "jars")
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") \
+        else shutil.which("java")
+    if not java or not os.path.isdir(jars):
+        return None
+    h = hashlib.sha256(os.path.realpath(java).encode())
+    for name in sorted(os.listdir(jars)):
+        h.update(f"{name}:{os.path.getsize(os.path.join(jars, name))}".encode())
+    return h.hexdigest()[:16]
+
+
+def class_cache_options(cache_dir: str | None = None) -> tuple[str, str | None, str | None]:
+    """Java options that let the driver JVM map the classes of earlier sessions from a class data sharing
+    archive (CDS, JDK 13+; Spark 4 needs 17) instead of loading and verifying some 10,000 Spark, Hive and
+    DataNucleus classes again: the larger part of a session's start. Returns (options, dump, archive): with
+    an archive in place the options map it; without one they make this session's JVM dump its classes to
+    `dump` (a name of this process's) when it exits, and `finish_class_cache` moves that to `archive` once
+    the JVM has exited. An archive the JVM cannot use (another JDK or class path) is ignored by it
+    (`-Xshare:auto`, the default): classes then load as usual. `cache_dir`: default $HUDILITE_JVM_CLASS_CACHE,
+    else ~/.cache/hudilite/jvm; "off" disables it."""
+    cache_dir = cache_dir or os.environ.get(CLASS_CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "hudilite", "jvm")
+    key = class_cache_key() if cache_dir != "off" else None
+    if key is None:
+        return "", None, None
+    quiet = "-Xlog:cds*=off"  # archive mismatches are not worth a console line: the JVM just loads classes
+    archive = os.path.join(cache_dir, f"{key}.jsa")
+    if os.path.isfile(archive):
+        return f"-XX:SharedArchiveFile={archive} {quiet}", None, None
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        _remove_orphan_dumps(cache_dir)
+    except OSError:  # no writable cache: start as without one
+        return "", None, None
+    dump = os.path.join(cache_dir, f"{key}.{os.getpid()}.jsa.part")
+    return f"-XX:ArchiveClassesAtExit={dump} {quiet}", dump, archive
+
+
+def _remove_orphan_dumps(cache_dir: str) -> None:
+    """Dumps of processes that died without finishing them (killed: no exit handler ran) are never moved into
+    place; remove them (a JVM still writing one keeps writing to the unlinked file, harmlessly)."""
+    for name in os.listdir(cache_dir):
+        parts = name.split(".")
+        if len(parts) == 4 and parts[2:] == ["jsa", "part"] and parts[1].isdigit():
+            try:
+                os.kill(int(parts[1]), 0)
+            except ProcessLookupError:
+                os.remove(os.path.join(cache_dir, name))
+            except PermissionError:  # another user's live process
+                pass
+
+
+def finish_class_cache(jvm, dump: str, archive: str, timeout: float = _DUMP_WAIT_S) -> bool:
+    """At this process's exit: end the driver JVM (`jvm`: its Popen, PySpark's gateway process) by closing
+    its stdin as PySpark's own exit does, wait for it to write its class archive, and move that into place.
+    Waiting keeps the process - and so the warehouse - busy until the JVM is gone: a next dbt command on the
+    warehouse does not find the metastore still held by the dumping JVM. A JVM that does not finish in time
+    or fails leaves no archive (the next session dumps again)."""
+    try:
+        if jvm.stdin is not None:
+            jvm.stdin.close()
+        ok = jvm.wait(timeout=timeout) == 0 and os.path.isfile(dump)
+        if ok:
+            os.replace(dump, archive)
+        return ok
+    except Exception:  # noqa: BLE001 - the archive is an optimisation: never fail the process's exit for it
+        return False
+    finally:
+        if os.path.exists(dump):
+            try:
+                os.remove(dump)
+            except OSError:
+                pass
+
+
 def open_session(master: str, warehouse: str, metastore_dir: str, spark_conf: dict, *, show_spark_logs: bool,
                  app_name: str):
     """A new SparkSession on `warehouse`, its catalog an embedded Derby metastore in `metastore_dir`, holding the
@@ -122,6 +211,9 @@ def open_session(master: str, warehouse: str, metastore_dir: str, spark_conf: di
     take_warehouse_lock(metastore_dir, warehouse)
     check_metastore_lock(db, warehouse)  # a Spark process without hudilite on the catalog
     java_opts = f"-Duser.timezone=UTC -Dderby.stream.error.file={os.path.join(metastore_dir, 'derby.log')}"
+    cds, dump, archive = class_cache_options()
+    if cds:
+        java_opts += " " + cds
     if not show_spark_logs:
         java_opts += f" -Dlog4j2.configurationFile={spark_log_config(metastore_dir)}"
     conf = {
@@ -137,6 +229,10 @@ def open_session(master: str, warehouse: str, metastore_dir: str, spark_conf: di
         spark = local_session(master, app_name=app_name, conf=conf, hive_dir=metastore_dir)
     except Exception as e:  # noqa: BLE001
         raise SessionStartError(f"hudilite: could not start Spark (master {master}): {e}") from e
+    if dump and archive:
+        jvm = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)  # the spark-submit'd JVM
+        if jvm is not None:
+            atexit.register(finish_class_cache, jvm, dump, archive)
     if not show_spark_logs:
         quiet_query_errors(spark)
     try:

@@ -5,8 +5,9 @@ few hundred rows; the driver-local writer (`hudilite.writer.local`) does the sam
 module decides cheaply whether an input is small and, if so, hands over its rows:
 
 1. the optimized plan's size estimate (no job): above the byte limit the input is not small. Unknown sizes
-   (sources without statistics report Spark's default, 8 EiB) fall through to 2 - the estimate of a scan is
-   the files' size on disk, so it can only rule inputs out, never in.
+   (sources without statistics report Spark's default, 8 EiB; a projection over one scales that down by the
+   columns' widths, so anything from 1 PiB up is taken as unknown) fall through to 2 - the estimate of a scan
+   is the files' size on disk, so it can only rule inputs out, never in.
 2. one job collecting at most `max_rows + 1` rows as Arrow (classic `toArrow`, Spark Connect `toArrow` in the
    client): more rows or more bytes than the limits is not small, and the input is then evaluated again by
    the Spark write. Otherwise these rows are the batch - evaluated once, as a persisted input would be.
@@ -22,8 +23,10 @@ from hudilite.spark.schema import spark_to_arrow
 from hudilite.spark.session import is_connect
 
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50, "EiB": 1 << 60}
-# Spark's size of a plan without statistics (spark.sql.defaultSizeInBytes: Long.MaxValue): "unknown"
-_UNKNOWN = (1 << 63) - 1
+# Spark's size of a plan without statistics is spark.sql.defaultSizeInBytes (Long.MaxValue); a projection over
+# such a plan (Python rows, an RDD) scales it by the ratio of row widths, e.g. to 5.4 EiB. No input a write
+# could take as a batch is near this size, and taking a real estimate for unknown only costs one limited job.
+_UNKNOWN = 1 << 50
 
 
 def plan_size(df) -> int | None:
@@ -35,8 +38,7 @@ def plan_size(df) -> int | None:
             if not m:
                 return None
             size = int(float(m.group(1)) * _UNITS[m.group(2)])
-            # printed with one decimal: 8.0 EiB is the unknown size, rounded
-            return None if size >= _UNKNOWN - (1 << 57) else size
+            return None if size >= _UNKNOWN else size
         v = df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
         size = v if isinstance(v, int) else int(v.toString())  # py4j hands a Scala BigInt over as an int
     except Exception:  # noqa: BLE001 - an estimate is an optimisation: without one, collect with a limit

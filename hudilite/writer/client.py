@@ -71,12 +71,14 @@ def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), oper
           table_type=UNSET, options=None, extra_metadata=None, commit=True):
     """`commit=False`: the data is written but the instant stays inflight; returns a PendingWrite
     (`.complete()` / `.abort()`, `.read(spark)` for audits) - see hudilite/writer/pending.py."""
+    if not is_arrow(df):  # Spark Connect: before the first storage access (the upgrade probe, the table)
+        check_client_storage(df.sparkSession, path, write=True)
     if o.AUTO_UPGRADE.get(options) and HoodieTable.exists(path) and HoodieTable.open(path).config.version == 6:
         upgrade(path, options=options)
     wo = resolve(path, record_key, precombine_field, partition_by, operation, table_type, options)
     if is_arrow(df):  # written by this process, no Spark jobs (hudilite/writer/local.py)
         return WriteClient(None, wo).run(df, extra_metadata or {}, commit=commit)
-    return WriteClient(df.sparkSession, wo).run(df, extra_metadata or {}, commit=commit)
+    return WriteClient(df.sparkSession, wo, storage_checked=True).run(df, extra_metadata or {}, commit=commit)
 
 
 def is_arrow(data) -> bool:
@@ -85,9 +87,11 @@ def is_arrow(data) -> bool:
 
 
 class WriteClient:
-    def __init__(self, spark, wo: WriteOptions, *, transaction_factory=None, open_table=None):
+    def __init__(self, spark, wo: WriteOptions, *, transaction_factory=None, open_table=None,
+                 storage_checked: bool = False):
         self.spark = spark
         self.wo = wo
+        self.storage_checked = storage_checked  # check_client_storage already ran for this write
         # hooks for prepared commits (hudilite/prepared.py, the streaming sink's): a Transaction subclass, and a
         # table opener that presents the writer's prepared commits as completed to the planner
         self.transaction_factory = transaction_factory or Transaction
@@ -99,7 +103,7 @@ class WriteClient:
         check_service_options(wo.options)  # inline table service options: bad ones fail before any write
         choice = index_choice(wo.options)  # a bad index type fails before any write (bulk inserts included)
         local = is_arrow(df)
-        if not local:
+        if not local and not self.storage_checked:
             check_client_storage(self.spark, wo.path, write=True)  # before any Spark job
         small_batch = not local and wo.get(o.SMALL_BATCH)
         if not local and not small_batch:

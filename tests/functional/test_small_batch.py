@@ -9,7 +9,7 @@ import pytest
 
 import hudilite
 from hudilite.spark.changes import changes
-from hudilite.spark.small_batch import collect_small
+from hudilite.spark.small_batch import collect_small, plan_size
 from hudilite.table import HoodieTable
 
 COLS = ["id", "version", "dt", "name"]
@@ -86,3 +86,14 @@ def test_inputs_above_the_limits_take_the_spark_write(spark, tmp_path):
     got = collect_small(df.withColumn("ts", df.version.cast("timestamp")), 20, 1 << 20)
     assert got.num_rows == 20 and got.schema.field("ts").type == pa.timestamp("us", tz="UTC")
     assert collect_small(df, 19, 1 << 20) is None
+
+
+def test_frames_without_statistics_are_collected(spark, tmp_path):
+    # Python rows have no statistics; a projection scales Spark's unknown size (Long.MaxValue) down to a
+    # number that is no estimate either: the input is still collected and written by the driver
+    raw = spark.createDataFrame([(str(i), f"n{i}") for i in range(5)], "i string, name string")
+    df = raw.select(raw.i.cast("bigint").alias("id"), raw.i.cast("bigint").alias("version"), "name")
+    size = plan_size(df)
+    assert size is None or size < 1 << 20
+    r = hudilite.write(df, str(tmp_path / "t"), record_key="id", precombine_field="version", options=ON)
+    assert r.stats["engine"] == "driver" and r.stats["inserted"] == 5

@@ -16,6 +16,7 @@ STRATEGIES = ("upsert", "append", "insert_overwrite", "delete+insert", "microbat
 STRATEGY_ALIASES = {"merge": "upsert", "insert": "append", "delete_insert": "delete+insert"}
 MICROBATCH_SOURCES = ("time", "changes")  # dbt's wall-clock batches; the upstreams' commits (change_batches.py)
 SCHEMA_CHANGES = ("ignore", "fail", "append_new_columns", "sync_all_columns")
+_WRITE_OPTION_PREFIXES = ("hoodie.", "hudilite.write.")
 is_hidden_column = is_system_column
 
 
@@ -51,9 +52,10 @@ class ModelSpec:
         options = dict(cfg.get("options") or {})
         tblprops = dict(cfg.get("tblproperties") or {})
         merged = {**{str(k): v for k, v in tblprops.items()}, **{str(k): v for k, v in options.items()}}
-        hoodie = {k: str(v) for k, v in merged.items() if k.startswith("hoodie.")}
+        # the core's write options: Hudi's keys and hudilite's own (hudilite.write.small.batch.*, ...)
+        hoodie = {k: str(v) for k, v in merged.items() if k.startswith(_WRITE_OPTION_PREFIXES)}
         props = {k: str(v) for k, v in merged.items()
-                 if not k.startswith("hoodie.") and k not in ("primaryKey", "preCombineField", "type")}
+                 if not k.startswith(_WRITE_OPTION_PREFIXES) and k not in ("primaryKey", "preCombineField", "type")}
         # an enforced contract's other constraints are recorded, not enforced (hudilite_constraints.sql)
         props.update({f"hudilite.constraints.{name}": str(text)
                       for name, text in (cfg.get("constraints") or {}).items()})

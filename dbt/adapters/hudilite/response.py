@@ -22,6 +22,7 @@ class HudiliteAdapterResponse(AdapterResponse):
     files_written: Optional[int] = None
     replaced_file_groups: Optional[int] = None
     rows_removed: Optional[int] = None  # rows of the table a full build replaced
+    engine: Optional[str] = None  # which writer ran: "driver" (a small batch, no Spark jobs) or "spark"
 
 
 def response(op: str, result, path: str, strategy: Optional[str] = None, seed: bool = False,
@@ -40,6 +41,7 @@ def response(op: str, result, path: str, strategy: Optional[str] = None, seed: b
         rows_updated=upd, rows_removed=removed,
         rows_deleted=dele, commit_time=str(result), operation=op, strategy=strategy, table_path=path,
         files_written=int(stats.get("files", 0)), replaced_file_groups=int(stats.get("replaced_file_groups", 0)),
+        engine=stats.get("engine"),
     )
 
 
