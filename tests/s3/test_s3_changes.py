@@ -2,7 +2,8 @@
 table: `hudilite.read(as_of=)` at every instant, `hudilite.changes` over every consecutive pair of instants and
 a long range (with before images), ranges between consumer positions (`position()`, `completion_bounds`,
 `table_id`), the consumer checkpoints recorded by writes, the Arrow reads without Spark (`changes_arrow`,
-`to_arrow(position=)`), and after archival the archived range refused alike while hudi-rs still reads the table.
+`to_arrow(position=)`), and after archival the archived range refused alike (table version 6; 9 reads it from its
+LSM history alike) while hudi-rs still reads the table.
 
 Writes are driver-local Arrow writes (Table.write); the reads go through one Spark job per table.
 """
@@ -34,12 +35,13 @@ def _sorted(t) -> list[tuple]:
     return sorted((tuple(r[c] for c in t.column_names) for r in t.to_pylist()), key=repr)
 
 
-def life(spark, path, table_type, so) -> dict:
+def life(spark, path, table_type, so, version) -> dict:
     """The same writes and reads on the table at `path`; what each read saw, keyed by what it was (instant
     times differ between tables: reads are named by the index of their instant)."""
     from pyspark.sql import functions as F
 
-    t = hudilite.Table.create(path, **KEY, table_type=table_type, storage_options=so)
+    t = hudilite.Table.create(path, **KEY, table_type=table_type, storage_options=so,
+                              options={"hoodie.write.table.version": version})
     batches = [(_rows(range(12), 1), "insert", None), (_rows(range(6, 18), 2), "upsert", ("app", 1)),
                (_rows([0, 7, 13], 0), "delete", None), (_rows(range(15, 20), 3), "upsert", ("app", 2)),
                (_rows([1, 2], 4), "upsert", None)]
@@ -78,8 +80,12 @@ def life(spark, path, table_type, so) -> dict:
     done = archive(path, {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",
                           "hoodie.cleaner.commits.retained": "1"}, force=True)
     seen["archived"] = [c.index(d) for d in done]
-    with pytest.raises(RangeUnavailableError):
-        hudilite.changes(spark, path, c[0], c[1], storage_options=so).collect()
+    if version == "6":  # the version-6 archive keeps no write detail a range can read
+        with pytest.raises(RangeUnavailableError):
+            hudilite.changes(spark, path, c[0], c[1], storage_options=so).collect()
+    else:  # version 9 reads it from the LSM history: the same range as before archival
+        seen["changes(0,1] after archival"] = _sorted(
+            hudilite.changes(spark, path, c[0], c[1], storage_options=so).select(*COLS, "_change_op").toArrow())
     seen["latest after archival"] = _sorted(hudilite.read(spark, path, storage_options=so).select(*COLS).toArrow())
     seen["changes(3,4] after archival"] = _sorted(
         hudilite.changes(spark, path, c[3], c[4], storage_options=so).select(*COLS, "_change_op").toArrow())
@@ -87,16 +93,19 @@ def life(spark, path, table_type, so) -> dict:
     return seen
 
 
+@pytest.mark.parametrize("version", ["6", "9"])
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_time_travel_and_changes_on_s3_equal_local(spark, s3_server, s3_bucket, tmp_path, table_type):
+def test_time_travel_and_changes_on_s3_equal_local(spark, s3_server, s3_bucket, tmp_path, table_type, version):
     so = s3_server.storage_options
-    path = f"s3://{s3_bucket}/t"
+    path = f"s3://{s3_bucket}/t{version}"
     try:
-        on_s3 = life(spark, path, table_type, so)
+        on_s3 = life(spark, path, table_type, so, version)
     finally:
         unbind_storage(path)
-    local = life(spark, str(tmp_path / "t"), table_type, None)
+    local = life(spark, str(tmp_path / "t"), table_type, None, version)
     assert on_s3 == local
+    if version != "6":
+        assert on_s3["changes(0,1] after archival"] == on_s3["changes(0,1]"]
     assert on_s3["checkpoint"] == on_s3["checkpoint after archival"] == 2 and on_s3["other_app"] is None
     assert on_s3["archived"], "archival archived nothing"
     latest = {r[0]: r[1] for r in on_s3["as_of[4]"]}
