@@ -34,12 +34,17 @@ def entries_for_small_logs(spark):
     spark.conf.unset(spark_read.SMALL_SLICE_CONF)
 
 
-def _write(spark, path, rows, operation="upsert", prepare=False):
+# deltacommits write overlay entries on table version 6 only (docs/compatibility.md): the tests of those entries
+# create their tables at version 6
+V6 = {"hoodie.write.table.version": "6"}
+
+
+def _write(spark, path, rows, operation="upsert", prepare=False, options=None):
     """A MOR write; `prepare`: the deltacommit writes the overlays of the slices it touched."""
     df = spark.createDataFrame([(i, ts, name, "eu" if i % 2 else "us") for i, ts, name in rows], SCHEMA)
     return hudilite.write(df, path, record_key="id", precombine_field="ts", partition_by="region",
                           operation=operation, table_type="MERGE_ON_READ",
-                          options={overlay_cache.WRITE_OPTION: str(prepare).lower()})
+                          options={overlay_cache.WRITE_OPTION: str(prepare).lower(), **(options or {})})
 
 
 def _entries(path) -> dict[str, float]:
@@ -197,7 +202,7 @@ def test_deltacommit_writes_the_entries_the_first_read_uses(spark, tmp_path):
     from hudilite.log.blocks import ParquetDataBlock
 
     path = str(tmp_path / "t")
-    _write(spark, path, [(i, 10, f"n{i}") for i in range(30)], prepare=True)
+    _write(spark, path, [(i, 10, f"n{i}") for i in range(30)], prepare=True, options=V6)
     assert _entries(path) == {}, "a commit of base files only has no overlays"
     _write(spark, path, [(3, 20, "u3"), (4, 20, "u4"), (6, 5, "late6")], prepare=True)
     written = _entries(path)
@@ -227,7 +232,7 @@ def test_entries_a_write_makes_are_the_ones_a_read_computes(spark, tmp_path):
     import pyarrow.parquet as pq
 
     path = str(tmp_path / "t")
-    _write(spark, path, [(i, 10, f"n{i}") for i in range(40)])
+    _write(spark, path, [(i, 10, f"n{i}") for i in range(40)], options=V6)
     _write(spark, path, [(1, 20, "u1"), (2, 20, "u2"), (7, 3, "late7")])
     _write(spark, path, [(1, 15, "late1"), (2, 30, "u2b"), (8, 40, "u8"), (100, 1, "new")], prepare=True)
     _write(spark, path, [(9, 50, "x")], operation="delete", prepare=True)
@@ -279,7 +284,7 @@ def test_a_write_that_cannot_write_its_entries_still_commits(spark, tmp_path):
 
 def test_entries_of_a_write_that_never_commits_are_not_used(spark, tmp_path):
     path = str(tmp_path / "t")
-    _write(spark, path, [(i, 10, f"n{i}") for i in range(10)])
+    _write(spark, path, [(i, 10, f"n{i}") for i in range(10)], options=V6)
     expected = _rows(spark, path, cache=False)
     df = spark.createDataFrame([(1, 20, "u1", "eu")], SCHEMA)
     pending = hudilite.write(df, path, record_key="id", precombine_field="ts", partition_by="region",
@@ -391,7 +396,7 @@ def test_only_slices_with_big_logs_get_entries(spark, tmp_path):
     """Slices whose logs are below MIN_LOG_BYTES_CONF are merged by the read's Python tasks, no entries (neither
     from the read nor from the write); bigger ones get theirs; the mixed read equals the read without files."""
     path = str(tmp_path / "t")
-    _write(spark, path, [(i, 10, f"n{i}") for i in range(400)])
+    _write(spark, path, [(i, 10, f"n{i}") for i in range(400)], options=V6)
     # eu (odd ids): 200 updates with long incompressible names; us: one
     _write(spark, path, [(i, 20, f"u{i}" + os.urandom(150).hex()) for i in range(1, 400, 2)] + [(2, 20, "u2")])
     small, big = _log_bytes(path, "us"), _log_bytes(path, "eu")

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 DDL = "id long, ts long, name string, region string"
 V9 = {"hoodie.write.table.version": "9"}
+V6 = {"hoodie.write.table.version": "6"}  # the upgrade tests' tables start at version 6
 
 
 def agree_v9(judge, path, hudi_incremental: dict | None = None, by_completion: bool = False) -> None:
@@ -166,7 +167,7 @@ def test_hudi_reads_and_extends_our_upgraded_tables(hudi_judge, tmp_path, table_
     path = str(tmp_path / table_type.lower())
 
     def write(rows, op="upsert"):
-        return hudilite.write(_arrow(rows), path, **LAYOUT, operation=op, table_type=table_type)
+        return hudilite.write(_arrow(rows), path, **LAYOUT, operation=op, table_type=table_type, options=V6)
 
     write([(i, 1, f"n{i}") for i in range(12)], "insert")
     write([(1, 2, "u1"), (2, 2, "u2"), (20, 1, "n20")])
@@ -190,7 +191,7 @@ def test_hudi_reads_our_upgraded_table_with_an_archive(hudi_judge, tmp_path):
     upgraded table (snapshot, time travel and incremental over the active instants) and writes on it."""
     path = str(tmp_path / "archived")
     hudilite.write(_arrow([(i, 1, f"n{i}") for i in range(12)]), path, **LAYOUT, operation="insert",
-                   table_type="COPY_ON_WRITE")
+                   table_type="COPY_ON_WRITE", options=V6)
     for v in range(2, 7):
         hudilite.write(_arrow([(v, v, f"u{v}")]), path, **LAYOUT)
     t = Table(path)

@@ -19,6 +19,8 @@ from hudilite.writer import client
 from hudilite.writer.transaction import Transaction
 
 KW = {"record_key": "id", "precombine_field": "v", "partition_by": ("p",), "table_type": "MERGE_ON_READ"}
+# log file versions of a slice are a version-6 layout (8+ name each log file with its own deltacommit, version 1)
+V6 = {"hoodie.write.table.version": "6"}
 
 
 def _rows(ids, v=1):
@@ -74,7 +76,7 @@ def test_deltacommits_write_new_log_versions_on_s3(s3_server, s3_tables, tmp_pat
     monkeypatch.setattr(S3Storage, "append_bytes", _no_append)
     paths = {"s3": f"{s3_tables}/mor", "local": str(tmp_path_factory.mktemp("local") / "mor")}
     for path in paths.values():
-        t = hudilite.Table.create(path, **KW)
+        t = hudilite.Table.create(path, **KW, options=V6)
         for ids, v, op in HISTORY:
             t.write(_rows(ids, v), op)
     s3, local = _slices(paths["s3"]), _slices(paths["local"])
@@ -136,7 +138,7 @@ def test_rollback_of_a_log_file_with_other_instants_writes_a_new_version_on_s3(s
     """A log file that holds committed blocks too (as Java's appending writer leaves them) keeps them: the
     rollback command block goes to the slice's next log version, not appended to the object."""
     path = f"{s3_tables}/mor"
-    t = hudilite.Table.create(path, **KW)
+    t = hudilite.Table.create(path, **KW, options=V6)
     t.write(_rows(range(6)), "insert")
     t.write(_rows([2, 4], 2), "upsert")  # partition b: log version 1
     _kill_write(monkeypatch, t, _rows([2], 7))  # version 2, failed
