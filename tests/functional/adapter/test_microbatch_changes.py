@@ -12,13 +12,7 @@ import pytest
 from dbt.tests.util import patch_microbatch_end_time, run_dbt, run_dbt_and_capture
 
 import hudilite
-
-_EVENTS = """
-{{ config(materialized='table', event_time='event_time') }}
-select cast(id as bigint) as id, cast(ts as timestamp) as event_time from values
-  (1, '2020-01-01 03:00:00'), (2, '2020-01-02 03:00:00'), (3, '2020-01-03 03:00:00'),
-  (4, '2020-01-04 03:00:00'), (5, '2020-01-05 03:00:00') as t(id, ts)
-"""
+from tests.functional.adapter.test_microbatch import _EVENTS  # the same upstream model
 
 # assert_true: a negative id fails its batch (a bad upstream row, fixed before `dbt retry`)
 _BODY = """
