@@ -23,7 +23,7 @@ KEYGEN_COMPLEX = "org.apache.hudi.keygen.ComplexKeyGenerator"
 KEYGEN_NONPARTITIONED = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
 KEYGEN_TIMESTAMP = "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
 
-WRITE_TABLE_VERSION = 6  # the version of new tables unless `hoodie.write.table.version` says otherwise
+WRITE_TABLE_VERSION = 9  # the version of new tables unless `hoodie.write.table.version` says otherwise
 WRITABLE_VERSIONS = (6, 8, 9)
 # key generator class -> the type name version 8+ records (Java's KeyGeneratorType)
 KEYGEN_TYPES = {KEYGEN_SIMPLE: "SIMPLE", KEYGEN_COMPLEX: "COMPLEX", KEYGEN_NONPARTITIONED: "NON_PARTITION",

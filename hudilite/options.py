@@ -181,7 +181,7 @@ SMALL_BATCH_BYTES = _o("hudilite.write.small.batch.max.bytes", "int", 16 * MB,
 WRITER_TAG = _o("hudilite.write.writer.tag", "string", None,
                 "who wrote a pending instant (the streaming sink sets stream:<query>): a restart rolls back its own "
                 "dead run's instants at once")
-WRITE_TABLE_VERSION = _o("hoodie.write.table.version", "choice", "6",
+WRITE_TABLE_VERSION = _o("hoodie.write.table.version", "choice", "9",
                         "table version of a table this write creates (6, 8 or 9; an existing table keeps its own)",
                         choices=("6", "8", "9"))
 AUTO_UPGRADE = _o("hoodie.write.auto.upgrade", "bool", False,
