@@ -374,6 +374,9 @@ class MaterializeMixin:
         # evaluations lose or duplicate rows. Persist by default; `options: {hoodie.write.input.persist: false}`
         # opts out for deterministic, cheap models.
         opts.setdefault(o.INPUT_PERSIST.key, "true")
+        # a model's batch is usually small: written by the driver-local writer, no Spark jobs (the core's
+        # default is off); `options: {hudilite.write.small.batch.enabled: false}` opts a model out
+        opts.setdefault(o.SMALL_BATCH.key, "true")
         if spec.record_key:  # unique_key promises one row per key in the table: a key may change partition
             opts.setdefault(o.INDEX_TYPE.key, "GLOBAL_BLOOM")
         opts.setdefault(o.TABLE_NAME.key, re.sub(r"\W", "_", identifier) if not identifier[:1].isdigit()

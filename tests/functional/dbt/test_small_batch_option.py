@@ -1,6 +1,6 @@
-"""A model that sets `options: {hudilite.write.small.batch.enabled: true}` has its small batch written by the
-driver-local writer (no Spark jobs), a model without it (the adapter's default, until the adapter suites have
-run on the driver path) takes the Spark write, and both store the same rows and report the same counts."""
+"""The adapter writes a model's (and a seed's) small batch with the driver-local writer by default (no Spark
+jobs), a model that sets `options: {hudilite.write.small.batch.enabled: false}` takes the Spark write, and both
+store the same rows and report the same counts."""
 
 import pytest
 from dbt.tests.util import run_dbt
@@ -20,7 +20,7 @@ MODEL = """
             delete_condition='deleted'{extra}) }}}}
 select id, version, name, deleted from {{{{ ref('events') }}}} where batch = {{{{ var('batch', 1) }}}}
 """
-OPT_IN = ", options={'hudilite.write.small.batch.enabled': 'true'}"
+OPT_OUT = ", options={'hudilite.write.small.batch.enabled': 'false'}"
 
 
 class TestSmallBatchDefault:
@@ -30,12 +30,12 @@ class TestSmallBatchDefault:
 
     @pytest.fixture(scope="class")
     def models(self):
-        return {"fast_m.sql": MODEL.format(extra=OPT_IN), "spark_m.sql": MODEL.format(extra="")}
+        return {"fast_m.sql": MODEL.format(extra=""), "spark_m.sql": MODEL.format(extra=OPT_OUT)}
 
-    def test_opted_in_model_takes_the_driver_path_same_rows_as_spark(self, project):
+    def test_driver_path_by_default_opt_out_takes_spark_same_rows(self, project):
         s = project.test_schema
         seeded = run_dbt(["seed"])
-        assert {r.adapter_response["engine"] for r in seeded.results} == {"spark"}
+        assert {r.adapter_response["engine"] for r in seeded.results} == {"driver"}
         for batch in (1, 2):
             res = run_dbt(["run", "--vars", f"{{batch: {batch}}}"])
             by = {r.node.name: r.adapter_response for r in res.results}
