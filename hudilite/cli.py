@@ -157,6 +157,10 @@ def _server(args) -> int:
         print(f"Spark Connect server for {where} running at {info.url} (pid {info.pid}, log {info.log})")
         return 0
     if args.action == "stop":
+        pending = server.read_state(args.warehouse)
+        if pending is not None and pending.class_dump:
+            print("the server's JVM writes its class archive as it exits (once per install; later servers "
+                  "start faster): waiting for it", flush=True)
         info = server.stop(args.warehouse)
         print(f"stopped the Spark Connect server at {info.url} (pid {info.pid})" if info
               else f"no Spark Connect server recorded for {where}")

@@ -25,7 +25,15 @@ from dataclasses import asdict, dataclass
 
 from hudilite.errors import HudiliteError
 from hudilite.spark.session import session_conf
-from hudilite.warehouse import WAREHOUSE_LOCK, WarehouseLockedError, locked_message, spark_log_config
+from hudilite.warehouse import (
+    DUMP_WAIT_S,
+    WAREHOUSE_LOCK,
+    WarehouseLockedError,
+    class_cache_options,
+    install_class_archive,
+    locked_message,
+    spark_log_config,
+)
 
 DEFAULT_PORT = 15002  # Spark Connect's own default
 STATE_FILE = "connect-server.json"  # in <warehouse>/.metastore
@@ -45,6 +53,8 @@ class ServerInfo:
     warehouse: str
     log: str
     python: str
+    class_dump: str | None = None  # where its JVM writes the class archive at exit (the first server only)
+    class_archive: str | None = None  # where stop() moves that dump once the JVM is gone
 
     @property
     def url(self) -> str:
@@ -120,10 +130,10 @@ def _remove_state(warehouse: str) -> None:
         pass
 
 
-def _server_conf(warehouse: str, host: str, port: int, spark_conf: dict | None) -> dict:
+def _server_conf(warehouse: str, host: str, port: int, spark_conf: dict | None, cds: str = "") -> dict:
     ms = metastore_dir(warehouse)
     java_opts = (f"-Duser.timezone=UTC -Dderby.stream.error.file={os.path.join(ms, 'derby.log')} "
-                 f"-Dlog4j2.configurationFile={spark_log_config(ms)}")
+                 f"-Dlog4j2.configurationFile={spark_log_config(ms)} {cds}").rstrip()
     conf = session_conf({"spark.ui.showConsoleProgress": "false", "spark.sql.ansi.enabled": "false",
                          "spark.driver.extraJavaOptions": java_opts,
                          "spark.sql.execution.pyspark.python": sys.executable,
@@ -146,6 +156,11 @@ def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", 
         raise ServerError(f"port {port} on {host} is in use by another process: pass --port")
     ms = metastore_dir(warehouse)
     os.makedirs(ms, exist_ok=True)
+    # the server JVM's own class archive (its classes are not the embedded driver's): mapped when a former
+    # server wrote it, else this server's JVM writes it when it exits and stop() moves it into place
+    cds, dump, archive = class_cache_options(main_class=_SERVER_CLASS, owner=f"server-{port}")
+    if dump and os.path.exists(dump):  # a killed server's on this port (the port is free: none runs there)
+        os.remove(dump)
     # the server inherits the warehouse lock (flock belongs to the open file, which the child shares) and holds
     # it for its life: an embedded session on this warehouse then fails at once with the usual message
     lock_fd = os.open(os.path.join(ms, WAREHOUSE_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
@@ -154,29 +169,32 @@ def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", 
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             raise WarehouseLockedError(locked_message(os.path.join(ms, "metastore_db"), warehouse)) from None
-        proc = _spawn(warehouse, host, port, master, spark_conf, lock_fd)
+        proc = _spawn(warehouse, host, port, master, spark_conf, lock_fd, cds)
     finally:
         os.close(lock_fd)
     info = ServerInfo(pid=proc.pid, host=host, port=port, warehouse=warehouse,
-                      log=os.path.join(ms, SERVER_LOG), python=sys.executable)
+                      log=os.path.join(ms, SERVER_LOG), python=sys.executable, class_dump=dump,
+                      class_archive=archive)
     with open(_state_path(warehouse), "w") as f:
         json.dump(asdict(info), f)
     try:
         _wait_ready(proc, info, timeout)
     except BaseException:
         _terminate(proc.pid, 10)
+        if dump and archive:
+            install_class_archive(dump, archive, clean=False)  # a server that never served: no archive
         _remove_state(warehouse)
         raise
     return info
 
 
-def _spawn(warehouse: str, host: str, port: int, master: str, spark_conf: dict | None, lock_fd: int):
+def _spawn(warehouse: str, host: str, port: int, master: str, spark_conf: dict | None, lock_fd: int, cds: str):
     import pyspark  # the server is the installed pyspark's (its jars); only `start` needs it
 
     home = os.path.dirname(pyspark.__file__)
     cmd = [os.path.join(home, "bin", "spark-submit"), "--class", _SERVER_CLASS, "--name", "hudilite Connect server",
            "--master", master]
-    for k, v in _server_conf(warehouse, host, port, spark_conf).items():
+    for k, v in _server_conf(warehouse, host, port, spark_conf, cds).items():
         cmd += ["--conf", f"{k}={v}"]
     env = dict(os.environ, SPARK_HOME=home, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
@@ -220,33 +238,40 @@ def _tail(path: str, lines: int = 5) -> str:
         return ""
 
 
-def stop(warehouse: str, timeout: float = 30.0) -> ServerInfo | None:
+def stop(warehouse: str, timeout: float = 30.0, dump_timeout: float = DUMP_WAIT_S) -> ServerInfo | None:
     """Stop the warehouse's server (its process group: spark-submit's JVM and its Python workers); the server
-    stopped, or None when none was recorded."""
+    stopped, or None when none was recorded. The first server's JVM writes its class archive as it exits (on
+    SIGTERM too): that is waited for, up to `dump_timeout`, and the archive moved into place only after a
+    clean exit."""
     info = read_state(warehouse)
     if info is None:
         return None
+    clean = False
     if _alive(info.pid):
-        _terminate(info.pid, timeout)
+        clean = _terminate(info.pid, dump_timeout if info.class_dump else timeout)
+    if info.class_dump and info.class_archive:
+        install_class_archive(info.class_dump, info.class_archive, clean)
     _remove_state(warehouse)
     return info
 
 
-def _terminate(pid: int, timeout: float) -> None:
+def _terminate(pid: int, timeout: float) -> bool:
+    """SIGTERM to the server's process group, SIGKILL after `timeout`; whether it exited on the SIGTERM."""
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(pid, sig)  # started with a session of its own: the group is the server's
         except ProcessLookupError:
-            return
+            return False  # gone before this signal: how it ended is unknown
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             try:
                 if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our child (started in this process): reap it
-                    return
+                    return sig == signal.SIGTERM
             except ChildProcessError:
                 if not _alive(pid):
-                    return
+                    return sig == signal.SIGTERM
             time.sleep(0.2)
+    return False
 
 
 def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params: dict | None = None):

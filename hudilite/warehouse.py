@@ -113,12 +113,13 @@ def check_metastore_lock(db: str, warehouse: str) -> None:
 
 
 CLASS_CACHE_ENV = "HUDILITE_JVM_CLASS_CACHE"  # a directory for the driver JVM's class archive, or "off"
-_DUMP_WAIT_S = 600.0  # at most this long at exit for the first session's JVM to write the archive
+DUMP_WAIT_S = 600.0  # at most this long at exit for the first session's JVM to write the archive
 
 
-def class_cache_key() -> str | None:
+def class_cache_key(main_class: str | None = None) -> str | None:
     """What a class archive is valid for: this pyspark's jars and this java (an archive of another JDK or
-    class path is refused by the JVM anyway; the key keeps one per combination instead of rewriting it)."""
+    class path is refused by the JVM anyway; the key keeps one per combination instead of rewriting it), and
+    for a JVM other than PySpark's driver its main class (a Connect server loads other classes)."""
     spec = importlib.util.find_spec("pyspark")  # found, not imported
     if spec is None or not spec.origin:
         return None
@@ -130,10 +131,13 @@ def class_cache_key() -> str | None:
     h = hashlib.sha256(os.path.realpath(java).encode())
     for name in sorted(os.listdir(jars)):
         h.update(f"{name}:{os.path.getsize(os.path.join(jars, name))}".encode())
+    if main_class:
+        h.update(f"main:{main_class}".encode())
     return h.hexdigest()[:16]
 
 
-def class_cache_options(cache_dir: str | None = None) -> tuple[str, str | None, str | None]:
+def class_cache_options(cache_dir: str | None = None, *, main_class: str | None = None,
+                        owner: str | None = None) -> tuple[str, str | None, str | None]:
     """Java options that let the driver JVM map the classes of earlier sessions from a class data sharing
     archive (CDS, JDK 13+; Spark 4 needs 17) instead of loading and verifying some 10,000 Spark, Hive and
     DataNucleus classes again: the larger part of a session's start. Returns (options, dump, archive): with
@@ -141,10 +145,12 @@ def class_cache_options(cache_dir: str | None = None) -> tuple[str, str | None, 
     `dump` (a name of this process's) when it exits, and `finish_class_cache` moves that to `archive` once
     the JVM has exited. An archive the JVM cannot use (another JDK or class path) is ignored by it
     (`-Xshare:auto`, the default): classes then load as usual. `cache_dir`: default $HUDILITE_JVM_CLASS_CACHE,
-    else ~/.cache/hudilite/jvm; "off" disables it."""
+    else ~/.cache/hudilite/jvm; "off" disables it. `main_class`: a JVM other than PySpark's driver (its own
+    archive); `owner`: what names the dump, default this process's pid (a dump whose pid is gone is removed as
+    an orphan; another owner removes its own stale dump itself)."""
     cache_dir = cache_dir or os.environ.get(CLASS_CACHE_ENV) or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "hudilite", "jvm")
-    key = class_cache_key() if cache_dir != "off" else None
+    key = class_cache_key(main_class) if cache_dir != "off" else None
     if key is None:
         return "", None, None
     quiet = "-Xlog:cds*=off"  # archive mismatches are not worth a console line: the JVM just loads classes
@@ -156,7 +162,7 @@ def class_cache_options(cache_dir: str | None = None) -> tuple[str, str | None, 
         _remove_orphan_dumps(cache_dir)
     except OSError:  # no writable cache: start as without one
         return "", None, None
-    dump = os.path.join(cache_dir, f"{key}.{os.getpid()}.jsa.part")
+    dump = os.path.join(cache_dir, f"{key}.{owner or os.getpid()}.jsa.part")
     return f"-XX:ArchiveClassesAtExit={dump} {quiet}", dump, archive
 
 
@@ -174,7 +180,7 @@ def _remove_orphan_dumps(cache_dir: str) -> None:
                 pass
 
 
-def finish_class_cache(jvm, dump: str, archive: str, timeout: float = _DUMP_WAIT_S) -> bool:
+def finish_class_cache(jvm, dump: str, archive: str, timeout: float = DUMP_WAIT_S) -> bool:
     """At this process's exit: end the driver JVM (`jvm`: its Popen, PySpark's gateway process) by closing
     its stdin as PySpark's own exit does, wait for it to write its class archive, and move that into place.
     Waiting keeps the process - and so the warehouse - busy until the JVM is gone: a next dbt command on the
@@ -183,11 +189,21 @@ def finish_class_cache(jvm, dump: str, archive: str, timeout: float = _DUMP_WAIT
     try:
         if jvm.stdin is not None:
             jvm.stdin.close()
-        ok = jvm.wait(timeout=timeout) == 0 and os.path.isfile(dump)
+        clean = jvm.wait(timeout=timeout) == 0
+    except Exception:  # noqa: BLE001 - the archive is an optimisation: never fail the process's exit for it
+        clean = False
+    return install_class_archive(dump, archive, clean)
+
+
+def install_class_archive(dump: str, archive: str, clean: bool) -> bool:
+    """Once the dumping JVM is gone: move its dump into place if it exited cleanly (`clean`), else remove it
+    (a JVM killed while writing leaves a partial file). Whether the archive is now in place."""
+    try:
+        ok = clean and os.path.isfile(dump)
         if ok:
             os.replace(dump, archive)
         return ok
-    except Exception:  # noqa: BLE001 - the archive is an optimisation: never fail the process's exit for it
+    except OSError:
         return False
     finally:
         if os.path.exists(dump):

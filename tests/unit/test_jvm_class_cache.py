@@ -1,14 +1,18 @@
 """The driver JVM's class data sharing archive (hudilite.warehouse.class_cache_options / finish_class_cache):
 dumped by the first session's JVM when it exits, moved into place only once that JVM has exited cleanly, and
-mapped by the sessions after."""
+mapped by the sessions after; the same for the Spark Connect server's JVM (its own archive), whose dump
+`hudilite server stop` waits for."""
 
+import json
 import os
 import subprocess
 import sys
+import time
+from dataclasses import asdict
 
 import pytest
 
-from hudilite import warehouse
+from hudilite import server, warehouse
 
 # stands in for the driver JVM: runs until its stdin closes (as PySpark's gateway JVM does), then writes
 # its "archive" and exits with the given code
@@ -57,3 +61,71 @@ def test_dumps_of_killed_processes_are_removed(tmp_path):
     live.write_bytes(b"x")
     warehouse.class_cache_options(str(tmp_path))
     assert not orphan.exists() and live.exists()
+
+
+
+def test_a_server_jvm_has_its_own_archive_and_a_dump_named_by_its_owner(tmp_path):
+    key = _key()
+    skey = warehouse.class_cache_key("org.example.Server")
+    assert skey not in (None, key) and skey == warehouse.class_cache_key("org.example.Server")
+    (tmp_path / f"{key}.jsa").write_bytes(b"the driver's archive")  # not the server's: it dumps its own
+    opts, dump, archive = warehouse.class_cache_options(str(tmp_path), main_class="org.example.Server",
+                                                       owner="server-15002")
+    assert (dump, archive) == (str(tmp_path / f"{skey}.server-15002.jsa.part"), str(tmp_path / f"{skey}.jsa"))
+    assert opts.startswith(f"-XX:ArchiveClassesAtExit={dump} ")
+    # a dump named by an owner other than a pid is that owner's to clean up, never another process's orphan
+    (tmp_path / f"{skey}.server-15002.jsa.part").write_bytes(b"x")
+    warehouse.class_cache_options(str(tmp_path))
+    assert (tmp_path / f"{skey}.server-15002.jsa.part").exists()
+
+
+# stands in for the server JVM: on SIGTERM it writes its "archive" (slowly, as a loaded JVM does) and exits;
+# with "ignore" it has begun a dump, ignores SIGTERM and must be killed
+FAKE_SERVER = """
+import signal, sys, time
+def term(*_):
+    time.sleep(1.5)
+    open(sys.argv[1], "w").write("archive")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, signal.SIG_IGN if sys.argv[2] == "ignore" else term)
+if sys.argv[2] == "ignore":
+    open(sys.argv[1], "w").write("partial")
+print("up", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+@pytest.mark.parametrize("behaviour", ["dump", "ignore"])
+def test_server_stop_waits_for_the_dump_and_installs_it_after_a_clean_exit(tmp_path, behaviour):
+    wh, cache = tmp_path / "wh", tmp_path / "cache"
+    os.makedirs(server.metastore_dir(str(wh)))
+    cache.mkdir()
+    dump, archive = str(cache / "k.server-1.jsa.part"), str(cache / "k.jsa")
+    proc = subprocess.Popen([sys.executable, "-c", FAKE_SERVER, dump, behaviour], stdout=subprocess.PIPE,
+                            start_new_session=True, text=True)
+    assert proc.stdout.readline() == "up\n"  # its SIGTERM handler is in place
+    info = server.ServerInfo(pid=proc.pid, host="127.0.0.1", port=1, warehouse=str(wh), log="", python="",
+                             class_dump=dump, class_archive=archive)
+    with open(os.path.join(server.metastore_dir(str(wh)), server.STATE_FILE), "w") as f:
+        json.dump(asdict(info), f)
+    t0 = time.monotonic()
+    # the plain stop timeout (0.5 s) is shorter than the dump: a stop that did not wait for it would kill it
+    assert server.stop(str(wh), timeout=0.5, dump_timeout=1.0 if behaviour == "ignore" else 60) == info
+    proc.stdout.close()
+    assert not os.path.exists(f"/proc/{proc.pid}")  # gone and reaped by stop (which took its exit status)
+    if behaviour == "dump":
+        assert time.monotonic() - t0 >= 1.5 and os.listdir(cache) == ["k.jsa"]
+        assert open(archive).read() == "archive"
+    else:
+        assert os.listdir(cache) == []  # killed: its partial dump is removed, not installed
+    assert server.read_state(str(wh)) is None
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_install_class_archive(tmp_path, clean):
+    dump, archive = tmp_path / "k.x.jsa.part", tmp_path / "k.jsa"
+    dump.write_bytes(b"archive")
+    assert warehouse.install_class_archive(str(dump), str(archive), clean) is clean
+    assert os.listdir(tmp_path) == (["k.jsa"] if clean else [])
+    assert warehouse.install_class_archive(str(dump), str(archive), True) is False  # no dump: nothing moved
