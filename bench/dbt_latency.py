@@ -7,12 +7,18 @@ Reported: medians over the repeats of each command's wall time, and of the per-m
 small-batch run (dbt's run_results.json).
 
     hudilite-session   the sample project as shipped (embedded SparkSession, Hudi tables, incremental models)
+    hudilite-session-cold  the same with the class archive off (HUDILITE_JVM_CLASS_CACHE=off): the cold start
+                       before the archive (not in the default systems)
     hudilite-connect   the same against a warm local Spark Connect server (`hudilite server start`)
     dbt-spark          dbt-spark `method: session`, plain parquet tables: the same 4 models rebuilt as tables
                        from the events up to the batch (what a project without a table format does)
     dbt-duckdb         the same plain models on DuckDB, when dbt-duckdb is installed (else skipped, said so)
 
-    python -m bench.dbt_latency --repeat 3 [--systems hudilite-session,hudilite-connect,dbt-spark]
+Session mode maps the driver JVM's class archive and the Connect server its own (`hudilite server start`'s):
+a missing one is written first by one untimed command (`--no-warm` skips that and measures a cold cache).
+The load average at the start and the end is reported: other work on the machine slows every system alike.
+
+    python -m bench.dbt_latency --repeat 3 [--systems hudilite-session,hudilite-connect,dbt-spark] [--out F]
 """
 
 from __future__ import annotations
@@ -29,6 +35,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import yaml
+
+from hudilite import server, warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_project"
@@ -86,8 +96,6 @@ def _profile(system: str, work: Path, port: int) -> dict:
 
 
 def make_project(system: str, work: Path, port: int) -> Path:
-    import yaml
-
     if work.exists():
         shutil.rmtree(work)
     shutil.copytree(SAMPLE, work, ignore=shutil.ignore_patterns("warehouse", "target", "logs", "*.py"))
@@ -102,9 +110,10 @@ def make_project(system: str, work: Path, port: int) -> Path:
     return work
 
 
-def dbt(work: Path, *args: str) -> float:
+def dbt(work: Path, *args: str, env_extra: dict | None = None) -> float:
     cmd = [sys.executable, "-m", "dbt.cli.main", *args, "--project-dir", str(work), "--profiles-dir", str(work)]
-    env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "PYSPARK_PYTHON": sys.executable,
+           **(env_extra or {})}
     t0 = time.perf_counter()
     p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     dt = time.perf_counter() - t0
@@ -118,36 +127,60 @@ def model_times(work: Path) -> dict[str, float]:
     return {r["unique_id"].split(".")[-1]: r["execution_time"] for r in res["results"]}
 
 
+def model_engines(work: Path) -> dict[str, str | None]:
+    """What wrote each model of the last run: `driver` (the small-batch path, no Spark write job) or `spark`."""
+    res = json.loads((work / "target" / "run_results.json").read_text())
+    return {r["unique_id"].split(".")[-1]: (r.get("adapter_response") or {}).get("engine") for r in res["results"]}
+
+
 def run_system(system: str, base: Path, repeat: int) -> dict:
     port = _free_port()
+    env = {warehouse.CLASS_CACHE_ENV: "off"} if system == "hudilite-session-cold" else None
     server_dir = None
     out: dict = {"seed": [], "run_first": [], "run_batch": [], "test": [], "models": []}
     try:
         for i in range(repeat):
             work = make_project(system, base / f"{system}-{i}", port)
             if system == "hudilite-connect":  # warm: started before the measured commands, as a user would
-                from hudilite import server
-
                 server_dir = str(work / "warehouse")
                 server.start(server_dir, port=port, master="local[2]")
-            out["seed"].append(dbt(work, "seed"))
-            out["run_first"].append(dbt(work, "run", "--vars", "{batch: 1}"))
-            out["run_batch"].append(dbt(work, "run", "--vars", "{batch: 2}"))
+            out["seed"].append(dbt(work, "seed", env_extra=env))
+            out["run_first"].append(dbt(work, "run", "--vars", "{batch: 1}", env_extra=env))
+            out["run_batch"].append(dbt(work, "run", "--vars", "{batch: 2}", env_extra=env))
             out["models"].append(model_times(work))
-            out["test"].append(dbt(work, "test", "--vars", "{batch: 2}"))
+            engines = model_engines(work)
+            out["test"].append(dbt(work, "test", "--vars", "{batch: 2}", env_extra=env))
             if server_dir:
-                from hudilite import server
-
                 server.stop(server_dir)
                 server_dir = None
     finally:
         if server_dir:
-            from hudilite import server
-
             server.stop(server_dir)
-    med = {k: round(statistics.median(v), 2) for k, v in out.items() if k != "models"}
+    med: dict = {k: round(statistics.median(v), 2) for k, v in out.items() if k != "models"}
     med["models_batch"] = {m: round(statistics.median(r[m] for r in out["models"]), 2) for m in out["models"][0]}
+    med["all"] = {k: [round(x, 2) for x in v] for k, v in out.items() if k != "models"}
+    med["engines_batch"] = engines
     return med
+
+
+def archives() -> dict[str, bool]:
+    """Whether the class archives session and Connect mode map are in place."""
+    cache = os.environ.get(warehouse.CLASS_CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "hudilite", "jvm")
+    return {name: os.path.isfile(os.path.join(cache, f"{warehouse.class_cache_key(main)}.jsa"))
+            for name, main in (("driver", None), ("server", server.SERVER_CLASS))}
+
+
+def warm(base: Path, systems: list[str]) -> None:
+    """Write a missing class archive by one untimed use: a `dbt seed` in session mode (its JVM dumps at exit),
+    a server start and stop for Connect mode."""
+    have = archives()
+    if "hudilite-session" in systems and not have["driver"]:
+        dbt(make_project("hudilite-session", base / "warm-session", 0), "seed")
+    if "hudilite-connect" in systems and not have["server"]:
+        work = make_project("hudilite-connect", base / "warm-connect", _free_port())
+        server.start(str(work / "warehouse"), port=_free_port(), master="local[2]")
+        server.stop(str(work / "warehouse"))
 
 
 def main(argv=None) -> int:
@@ -155,19 +188,32 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
+    ap.add_argument("--no-warm", action="store_true", help="do not write missing class archives first")
+    ap.add_argument("--out", default=None, help="write the results as JSON to this file")
     args = ap.parse_args(argv)
     base = Path(args.work or tempfile.mkdtemp(prefix="dbt-latency-"))
-    results = {}
-    for system in args.systems.split(","):
+    systems = args.systems.split(",")
+    if not args.no_warm:
+        warm(base, systems)
+    load_start = os.getloadavg()
+    results: dict = {"class_archives": archives()}
+    for system in systems:
         if system == "dbt-duckdb" and importlib.util.find_spec("dbt.adapters.duckdb") is None:
             results[system] = {"skipped": "dbt-duckdb is not installed in this environment"}
         else:
             results[system] = run_system(system, base, args.repeat)
         print(json.dumps({system: results[system]}), flush=True)
-    print(f"\ncores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f} (other work on the machine slows "
-          "every system alike)")
+    load_end = os.getloadavg()
+    results["load"] = {"start": [round(x, 2) for x in load_start], "end": [round(x, 2) for x in load_end],
+                       "cores": os.cpu_count()}
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1))
+    print(f"\ncores: {os.cpu_count()}, load average (1/5/15 min) at the start {results['load']['start']}, at the "
+          f"end {results['load']['end']} (other work on the machine slows every system alike); class archives "
+          f"in place: {results['class_archives']}")
     print(f"{'system':<18}{'seed':>8}{'run #1':>8}{'run #2':>8}{'test':>8}  small-batch run per model (s)")
-    for system, r in results.items():
+    for system in systems:
+        r = results[system]
         if "skipped" in r:
             print(f"{system:<18}  skipped: {r['skipped']}")
             continue
