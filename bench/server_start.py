@@ -44,7 +44,7 @@ def start_stop(base: str, name: str, cache: str) -> tuple[float, dict]:
     os.environ[warehouse.CLASS_CACHE_ENV] = cache
     wh = os.path.join(base, name)
     t0 = time.perf_counter()
-    info = server.start(wh, port=_free_port(), master="local[2]")
+    info = server.start(wh, port=_free_port(), master="local[2]", timeout=1800)  # a loaded machine
     dt = time.perf_counter() - t0
     archive = os.path.join(cache, f"{warehouse.class_cache_key(server.SERVER_CLASS)}.jsa")
     try:

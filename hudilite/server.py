@@ -38,7 +38,7 @@ from hudilite.warehouse import (
 DEFAULT_PORT = 15002  # Spark Connect's own default
 STATE_FILE = "connect-server.json"  # in <warehouse>/.metastore
 SERVER_LOG = "connect-server.log"
-_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
 class ServerError(HudiliteError):
@@ -158,7 +158,7 @@ def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", 
     os.makedirs(ms, exist_ok=True)
     # the server JVM's own class archive (its classes are not the embedded driver's): mapped when a former
     # server wrote it, else this server's JVM writes it when it exits and stop() moves it into place
-    cds, dump, archive = class_cache_options(main_class=_SERVER_CLASS, owner=f"server-{port}")
+    cds, dump, archive = class_cache_options(main_class=SERVER_CLASS, owner=f"server-{port}")
     if dump and os.path.exists(dump):  # a killed server's on this port (the port is free: none runs there)
         os.remove(dump)
     # the server inherits the warehouse lock (flock belongs to the open file, which the child shares) and holds
@@ -192,7 +192,7 @@ def _spawn(warehouse: str, host: str, port: int, master: str, spark_conf: dict |
     import pyspark  # the server is the installed pyspark's (its jars); only `start` needs it
 
     home = os.path.dirname(pyspark.__file__)
-    cmd = [os.path.join(home, "bin", "spark-submit"), "--class", _SERVER_CLASS, "--name", "hudilite Connect server",
+    cmd = [os.path.join(home, "bin", "spark-submit"), "--class", SERVER_CLASS, "--name", "hudilite Connect server",
            "--master", master]
     for k, v in _server_conf(warehouse, host, port, spark_conf, cds).items():
         cmd += ["--conf", f"{k}={v}"]
