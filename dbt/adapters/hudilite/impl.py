@@ -11,7 +11,7 @@ import getpass
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
-from dbt.adapters.base.impl import ConstraintSupport
+from dbt.adapters.base.impl import ConstraintSupport, log_code_execution
 from dbt.adapters.base.meta import available
 from dbt.adapters.capability import Capability, CapabilityDict, CapabilitySupport, Support
 from dbt.adapters.events.logging import AdapterLogger
@@ -25,6 +25,7 @@ from dbt.adapters.hudilite.clone import clone_table
 from dbt.adapters.hudilite.connections import HudiliteConnectionManager
 from dbt.adapters.hudilite.incremental import changes_relation, read_relation
 from dbt.adapters.hudilite.model_config import is_hidden_column
+from dbt.adapters.hudilite.python_model import run_script
 from dbt.adapters.hudilite.relation import HudiliteRelation
 
 logger = AdapterLogger("Hudilite")
@@ -193,6 +194,31 @@ class HudiliteAdapter(SparkAdapter):
     @available
     def hudilite_session_info(self) -> str:
         return self.env.describe_session()
+
+    # ---- Python models (python_model.py) ---------------------------------------------------------
+    @log_code_execution
+    def submit_python_job(self, parsed_model: dict, compiled_code: str):
+        """Run a Python model's script in this process on the adapter's SparkSession (no job submission: there
+        is no cluster API to submit to). The script's tail (hudilite_py_script.sql) calls `hudilite_write_model`
+        with its `model()`, written as a SQL model's rows are; returns that write's adapter response."""
+        schema, identifier = parsed_model["schema"], parsed_model["alias"]
+        spark = self.env.spark
+
+        def write_model(produce, kind: str, cfg: Dict[str, Any]):
+            set_publish_options(self.env, schema, identifier, cfg)
+            return self.env.materialize(schema, identifier, None, kind, cfg, python=produce)
+
+        names = {"spark": spark, "session": spark, "hudilite_load_table": self.env.python_ref_frame,
+                 "hudilite_write_model": write_model}
+        return run_script(compiled_code, parsed_model["unique_id"], names)
+
+    @property
+    def default_python_submission_method(self) -> str:
+        return "session"
+
+    @property
+    def python_submission_helpers(self):
+        return {}  # submit_python_job runs the script itself
 
     # ---- incremental reads, aggregates (dbt/adapters/hudilite/incremental.py, aggregate.py) ----------------
     @available
