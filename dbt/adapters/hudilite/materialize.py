@@ -24,6 +24,7 @@ from dbt.adapters.hudilite.catalog import CatalogEntry
 from dbt.adapters.hudilite.change_batches import (
     ChangePlan,
     checkpoint_metadata,
+    in_bounds,
     parse_bound,
     positions,
     resolve_upstreams,
@@ -104,16 +105,19 @@ class MaterializeMixin:
             return ChangePlan(build=build, ends=positions(upstreams), upstreams=upstreams)
 
         first, plan = self.run.batch_plan(model_key(schema, identifier), make)
+        lower, upper = spec.event_time_bounds
+        bounded = lower is not None or upper is not None
         if plan.build:  # dbt's batches build the table; each records where the next run continues
-            extra = checkpoint_metadata(plan.ends, None if spec.full_refresh else path)
+            # (a bounded build records nothing: the next run rebuilds every window the upstream has rows in)
+            extra = None if bounded else checkpoint_metadata(plan.ends, None if spec.full_refresh else path)
             return self._materialize_one(schema, identifier, sql, kind, cfg, spec, extra=extra)
         if not first:
             return self._materialize_one(schema, identifier, sql, kind, cfg, spec)
         batch = spec.batch
         tz = parse_bound(batch[0]).tzinfo
         begin = parse_bound(spec.begin) if spec.begin else None
-        starts = sorted(s for s in touched_windows(self.spark, path, plan, spec.batch_size, tz)
-                        if begin is None or s >= begin)
+        starts = sorted(s for s in touched_windows(self.spark, path, plan, spec.batch_size, tz, spec.event_time or "")
+                        if (begin is None or s >= begin) and in_bounds(s, spec.batch_size, lower, upper))
         windows = [window_of(s, spec.batch_size) for s in starts]
         parts = []
         if batch not in windows:  # dbt's own batch first, as a plain microbatch batch
@@ -121,9 +125,11 @@ class MaterializeMixin:
         if not windows:
             return parts[0]
         logger.info(f"hudilite: {where}: upstream commits since the checkpoint touch "
-                    f"{len(windows)} window(s): {', '.join(w[0] for w in windows)}")
+                    f"{len(windows)} window(s){' within --event-time-start/-end' if bounded else ''}: "
+                    f"{', '.join(w[0] for w in windows)}")
         for i, window in enumerate(windows):
-            final = i == len(windows) - 1
+            # the last window carries the checkpoint, unless the run is bounded (windows outside are not done)
+            final = i == len(windows) - 1 and not bounded
             parts.append(self._materialize_one(
                 schema, identifier, window_sql(sql, batch, window, where), kind, cfg, replace(spec, batch=window),
                 extra=checkpoint_metadata(plan.ends, path) if final else None, force=final))
