@@ -11,26 +11,22 @@ SCRIPT = """
 def model(dbt, session):
     return session + 1
 
-dbt_hudilite_response = hudilite_write_model(lambda: model(None, session), "table", {"a": 1})
+dbt_hudilite_response = hudilite_write_model(lambda: model(None, session))
 """
 
 
 def test_script_hands_its_model_to_the_writer():
-    seen = []
-
-    def write(produce, kind, cfg):
-        seen.append((kind, cfg))
+    def write(produce):
         return ("response", produce())
 
     assert RESPONSE_NAME == "dbt_hudilite_response"
     assert run_script(SCRIPT, "model.p.m", {"session": 41, "hudilite_write_model": write}) == ("response", 42)
-    assert seen == [("table", {"a": 1})]
 
 
 def test_user_error_fails_with_the_models_traceback():
     script = SCRIPT.replace("return session + 1", "raise ValueError('bad row')")
 
-    def write(produce, kind, cfg):
+    def write(produce):
         return call_model(produce, "s.m")
 
     with pytest.raises(DbtRuntimeError) as e:

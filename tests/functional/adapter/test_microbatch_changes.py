@@ -173,7 +173,7 @@ class TestMicrobatchFromChangesVariants:
     def models(self):
         return {"events.sql": _EVENTS, "mb_mor.sql": _MB_MOR, "mb_keyed.sql": _MB_KEYED}
 
-    _path = TestMicrobatchFromChanges._path
+    _path = staticmethod(TestMicrobatchFromChanges._path)
     _commits = TestMicrobatchFromChanges._commits
 
     def _rows(self, project, name, cols="id, cast(event_time as string)"):

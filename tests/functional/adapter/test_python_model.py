@@ -195,6 +195,6 @@ class TestPythonMicrobatchRefusedHudilite:
         run_dbt(["run", "-s", "events"])
         _, out = run_dbt_and_capture(["run", "-s", "py_mb", "--event-time-start", "2020-01-01",
                                       "--event-time-end", "2020-01-02"], expect_pass=False)
-        assert "not supported for Python models" in out
+        assert "not supported for Python models" in out, out
         assert not hudilite.Table.exists(os.path.join(str(project.project_root), "warehouse",
                                                       project.test_schema, "py_mb"))
