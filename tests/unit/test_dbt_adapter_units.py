@@ -5,7 +5,7 @@ import os
 import pytest
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.hudilite.change_batches import parse_bound, window_of, window_sql
+from dbt.adapters.hudilite.change_batches import in_bounds, parse_bound, window_of, window_sql
 from dbt.adapters.hudilite.credentials import HudiliteCredentials
 from dbt.adapters.hudilite.model_config import ModelSpec, is_hidden_column
 from hudilite import metastore as cat
@@ -154,3 +154,17 @@ def test_change_batch_windows_and_sql():
     assert window_sql(sql, batch, batch, "s.m") == sql
     with pytest.raises(DbtRuntimeError, match="no upstream ref\\(\\) filtered"):
         window_sql("select 1", batch, day, "s.m")
+
+
+def test_event_time_bounds_select_windows():
+    """--event-time-start/-end of a changes-driven run: the windows that overlap [start, end) are rebuilt."""
+    spec = ModelSpec.from_config({"event_time_start": "2020-01-04 00:00:00", "event_time_end": "2020-01-05"})
+    lower, upper = spec.event_time_bounds
+    assert (lower.isoformat(), upper.isoformat()) == ("2020-01-04T00:00:00+00:00", "2020-01-05T00:00:00+00:00")
+    day = [parse_bound(f"2020-01-0{d} 00:00:00") for d in (1, 3, 4, 5)]
+    assert [in_bounds(s, "day", lower, upper) for s in day] == [False, False, True, False]
+    assert in_bounds(day[0], "day", None, None)
+    assert in_bounds(day[1], "day", parse_bound("2020-01-03 12:00:00"), None)  # a window the start cuts
+    assert ModelSpec.from_config({}).event_time_bounds == (None, None)
+    with pytest.raises(DbtRuntimeError, match="is not a date or timestamp"):
+        ModelSpec.from_config({"event_time_start": "yesterday"}).event_time_bounds

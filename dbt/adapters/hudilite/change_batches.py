@@ -20,6 +20,10 @@ and before images of updates: a row whose event_time moved touches both windows)
   failed one and those after it commit once.
 * The first build (no table yet, or --full-refresh) is dbt's: every batch records the positions fixed by the
   first one, so the next run continues from there.
+* `--event-time-start` / `--event-time-end` bound the run: only touched windows overlapping them are rebuilt
+  and no commit moves the checkpoint (the changes to windows outside are not consumed), so the next unbounded
+  run rebuilds those (the bounded ones, holding their rows already, commit nothing). A bounded first build
+  records no checkpoint: the next run rebuilds every window the upstream has rows in.
 
 A window's rows are the model's SQL with dbt's event-time filters of the upstream refs moved from dbt's batch
 to that window: dbt renders them as `<column> >= '<batch start>' and <column> < '<batch end>'` (the
@@ -97,16 +101,19 @@ def checkpoint_metadata(ends, model_path: Optional[str]) -> Dict[str, str]:
         raise DbtRuntimeError(f"hudilite: {e}; run the model with --full-refresh") from None
 
 
-def touched_windows(spark, model_path: str, plan: ChangePlan, batch_size: str, tz) -> Set[dt.datetime]:
+def touched_windows(spark, model_path: str, plan: ChangePlan, batch_size: str, tz,
+                    model_event_time: str) -> Set[dt.datetime]:
     """Starts of the `batch_size` windows the upstream commits since the model's checkpoint touch. No stored
-    checkpoint for an upstream (the model was built before it opted in) or an upstream rebuilt since: its
-    whole snapshot, i.e. every window it has rows in."""
+    checkpoint for an upstream (the model was built before it opted in) or an upstream rebuilt since (another
+    table id: its timeline does not continue the checkpoint): every window the upstream has rows in, and every
+    window the model has rows in - a window whose rows the rebuilt upstream no longer has is rebuilt empty."""
     size = BatchSize(batch_size)
     try:
         stored = checkpoints.read(model_path)
     except checkpoints.CheckpointError as e:
         raise DbtRuntimeError(f"hudilite: {e}; run the model with --full-refresh") from None
     starts: Set[dt.datetime] = set()
+    whole = False
     for up in plan.upstreams:
         end, table_id = plan.ends[up.path]
         if end is None:
@@ -114,23 +121,39 @@ def touched_windows(spark, model_path: str, plan: ChangePlan, batch_size: str, t
         begin, _rebuilt = stored.resume(up.path, table_id)
         if begin is not None and begin >= end:
             continue
+        whole = whole or begin is None
         try:
             df = hudilite.changes(spark, up.path, begin=begin, end=end, include_deletes=True, before_image=True,
                                   completion_bounds=True, table_id=table_id)
         except hudilite.HudiliteError as e:
             raise DbtRuntimeError(f"microbatch_source 'changes': reading the changes of {up.name}: {e}") from None
-        cols = {c.lower(): c for c in df.columns}
-        col = cols.get(up.event_time.lower())
-        if col is None:
-            raise DbtRuntimeError(f"microbatch_source 'changes': event_time {up.event_time!r} of {up.name} is not "
-                                  f"a column of the table (columns: {', '.join(df.columns)})")
-        # epoch hours (time-zone independent); every batch size is whole UTC hours
-        hours = (df.select(F.floor(F.col(f"`{col}`").cast("timestamp").cast("long") / 3600).alias("h"))
-                 .where(F.col("h").isNotNull()).distinct().collect())
-        for row in hours:
-            ts = dt.datetime.fromtimestamp(int(row["h"]) * 3600, tz=dt.timezone.utc)
-            starts.add(MicrobatchBuilder.truncate_timestamp(ts, size).astimezone(tz))
+        starts |= _window_starts(df, up.event_time, up.name, size, tz)
+    if whole:
+        starts |= _window_starts(hudilite.read(spark, model_path), model_event_time, "the model", size, tz)
     return starts
+
+
+def _window_starts(df, event_time: str, name: str, size: BatchSize, tz) -> Set[dt.datetime]:
+    cols = {c.lower(): c for c in df.columns}
+    col = cols.get(event_time.lower())
+    if col is None:
+        raise DbtRuntimeError(f"microbatch_source 'changes': event_time {event_time!r} of {name} is not "
+                              f"a column of the table (columns: {', '.join(df.columns)})")
+    # epoch hours (time-zone independent); every batch size is whole UTC hours
+    hours = (df.select(F.floor(F.col(f"`{col}`").cast("timestamp").cast("long") / 3600).alias("h"))
+             .where(F.col("h").isNotNull()).distinct().collect())
+    out = set()
+    for row in hours:
+        ts = dt.datetime.fromtimestamp(int(row["h"]) * 3600, tz=dt.timezone.utc)
+        out.add(MicrobatchBuilder.truncate_timestamp(ts, size).astimezone(tz))
+    return out
+
+
+def in_bounds(start: dt.datetime, batch_size: str, lower: Optional[dt.datetime],
+              upper: Optional[dt.datetime]) -> bool:
+    """Whether the window starting at `start` overlaps [lower, upper) (`--event-time-start/-end`; None: open)."""
+    end = MicrobatchBuilder.offset_timestamp(start, BatchSize(batch_size), 1)
+    return (lower is None or end > lower) and (upper is None or start < upper)
 
 
 def window_of(start: dt.datetime, batch_size: str) -> Window:

@@ -8,15 +8,17 @@ holds. Macros reach it through the `@available` methods below.
 from __future__ import annotations
 
 import getpass
+import threading
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
-from dbt.adapters.base.impl import ConstraintSupport
+from dbt.adapters.base.impl import ConstraintSupport, log_code_execution
 from dbt.adapters.base.meta import available
 from dbt.adapters.capability import Capability, CapabilityDict, CapabilitySupport, Support
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
 from dbt_common.contracts.constraints import ConstraintType
+from dbt_common.exceptions import DbtRuntimeError
 from typing_extensions import TypeAlias
 
 from dbt.adapters.hudilite.aggregate import materialize_aggregate
@@ -25,6 +27,7 @@ from dbt.adapters.hudilite.clone import clone_table
 from dbt.adapters.hudilite.connections import HudiliteConnectionManager
 from dbt.adapters.hudilite.incremental import changes_relation, read_relation
 from dbt.adapters.hudilite.model_config import is_hidden_column
+from dbt.adapters.hudilite.python_model import run_script
 from dbt.adapters.hudilite.relation import HudiliteRelation
 
 logger = AdapterLogger("Hudilite")
@@ -57,6 +60,11 @@ class HudiliteAdapter(SparkAdapter):
         ConstraintType.primary_key: ConstraintSupport.NOT_ENFORCED,
         ConstraintType.foreign_key: ConstraintSupport.NOT_ENFORCED,
     }
+
+    def __init__(self, config, mp_context) -> None:
+        super().__init__(config, mp_context)
+        self._python_lock = threading.Lock()
+        self._python_models: Dict[str, Any] = {}  # unique_id -> (kind, cfg) of a Python model about to run
 
     @classmethod
     def type(cls) -> str:
@@ -193,6 +201,45 @@ class HudiliteAdapter(SparkAdapter):
     @available
     def hudilite_session_info(self) -> str:
         return self.env.describe_session()
+
+    # ---- Python models (python_model.py) ---------------------------------------------------------
+    @available
+    def hudilite_python_model_config(self, unique_id: str, kind: str, cfg: Dict[str, Any]) -> str:
+        """Kept for submit_python_job: the materialization's kind and config of a Python model about to run (the
+        config holds datetimes and other values a script's text would have to serialize)."""
+        with self._python_lock:
+            self._python_models[unique_id] = (kind, cfg)
+        return ""
+
+    @log_code_execution
+    def submit_python_job(self, parsed_model: dict, compiled_code: str):
+        """Run a Python model's script in this process on the adapter's SparkSession (no job submission: there
+        is no cluster API to submit to). The script's tail (hudilite_py_script.sql) calls `hudilite_write_model`
+        with its `model()`, written as a SQL model's rows are; returns that write's adapter response."""
+        schema, identifier, unique_id = parsed_model["schema"], parsed_model["alias"], parsed_model["unique_id"]
+        with self._python_lock:
+            prepared = self._python_models.pop(unique_id, None)
+        if prepared is None:
+            raise DbtRuntimeError(f"Python model {unique_id}: submit_python_job outside hudilite's table or "
+                                  "incremental materialization (its config was not prepared)")
+        kind, cfg = prepared
+        spark = self.env.spark
+
+        def write_model(produce):
+            set_publish_options(self.env, schema, identifier, cfg)
+            return self.env.materialize(schema, identifier, None, kind, cfg, python=produce)
+
+        names = {"spark": spark, "session": spark, "hudilite_load_table": self.env.python_ref_frame,
+                 "hudilite_write_model": write_model}
+        return run_script(compiled_code, unique_id, names)
+
+    @property
+    def default_python_submission_method(self) -> str:
+        return "session"
+
+    @property
+    def python_submission_helpers(self):
+        return {}  # submit_python_job runs the script itself
 
     # ---- incremental reads, aggregates (dbt/adapters/hudilite/incremental.py, aggregate.py) ----------------
     @available

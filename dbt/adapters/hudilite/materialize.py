@@ -11,7 +11,7 @@ import re
 import threading
 import time
 from dataclasses import replace
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
@@ -24,6 +24,7 @@ from dbt.adapters.hudilite.catalog import CatalogEntry
 from dbt.adapters.hudilite.change_batches import (
     ChangePlan,
     checkpoint_metadata,
+    in_bounds,
     parse_bound,
     positions,
     resolve_upstreams,
@@ -34,6 +35,7 @@ from dbt.adapters.hudilite.change_batches import (
 from dbt.adapters.hudilite.incremental import rebuild_reads
 from dbt.adapters.hudilite.microbatch import window_metadata
 from dbt.adapters.hudilite.model_config import IS_DELETED, META_FIELDS, ROW_ID, ModelSpec, is_hidden_column
+from dbt.adapters.hudilite.python_model import call_model, to_spark_frame
 from dbt.adapters.hudilite.response import combined, error_text, response
 from dbt.adapters.hudilite.run_state import model_key
 from dbt.adapters.hudilite.strategies import with_row_id
@@ -54,19 +56,34 @@ class MaterializeMixin:
         sql = sql.strip()
         while sql.endswith(";"):
             sql = sql[:-1].rstrip()
-        df = self.sql(sql)
-        drop = [c for c in df.columns if c.lower() in META_FIELDS or c.lower() == ROW_ID]
-        return df.drop(*drop) if drop else df
+        return visible_frame(self.sql(sql))
 
-    def materialize(self, schema: str, identifier: str, sql: str, kind: str, cfg: Dict[str, Any]):
+    def python_ref_frame(self, name: str):
+        """`dbt.ref()` / `dbt.source()` of a Python model: the relation's rows without hudilite's hidden columns
+        (what `select *` of a SQL model keeps)."""
+        return visible_frame(self.spark.table(name))
+
+    def materialize(self, schema: str, identifier: str, sql: Optional[str], kind: str, cfg: Dict[str, Any],
+                    python: Optional[Callable[[], Any]] = None):
+        """`python`: a Python model's `lambda: model(dbt, session)` (python_model.py) instead of `sql`."""
         t0 = time.perf_counter()
         try:
-            return self._materialize(schema, identifier, sql, kind, cfg)
+            return self._materialize(schema, identifier, sql, kind, cfg, python)
         finally:
             logger.debug(f"hudilite: {schema}.{identifier} materialized in {time.perf_counter() - t0:.2f}s")
 
-    def _materialize(self, schema: str, identifier: str, sql: str, kind: str, cfg: Dict[str, Any]):
+    def _materialize(self, schema: str, identifier: str, sql: Optional[str], kind: str, cfg: Dict[str, Any],
+                     python: Optional[Callable[[], Any]] = None):
         spec = ModelSpec.from_config(cfg)
+        if python is not None:
+            if kind == "incremental" and spec.strategy == "microbatch":
+                # dbt renders a Python model's refs unfiltered (build_ref_function), so a batch would not see
+                # its window: refuse rather than write every row into every batch
+                raise DbtRuntimeError(
+                    f"{schema}.{identifier}: incremental_strategy 'microbatch' is not supported for Python models "
+                    "(dbt does not filter a Python model's refs by event time); use a SQL model, or 'upsert' / "
+                    "'append' / 'insert_overwrite' with dbt.is_incremental")
+            return self._materialize_one(schema, identifier, "", kind, cfg, spec, python=python)
         if kind == "incremental" and spec.strategy == "microbatch" and spec.microbatch_source == "changes":
             return self._change_batches(schema, identifier, sql, kind, cfg, spec)
         return self._materialize_one(schema, identifier, sql, kind, cfg, spec)
@@ -88,16 +105,19 @@ class MaterializeMixin:
             return ChangePlan(build=build, ends=positions(upstreams), upstreams=upstreams)
 
         first, plan = self.run.batch_plan(model_key(schema, identifier), make)
+        lower, upper = spec.event_time_bounds
+        bounded = lower is not None or upper is not None
         if plan.build:  # dbt's batches build the table; each records where the next run continues
-            extra = checkpoint_metadata(plan.ends, None if spec.full_refresh else path)
+            # (a bounded build records nothing: the next run rebuilds every window the upstream has rows in)
+            extra = None if bounded else checkpoint_metadata(plan.ends, None if spec.full_refresh else path)
             return self._materialize_one(schema, identifier, sql, kind, cfg, spec, extra=extra)
         if not first:
             return self._materialize_one(schema, identifier, sql, kind, cfg, spec)
         batch = spec.batch
         tz = parse_bound(batch[0]).tzinfo
         begin = parse_bound(spec.begin) if spec.begin else None
-        starts = sorted(s for s in touched_windows(self.spark, path, plan, spec.batch_size, tz)
-                        if begin is None or s >= begin)
+        starts = sorted(s for s in touched_windows(self.spark, path, plan, spec.batch_size, tz, spec.event_time or "")
+                        if (begin is None or s >= begin) and in_bounds(s, spec.batch_size, lower, upper))
         windows = [window_of(s, spec.batch_size) for s in starts]
         parts = []
         if batch not in windows:  # dbt's own batch first, as a plain microbatch batch
@@ -105,16 +125,19 @@ class MaterializeMixin:
         if not windows:
             return parts[0]
         logger.info(f"hudilite: {where}: upstream commits since the checkpoint touch "
-                    f"{len(windows)} window(s): {', '.join(w[0] for w in windows)}")
+                    f"{len(windows)} window(s){' within --event-time-start/-end' if bounded else ''}: "
+                    f"{', '.join(w[0] for w in windows)}")
         for i, window in enumerate(windows):
-            final = i == len(windows) - 1
+            # the last window carries the checkpoint, unless the run is bounded (windows outside are not done)
+            final = i == len(windows) - 1 and not bounded
             parts.append(self._materialize_one(
                 schema, identifier, window_sql(sql, batch, window, where), kind, cfg, replace(spec, batch=window),
                 extra=checkpoint_metadata(plan.ends, path) if final else None, force=final))
         return combined(parts, f"MICROBATCH {len(windows)} window(s) from upstream changes")
 
     def _materialize_one(self, schema: str, identifier: str, sql: str, kind: str, cfg: Dict[str, Any],
-                         spec: ModelSpec, extra: Optional[Dict[str, str]] = None, force: bool = False):
+                         spec: ModelSpec, extra: Optional[Dict[str, str]] = None, force: bool = False,
+                         python: Optional[Callable[[], Any]] = None):
         # a microbatch model's batches may run concurrently (concurrent_batches): they are not serialised
         # here but by the core's optimistic concurrency; only their catalog publish takes the lock
         batch_run = kind == "incremental" and spec.strategy == "microbatch" and not spec.full_refresh
@@ -125,7 +148,11 @@ class MaterializeMixin:
                 logger.warning(f"hudilite: {schema}.{identifier} moves from {entry.path} to {path}")
             if kind == "incremental" and not spec.full_refresh:
                 spec = self._rebuild_if_upstream_rebuilt(schema, identifier, spec)
-            df = self.model_frame(sql)
+            if python is not None:  # the user's model() runs here, inside the lock, before anything is written
+                where = f"{schema}.{identifier}"
+                df = visible_frame(to_spark_frame(call_model(python, where), self.spark, where))
+            else:
+                df = self.model_frame(sql)
             drop = [c for c in df.columns if c.lower() in {d.lower() for d in cfg.get("drop_columns") or ()}]
             if drop:
                 df = df.drop(*drop)
@@ -436,6 +463,12 @@ class MaterializeMixin:
         with lock:
             yield
 
+
+
+def visible_frame(df):
+    """`df` without the `_hoodie_*` meta columns and the hidden row id (of any upstream hudilite table)."""
+    drop = [c for c in df.columns if c.lower() in META_FIELDS or c.lower() == ROW_ID]
+    return df.drop(*drop) if drop else df
 
 
 def _seed_text(v) -> Optional[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -45,6 +46,14 @@ class ModelSpec:
     batch_size: Optional[str] = None
     begin: Optional[str] = None
     upstreams: Tuple[dict, ...] = ()  # refs of a changes-driven model: schema, identifier, event_time
+    event_time_start: Optional[str] = None  # --event-time-start / --event-time-end of the invocation
+    event_time_end: Optional[str] = None
+
+    @property
+    def event_time_bounds(self) -> Tuple[Optional[dt.datetime], Optional[dt.datetime]]:
+        """The invocation's --event-time-start / --event-time-end as UTC datetimes (dbt reads naive ones as
+        UTC), None where not given."""
+        return _utc(self.event_time_start), _utc(self.event_time_end)
 
     @classmethod
     def from_config(cls, cfg: Dict[str, Any]) -> "ModelSpec":
@@ -115,7 +124,19 @@ class ModelSpec:
             batch_size=str(cfg["batch_size"]).lower() if cfg.get("batch_size") else None,
             begin=str(cfg["begin"]) if cfg.get("begin") else None,
             upstreams=tuple(dict(u) for u in cfg.get("microbatch_upstreams") or ()),
+            event_time_start=str(cfg["event_time_start"]) if cfg.get("event_time_start") else None,
+            event_time_end=str(cfg["event_time_end"]) if cfg.get("event_time_end") else None,
         )
+
+
+def _utc(text: Optional[str]) -> Optional[dt.datetime]:
+    if not text:
+        return None
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise DbtRuntimeError(f"--event-time-start/-end {text!r} is not a date or timestamp") from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
 
 
 def _unique_names(names: List[str]) -> List[str]:

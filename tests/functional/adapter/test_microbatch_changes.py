@@ -9,7 +9,7 @@ errors for an upstream that is not a hudilite table and for upstreams without ev
 import os
 
 import pytest
-from dbt.tests.util import patch_microbatch_end_time, run_dbt, run_dbt_and_capture
+from dbt.tests.util import patch_microbatch_end_time, run_dbt, run_dbt_and_capture, write_file
 
 import hudilite
 from tests.functional.adapter.test_microbatch import _EVENTS  # the same upstream model
@@ -151,3 +151,106 @@ class TestMicrobatchFromChangesErrors:
         for name in ("mb_over_view", "mb_over_plain"):  # nothing was written
             path = os.path.join(str(project.project_root), "warehouse", project.test_schema, name)
             assert not hudilite.Table.exists(path)
+
+
+# the same events with row 5 gone and partitioned by id: a layout change, so the rebuild is a new table beside
+# the old one (another table id) and the consumers' checkpoints no longer name it
+_EVENTS_REBUILT = _EVENTS.replace("event_time='event_time'", "event_time='event_time', partition_by='id'").replace(
+    ", (5, '2020-01-05 03:00:00')", "")
+_MB_MOR = _CONFIG.format(extra=", microbatch_source='changes', table_type='mor'") + _BODY
+_MB_KEYED = (_CONFIG.format(extra=", microbatch_source='changes', unique_key='id'")
+             + "select id, event_time, 'v' || cast(id as string) as label from {{ ref('events') }}")
+
+
+class TestMicrobatchFromChangesVariants:
+    """Changes-driven windows on a merge-on-read model and on a model with unique_key (each window upserted with
+    its stored keys that the window lost deleted); an upstream rebuilt in place (--full-refresh: one
+    insert_overwrite_table commit) and beside (a layout change: another table) - the windows it changes are
+    rebuilt, rows it dropped leave the model, nothing is counted twice; --event-time-start/-end bound the
+    windows rebuilt and keep the checkpoint, so the next unbounded run rebuilds the windows outside."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"events.sql": _EVENTS, "mb_mor.sql": _MB_MOR, "mb_keyed.sql": _MB_KEYED}
+
+    _path = staticmethod(TestMicrobatchFromChanges._path)
+    _commits = TestMicrobatchFromChanges._commits
+
+    def _rows(self, project, name, cols="id, cast(event_time as string)"):
+        return sorted(tuple(r) for r in project.run_sql(f"select {cols} from {project.test_schema}.{name}",
+                                                        fetch="all"))
+
+    def _checkpoint(self, project, name):
+        return hudilite.Table.open(self._path(project, name)).consumed().positions
+
+    def _events_position(self, project):
+        return {self._path(project, "events"): hudilite.Table.open(self._path(project, "events")).position()[0]}
+
+    def _run(self, project, *extra, expect_pass=True):
+        with patch_microbatch_end_time(_END):
+            return run_dbt(["run", "--select", "mb_mor", "mb_keyed", *extra], expect_pass=expect_pass)
+
+    def _both(self, project):
+        mor, keyed = self._rows(project, "mb_mor"), self._rows(project, "mb_keyed")
+        assert mor == keyed, (mor, keyed)
+        assert self._rows(project, "mb_keyed", "id, label") == sorted((r[0], f"v{r[0]}") for r in keyed)
+        return keyed
+
+    def test_variants(self, project):
+        schema = project.test_schema
+        base = [(1, "2020-01-01 03:00:00"), (2, "2020-01-02 03:00:00"), (3, "2020-01-03 03:00:00"),
+                (4, "2020-01-04 03:00:00"), (5, "2020-01-05 03:00:00")]
+        with patch_microbatch_end_time(_END):
+            run_dbt(["run"])
+        assert self._both(project) == base
+        assert hudilite.Table.open(self._path(project, "mb_mor")).info().table_type == "MERGE_ON_READ"
+        assert list(hudilite.Table.open(self._path(project, "mb_keyed")).layout().record_key) == ["id"]
+        commits = {m: self._commits(project, m) for m in ("mb_mor", "mb_keyed")}
+
+        # a late row in 01-02 and row 3 moved within its window: only 01-02 and 01-03 are rebuilt (upserted)
+        project.run_sql(f"insert into {schema}.events values (6, timestamp '2020-01-02 05:00:00')")
+        project.run_sql(f"update {schema}.events set event_time = timestamp '2020-01-03 04:00:00' where id = 3")
+        self._run(project)
+        want = sorted(base[:2] + [(3, "2020-01-03 04:00:00")] + base[3:] + [(6, "2020-01-02 05:00:00")])
+        assert self._both(project) == want
+        for m in commits:
+            assert self._commits(project, m) == commits[m] + 2, m  # one commit per touched window
+            assert self._checkpoint(project, m) == self._events_position(project)
+        commits = {m: self._commits(project, m) for m in commits}
+
+        # --event-time-start/-end: a late row in 01-01 and one in 01-04; only 01-04 is in the bounds
+        project.run_sql(f"insert into {schema}.events values (7, timestamp '2020-01-01 06:00:00'), "
+                        "(8, timestamp '2020-01-04 06:00:00')")
+        before = self._checkpoint(project, "mb_mor")
+        self._run(project, "--event-time-start", "2020-01-04", "--event-time-end", "2020-01-05")
+        want_bounded = sorted(want + [(8, "2020-01-04 06:00:00")])
+        assert self._both(project) == want_bounded
+        for m in commits:
+            assert self._checkpoint(project, m) == before, m  # 01-01 not rebuilt: the checkpoint stays
+        # the next unbounded run rebuilds 01-01 (01-04 already holds its rows) and advances the checkpoint
+        self._run(project)
+        want = sorted(want_bounded + [(7, "2020-01-01 06:00:00")])
+        assert self._both(project) == want
+        for m in commits:
+            assert self._checkpoint(project, m) == self._events_position(project)
+        commits = {m: self._commits(project, m) for m in commits}
+
+        # the upstream rebuilt in place (--full-refresh of a table model: one insert_overwrite_table commit, the
+        # same table): back to its SQL's rows; the late rows and the move are gone from every window
+        run_dbt(["run", "--select", "events", "--full-refresh"])
+        self._run(project)
+        assert self._both(project) == base
+        for m in commits:
+            assert self._checkpoint(project, m) == self._events_position(project)
+
+        # the upstream rebuilt beside (another table id): row 5 is gone, its window 01-05 empties
+        write_file(_EVENTS_REBUILT, project.project_root, "models", "events.sql")
+        run_dbt(["run", "--select", "events"])
+        self._run(project)
+        assert self._both(project) == base[:4]
+        for m in commits:
+            assert self._checkpoint(project, m) == self._events_position(project)
+        # and a run without upstream commits writes nothing
+        commits = {m: self._commits(project, m) for m in commits}
+        self._run(project)
+        assert {m: self._commits(project, m) for m in commits} == commits

@@ -1,8 +1,9 @@
 """dbt over Spark Connect (`method: connect`): seed, table, incremental upsert / append / delete+insert,
-snapshot, a `hudilite.changes()` model and an `aggregate` model, built twice by `dbt build` in subprocesses
-against the `hudilite server` of the warehouse; the same project is built meanwhile in session mode, in this
-process (`reuse_session: auto` over the suite's classic session), and every table's rows, read back from
-storage by the test's classic session, must equal between the two modes and the expected values."""
+snapshot, a `hudilite.changes()` model, an `aggregate` model and two Python models (table, incremental
+upsert), built twice by `dbt build` in subprocesses against the `hudilite server` of the warehouse; the same
+project is built meanwhile in session mode, in this process (`reuse_session: auto` over the suite's classic
+session), and every table's rows, read back from storage by the test's classic session, must equal between the
+two modes and the expected values."""
 
 import os
 import textwrap
@@ -50,6 +51,22 @@ FILES = {
         {{ config(materialized='aggregate') }}
         select ts, count(*) as n, sum(id) as ids from {{ ref('orders_inc') }} group by ts
     """,
+    # Python models run in the dbt process on its session (a Connect session over Connect)
+    "models/orders_py.py": """
+        import pyspark.sql.functions as F
+
+        def model(dbt, session):
+            dbt.config(materialized='table')
+            return dbt.ref('raw').withColumn('name', F.upper('name'))
+    """,
+    "models/orders_py_inc.py": """
+        def model(dbt, session):
+            dbt.config(materialized='incremental', unique_key='id', precombine_field='ts')
+            df = dbt.ref('raw')
+            if dbt.is_incremental:
+                df = df.filter(df.ts > session.sql(f"select max(ts) as m from {dbt.this}").collect()[0].m - 1)
+            return df
+    """,
     "snapshots/snap.sql": """
         {% snapshot snap %}
         {{ config(target_schema=schema, unique_key='id', strategy='check', check_cols=['name']) }}
@@ -64,7 +81,8 @@ SCHEMA = {"connect": "shop", "session": "shop_session"}
 TABLES = {"raw": ["id", "name", "ts"], "orders_t": ["id", "name", "ts"], "orders_inc": ["id", "name", "ts"],
           "orders_changes": ["id", "name", "_change_op"], "orders_app": ["id", "name"],
           "orders_di": ["id", "name", "ts"], "orders_agg": ["ts", "n", "ids"],
-          "snap": ["id", "name", "dbt_valid_to is null as current"]}
+          "snap": ["id", "name", "dbt_valid_to is null as current"], "orders_py": ["id", "name", "ts"],
+          "orders_py_inc": ["id", "name", "ts"]}
 
 
 def _project(root, info, mode: str, warehouse: str) -> None:
@@ -129,6 +147,7 @@ def test_dbt_models_over_connect(spark, connect_server, tmp_path):
     t = _same_in_both(spark, warehouses)
     assert t["orders_changes"] == [(1, "a", "I"), (2, "b", "I"), (3, "c", "I")]
     assert t["orders_agg"] == [(1, 3, 6)]
+    assert t["orders_py"] == [(1, "A", 1), (2, "B", 1), (3, "C", 1)]
     _build_both(roots, SEED_2)
     t = _same_in_both(spark, warehouses)
     assert t["raw"] == t["orders_t"] == [(2, "b2", 2), (3, "c", 1), (4, "d", 2)]
@@ -141,5 +160,7 @@ def test_dbt_models_over_connect(spark, connect_server, tmp_path):
     # the batch's keys deleted, then its rows inserted: 1 (not in the batch) stays
     assert t["orders_di"] == [(1, "a", 1), (2, "b2", 2), (3, "c", 1), (4, "d", 2)]
     assert t["orders_agg"] == [(1, 2, 4), (2, 2, 6)]
+    assert t["orders_py"] == [(2, "B2", 2), (3, "C", 1), (4, "D", 2)]
+    assert t["orders_py_inc"] == t["orders_inc"]  # the incremental Python model upserted as the SQL one did
     # 1 absent from the source: kept current
     assert t["snap"] == [(1, "a", True), (2, "b", False), (2, "b2", True), (3, "c", True), (4, "d", True)]

@@ -8,16 +8,23 @@
        insert_overwrite                  replace the partitions present in the batch (the whole table when
                                          the table is not partitioned)
      on_schema_change: ignore | fail | append_new_columns | sync_all_columns. --#}
-{% materialization incremental, adapter='hudilite', supported_languages=['sql'] %}
+{% materialization incremental, adapter='hudilite', supported_languages=['sql', 'python'] %}
   {%- set existing_relation = hudilite_existing_table() -%}
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set full_refresh_mode = should_full_refresh() -%}
 
   {{ run_hooks(pre_hooks) }}
 
-  {%- set code = hudilite_contract_sql(compiled_code) -%}
-  {%- set response = adapter.hudilite_materialize(target_relation, code, 'incremental', hudilite_model_config()) -%}
-  {%- do store_result('main', response=response) -%}
+  {%- if model['language'] == 'python' -%}
+    {#-- the script runs in this process (adapter.submit_python_job); statement stores its response --#}
+    {%- call statement('main', language='python') -%}
+      {{ hudilite_py_script(compiled_code, 'incremental', hudilite_model_config()) }}
+    {%- endcall -%}
+  {%- else -%}
+    {%- set code = hudilite_contract_sql(compiled_code) -%}
+    {%- set response = adapter.hudilite_materialize(target_relation, code, 'incremental', hudilite_model_config()) -%}
+    {%- do store_result('main', response=response) -%}
+  {%- endif -%}
 
   {{ return(hudilite_finish_table(target_relation, existing_relation, full_refresh_mode)) }}
 {% endmaterialization %}

@@ -1,6 +1,7 @@
 {#-- The configs hudilite reads, as one dict for adapter.hudilite_materialize (names follow dbt-spark's Hudi
      conventions: options.primaryKey / options.preCombineField are accepted as aliases). batch_start / batch_end:
-     a microbatch batch's window, the same values dbt renders into the upstream refs' event-time filters. --#}
+     a microbatch batch's window, the same values dbt renders into the upstream refs' event-time filters;
+     event_time_start / event_time_end: the invocation's --event-time-start / --event-time-end. --#}
 {% macro hudilite_model_config() %}
   {%- set cfg = {
       'unique_key': config.get('unique_key'),
@@ -25,6 +26,8 @@
       'microbatch_source': config.get('microbatch_source'),
       'batch_size': config.get('batch_size'),
       'begin': config.get('begin'),
+      'event_time_start': hudilite_invocation_arg('event_time_start'),
+      'event_time_end': hudilite_invocation_arg('event_time_end'),
       'microbatch_upstreams': hudilite_microbatch_upstreams() if config.get('microbatch_source') else [],
       'audit_tests': hudilite_audit_tests() if config.get('audit_before_publish') else [],
   } -%}
