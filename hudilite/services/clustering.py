@@ -34,7 +34,6 @@ import pyarrow as pa
 from hudilite.errors import CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError
 from hudilite.file_group import new_file_id
 from hudilite.fs_view import FileSystemView
-from hudilite.lock import lock_for
 from hudilite.markers import delete_markers
 from hudilite.options import (
     CLUSTER_GROUP_BYTES,
@@ -66,7 +65,6 @@ from hudilite.timeline import CLUSTERING, INFLIGHT, REPLACE_COMMIT, Instant, Tim
 from hudilite.timeline.avro_models import REQUESTED_REPLACE
 from hudilite.timeline.plans import clustering_plan, pending_service_groups
 from hudilite.writer.handle import sort_indices
-from hudilite.writer.rollback import rollback_instant
 from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -253,11 +251,12 @@ def execute_clustering(table: HoodieTable, instant: Instant, options: dict | Non
         Transaction(table, options).complete(Instant(cur.timestamp, cur.action, INFLIGHT), md,
                                              validate=claim.completion_check(replaced, stats))
     except CommitConflictError as e:  # a write touched an input group after the plan: the plan is stale
-        with lock_for(table.base_path, options):
+        txn = Transaction(table, options)
+        with txn.lock:
             held = claim.held()
             now = table.reload().get(cur.timestamp)
             if held and now is not None and not now.is_completed:
-                rollback_instant(table, now)
+                txn.rollback(now)
         if not held:
             claim.abandon()
             raise
