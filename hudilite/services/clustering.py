@@ -7,7 +7,8 @@ instants. A partition with at least two such slices (or one, when sort columns a
 groups of at most `hoodie.clustering.plan.strategy.max.bytes.per.group` (2 GB) each, at most
 `hoodie.clustering.plan.strategy.max.num.groups` (30) groups per plan. The plan is `<t>.replacecommit.requested`
 holding an Avro `HoodieRequestedReplaceMetadata` (operationType CLUSTER, a `HoodieClusteringPlan` whose
-strategy params carry the sort columns, `hoodie.clustering.plan.strategy.sort.columns`).
+strategy params carry the sort columns, `hoodie.clustering.plan.strategy.sort.columns`; its slices name their
+files by full path, `file:/...` or the table's URI, as Apache Hudi's planner does, so Apache Hudi executes it).
 
 Execute (`run_clustering`, every pending plan oldest first): each group's slices are read merged (base +
 valid log blocks, reader/merge.py), concatenated, sorted by the sort columns (then record key) if given, and
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 
 import pyarrow as pa
@@ -60,6 +60,7 @@ from hudilite.services.common import (
     write_stat,
 )
 from hudilite.services.compaction import log_instants
+from hudilite.storage import hadoop_uri
 from hudilite.table import HoodieTable
 from hudilite.timeline import CLUSTERING, INFLIGHT, REPLACE_COMMIT, Instant, Timeline
 from hudilite.timeline.avro_models import REQUESTED_REPLACE
@@ -135,8 +136,9 @@ def plan_clustering(table: HoodieTable, tl: Timeline, options: dict | None) -> d
     for slices, nbytes in groups:
         input_groups.append({
             "slices": [{
-                "dataFilePath": sl.base_file.name if sl.base_file else None,
-                "deltaFilePaths": [os.path.basename(lf.path) for lf in sl.log_files],
+                # full paths, as Apache Hudi's planner writes them (its executor opens them as they are)
+                "dataFilePath": hadoop_uri(sl.base_file.path) if sl.base_file else None,
+                "deltaFilePaths": [hadoop_uri(lf.path) for lf in sl.log_files],
                 "fileId": sl.file_id, "partitionPath": sl.partition, "bootstrapFilePath": "", "version": 1,
             } for sl in slices],
             "metrics": {"TOTAL_FILE_SIZE": float(nbytes),
