@@ -27,7 +27,6 @@ from hudilite.services import clean as _clean
 from hudilite.services import clustering as _clustering
 from hudilite.services import compaction as _compaction
 from hudilite.services.rollback import rollback_failed_writes as _rollback_failed_writes
-from hudilite.services.rollback import rollback_instant as _rollback_instant
 from hudilite.services.upgrade import upgrade as _upgrade
 from hudilite.spark.changes import changes as _spark_changes
 from hudilite.spark.datasource import register as _register
@@ -431,7 +430,8 @@ class TableServices:
             raise RollbackRefusedError(f"no instant {instant} on the timeline of {t.base_path}")
         if inst.is_completed:
             raise RollbackRefusedError(f"instant {instant} is completed; only pending writes can be rolled back")
-        with Transaction(t, self._opts(None) or {}).lock:  # no writer completes it meanwhile
+        txn = Transaction(t, self._opts(None) or {})
+        with txn.lock:  # no writer completes it meanwhile
             tl = t.reload()
             inst = tl.get(instant)
             guard = pending_guard(tl, inst) if inst is not None and not inst.is_completed else None
@@ -446,7 +446,7 @@ class TableServices:
                 raise RollbackRefusedError(
                     f"instant {instant} belongs to a writer that is alive ({live}); rolling it back would fail "
                     "that write. Use --force if you know the writer is dead")
-            return _rollback_instant(t, inst)
+            return txn.rollback(inst)
 
     def live_writes(self) -> dict[str, str]:
         """Pending writes whose writer looks alive (its heartbeat within its tolerance), instant -> why:

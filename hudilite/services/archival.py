@@ -51,6 +51,7 @@ from hudilite.timeline import (
     INFLIGHT,
     REPLACE_COMMIT,
     REQUESTED,
+    ROLLBACK,
     WRITE_ACTIONS,
     Instant,
     Timeline,
@@ -164,6 +165,8 @@ def _entry(tl: Timeline, inst: Instant, path: str, action: str, state: str) -> d
             rec["hoodieReplaceCommitMetadata"] = commit_metadata_record(tl.read_metadata(inst), replace=True)
         elif state == COMPLETED and action == CLEAN:
             rec["hoodieCleanMetadata"] = from_container(data)
+        elif state == COMPLETED and action == ROLLBACK:
+            rec["hoodieRollbackMetadata"] = from_container(data)
         elif state == REQUESTED and action == COMPACTION:
             rec["hoodieCompactionPlan"] = from_container(data)
         elif state == REQUESTED and action == CLEAN:

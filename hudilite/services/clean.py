@@ -36,7 +36,7 @@ from hudilite.reader import overlay_cache
 from hudilite.services.common import Progress, open_table, pending_plan, schedule_plan
 from hudilite.storage import canonical, storage_for
 from hudilite.table import HoodieTable
-from hudilite.timeline import CLEAN, COMPLETED, INFLIGHT, REPLACE_COMMIT, WRITE_ACTIONS, Instant, Timeline
+from hudilite.timeline import CLEAN, COMPLETED, INFLIGHT, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS, Instant, Timeline
 from hudilite.timeline.avro_models import CLEAN_METADATA, CLEANER_PLAN, from_container, to_container
 from hudilite.timeline.heartbeat import heartbeat_path
 from hudilite.timeline.plans import pending_service_groups, read_requested
@@ -69,7 +69,7 @@ def earliest_retained(tl: Timeline, options: dict | None) -> Instant | None:
     if len(done) <= n:
         return None
     e = done[-n]
-    pending = [i for i in tl.pending() if i.action != CLEAN]
+    pending = [i for i in tl.pending() if i.action not in (CLEAN, ROLLBACK)]
     if pending and pending[0].timestamp < e.timestamp:
         return pending[0]
     return e
@@ -83,7 +83,7 @@ def plan_clean(table: HoodieTable, tl: Timeline, options: dict | None) -> dict |
     if policy == KEEP_LATEST_COMMITS and e_inst is None:
         return None
     e = e_inst.timestamp if e_inst is not None else None
-    oldest_pending = next((i.timestamp for i in tl.pending() if i.action != CLEAN), None)
+    oldest_pending = next((i.timestamp for i in tl.pending() if i.action not in (CLEAN, ROLLBACK)), None)
     replace_bound = e if policy == KEEP_LATEST_COMMITS else oldest_pending
     replaced: dict[tuple[str, str], str] = {}
     for inst in tl.completed((REPLACE_COMMIT,)):
@@ -93,7 +93,7 @@ def plan_clean(table: HoodieTable, tl: Timeline, options: dict | None) -> dict |
     protected = pending_service_groups(tl)
     protected_slices = set()
     for inst in tl.pending():
-        plan = read_requested(tl, inst) if inst.action != CLEAN else None
+        plan = read_requested(tl, inst) if inst.action not in (CLEAN, ROLLBACK) else None
         for op in (plan or {}).get("operations") or []:  # compaction: the planned slice
             protected_slices.add((op.get("partitionPath") or "", op["fileId"], op.get("baseInstantTime")))
     view = FileSystemView(table.base_path, tl)

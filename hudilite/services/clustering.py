@@ -7,7 +7,8 @@ instants. A partition with at least two such slices (or one, when sort columns a
 groups of at most `hoodie.clustering.plan.strategy.max.bytes.per.group` (2 GB) each, at most
 `hoodie.clustering.plan.strategy.max.num.groups` (30) groups per plan. The plan is `<t>.replacecommit.requested`
 holding an Avro `HoodieRequestedReplaceMetadata` (operationType CLUSTER, a `HoodieClusteringPlan` whose
-strategy params carry the sort columns, `hoodie.clustering.plan.strategy.sort.columns`).
+strategy params carry the sort columns, `hoodie.clustering.plan.strategy.sort.columns`; its slices name their
+files by full path, `file:/...` or the table's URI, as Apache Hudi's planner does, so Apache Hudi executes it).
 
 Execute (`run_clustering`, every pending plan oldest first): each group's slices are read merged (base +
 valid log blocks, reader/merge.py), concatenated, sorted by the sort columns (then record key) if given, and
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 
 import pyarrow as pa
@@ -34,7 +34,6 @@ import pyarrow as pa
 from hudilite.errors import CommitConflictError, CorruptTableError, HudiliteError, InvalidWriteError
 from hudilite.file_group import new_file_id
 from hudilite.fs_view import FileSystemView
-from hudilite.lock import lock_for
 from hudilite.markers import delete_markers
 from hudilite.options import (
     CLUSTER_GROUP_BYTES,
@@ -61,12 +60,12 @@ from hudilite.services.common import (
     write_stat,
 )
 from hudilite.services.compaction import log_instants
+from hudilite.storage import hadoop_uri
 from hudilite.table import HoodieTable
 from hudilite.timeline import CLUSTERING, INFLIGHT, REPLACE_COMMIT, Instant, Timeline
 from hudilite.timeline.avro_models import REQUESTED_REPLACE
 from hudilite.timeline.plans import clustering_plan, pending_service_groups
 from hudilite.writer.handle import sort_indices
-from hudilite.writer.rollback import rollback_instant
 from hudilite.writer.transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -137,8 +136,9 @@ def plan_clustering(table: HoodieTable, tl: Timeline, options: dict | None) -> d
     for slices, nbytes in groups:
         input_groups.append({
             "slices": [{
-                "dataFilePath": sl.base_file.name if sl.base_file else None,
-                "deltaFilePaths": [os.path.basename(lf.path) for lf in sl.log_files],
+                # full paths, as Apache Hudi's planner writes them (its executor opens them as they are)
+                "dataFilePath": hadoop_uri(sl.base_file.path) if sl.base_file else None,
+                "deltaFilePaths": [hadoop_uri(lf.path) for lf in sl.log_files],
                 "fileId": sl.file_id, "partitionPath": sl.partition, "bootstrapFilePath": "", "version": 1,
             } for sl in slices],
             "metrics": {"TOTAL_FILE_SIZE": float(nbytes),
@@ -253,11 +253,12 @@ def execute_clustering(table: HoodieTable, instant: Instant, options: dict | Non
         Transaction(table, options).complete(Instant(cur.timestamp, cur.action, INFLIGHT), md,
                                              validate=claim.completion_check(replaced, stats))
     except CommitConflictError as e:  # a write touched an input group after the plan: the plan is stale
-        with lock_for(table.base_path, options):
+        txn = Transaction(table, options)
+        with txn.lock:
             held = claim.held()
             now = table.reload().get(cur.timestamp)
             if held and now is not None and not now.is_completed:
-                rollback_instant(table, now)
+                txn.rollback(now)
         if not held:
             claim.abandon()
             raise

@@ -146,9 +146,9 @@ def run_pending(table: HoodieTable, pending: list[Instant], instant: str | None,
 
 # ---- reading and writing file slices -------------------------------------------------------------------
 def plan_file(pdir: str, ref: str) -> str:
-    """The path of a file a service plan names, in its partition's directory `pdir`: our plans (and Apache
-    Hudi's compaction plans) hold file names, Apache Hudi's clustering plans full paths (`file:/...` or the
-    table's URI, as its writer saw it); the file is in its partition's directory either way."""
+    """The path of a file a service plan names, in its partition's directory `pdir`: compaction plans hold file
+    names, clustering plans (Apache Hudi's and ours) full paths (`file:/...` or the table's URI, as the planner
+    saw it; older hudilite plans: names); the file is in its partition's directory either way."""
     return os.path.join(pdir, ref.rsplit("/", 1)[-1])
 
 

@@ -1,9 +1,10 @@
-"""The rollback service: roll back failed writes (the mechanics are in hudilite.writer.rollback)."""
+"""The rollback service: roll back failed writes, each as a rollback instant (`Transaction.rollback`; the
+mechanics are in hudilite.writer.rollback)."""
 
 from __future__ import annotations
 
 from hudilite.table import HoodieTable
-from hudilite.writer.rollback import rollback_instant
+from hudilite.timeline import Instant
 from hudilite.writer.transaction import Transaction
 
 __all__ = ["rollback_failed_writes", "rollback_instant"]
@@ -19,3 +20,11 @@ def rollback_failed_writes(table: HoodieTable, *, lazy: bool = False, heartbeat_
     commit temp file). Returns the rolled-back instant times. `options`: the writers' (their lock provider)."""
     txn = Transaction(table, options or {})
     return txn.rollback_failed_writes(lazy=lazy, heartbeat_tolerance_ms=heartbeat_tolerance_ms)
+
+
+def rollback_instant(table: HoodieTable, instant: Instant, options: dict | None = None) -> list[str]:
+    """Roll back the one pending write `instant` (a rollback instant on the timeline, as Apache Hudi writes it),
+    under the table lock; the caller decided it is a failed write. Returns the deleted data files."""
+    txn = Transaction(table, options or {})
+    with txn.lock:
+        return txn.rollback(instant)

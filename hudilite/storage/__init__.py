@@ -15,7 +15,7 @@ from hudilite.storage.base import (
     unregister_storage,
 )
 from hudilite.storage.local import LocalStorage, storage_for
-from hudilite.storage.paths import canonical, is_local, normalize_path, relative_to
+from hudilite.storage.paths import canonical, hadoop_uri, is_local, normalize_path, relative_to
 
 if importlib.util.find_spec("obstore") is not None:  # S3 is the optional `s3` extra
     from hudilite.storage.s3 import register as _register_s3
@@ -23,5 +23,5 @@ if importlib.util.find_spec("obstore") is not None:  # S3 is the optional `s3` e
     _register_s3()  # s3:// and s3a:// configured from the AWS environment; the client is made on first use
 
 __all__ = ["LocalStorage", "Storage", "bind_storage_options", "canonical", "capture_all_bindings", "capture_bindings",
-           "install_bindings", "is_local", "normalize_path",
+           "hadoop_uri", "install_bindings", "is_local", "normalize_path",
            "register_storage", "registered_storage", "relative_to", "scheme_of", "storage_for", "unregister_storage"]

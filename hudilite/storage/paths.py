@@ -46,6 +46,12 @@ def normalize_path(path: str) -> str:
     return os.path.abspath(path)
 
 
+def hadoop_uri(path: str) -> str:
+    """`path` as Hadoop's `Path.toString()` spells a qualified path - what Apache Hudi writes where its metadata
+    holds full paths: `file:/x` for a local path, an object store URI as it is."""
+    return f"file:{normalize_path(path)}" if is_local(path) else path
+
+
 def relative_to(path: str, base: str) -> str:
     """`path` relative to the directory `base`, with `/` separators ("" for `base` itself); ValueError when it is
     not under `base`."""

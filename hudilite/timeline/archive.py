@@ -4,9 +4,9 @@ Layout (as Apache Hudi 0.14/0.15 writes it): Hudi log files named `.commits_.arc
 `commits`, empty base instant, extension `archive`), made of `#HUDI#` AVRO_DATA blocks whose SCHEMA header is
 `HoodieArchivedMetaEntry`; one record per archived instant *file* (requested / inflight / completed) with
 `commitTime`, `actionType`, `actionState` and the instant's metadata in the field for its kind
-(`hoodieCommitMetadata`, `hoodieReplaceCommitMetadata`, `hoodieCleanMetadata`, `hoodieCompactionPlan`,
-`hoodieCleanerPlan`, `hoodieRequestedReplaceMetadata`). hudi-rs never reads the archive; hudilite reads it so
-that log-block and file validity is judged against the whole timeline (`Timeline.committed_times`).
+(`hoodieCommitMetadata`, `hoodieReplaceCommitMetadata`, `hoodieCleanMetadata`, `hoodieRollbackMetadata`,
+`hoodieCompactionPlan`, `hoodieCleanerPlan`, `hoodieRequestedReplaceMetadata`). hudi-rs never reads the archive;
+hudilite reads it so that log-block and file validity is judged against the whole timeline (`Timeline.committed_times`).
 
 Reading is tolerant: damaged byte ranges are skipped (the log reader's corrupt-block handling), records whose
 schema cannot be decoded are skipped with a warning, and an instant that is both archived and still on the
@@ -190,7 +190,8 @@ def load_archive(directory: str) -> ArchivedTimeline:
                 state = (r.get("actionState") or COMPLETED).upper()
                 md = None
                 for k in ("hoodieCommitMetadata", "hoodieReplaceCommitMetadata", "hoodieCleanMetadata",
-                          "hoodieCompactionPlan", "hoodieCleanerPlan", "hoodieRequestedReplaceMetadata"):
+                          "hoodieCompactionPlan", "hoodieCleanerPlan", "hoodieRequestedReplaceMetadata",
+                          "hoodieRollbackMetadata"):
                     if r.get(k) is not None:
                         md = r[k]
                         break

@@ -6,6 +6,7 @@ real tables of `../shared/hudi-tables/`), so Java reads what hudilite writes by 
 - `HoodieRequestedReplaceMetadata` with a `HoodieClusteringPlan` (`<t>.replacecommit.requested` of clustering),
 - `HoodieCleanerPlan` (`<t>.clean.requested`), `HoodieCleanMetadata` (`<t>.clean`),
 - `HoodieCommitMetadata` / `HoodieReplaceCommitMetadata` (the Avro form of commit metadata, used in the archive),
+- `HoodieRollbackPlan` (`<t>.rollback.requested`), `HoodieRollbackMetadata` (the completed `rollback`),
 - `HoodieArchivedMetaEntry` (one record per archived instant file, in `.hoodie/archived/.commits_.archive.N_*`).
 
 Timeline files are Avro object container files with one record, codec null (as Java writes them).
@@ -138,6 +139,46 @@ CLEAN_METADATA = {
         {"name": "bootstrapPartitionMetadata", **_opt({"type": "map", "values": NS + ".HoodieCleanPartitionMetadata"})},
     ]}
 
+INSTANT_INFO = {
+    "type": "record", "name": "HoodieInstantInfo", "namespace": NS, "fields": [
+        {"name": "commitTime", "type": "string"},
+        {"name": "action", "type": "string"},
+    ]}
+
+_LONG_MAP = {"type": "map", "values": "long"}
+
+ROLLBACK_PLAN = {
+    "type": "record", "name": "HoodieRollbackPlan", "namespace": NS, "fields": [
+        {"name": "instantToRollback", **_opt(INSTANT_INFO)},
+        {"name": "RollbackRequests", **_opt({"type": "array", "items": {
+            "type": "record", "name": "HoodieRollbackRequest", "namespace": NS, "fields": [
+                {"name": "partitionPath", "type": "string"},
+                {"name": "fileId", **_opt("string")},
+                {"name": "latestBaseInstant", **_opt("string")},
+                {"name": "filesToBeDeleted", "type": {"type": "array", "items": "string"}, "default": []},
+                {"name": "logBlocksToBeDeleted", **_opt(_LONG_MAP)},
+            ]}})},
+        {"name": "version", "type": ["int", "null"], "default": 1},
+    ]}
+
+ROLLBACK_METADATA = {
+    "type": "record", "name": "HoodieRollbackMetadata", "namespace": NS, "fields": [
+        {"name": "startRollbackTime", "type": "string"},
+        {"name": "timeTakenInMillis", "type": "long"},
+        {"name": "totalFilesDeleted", "type": "int"},
+        {"name": "commitsRollback", "type": {"type": "array", "items": "string"}},
+        {"name": "partitionMetadata", "type": {"type": "map", "values": {
+            "type": "record", "name": "HoodieRollbackPartitionMetadata", "namespace": NS, "fields": [
+                {"name": "partitionPath", "type": "string"},
+                {"name": "successDeleteFiles", "type": {"type": "array", "items": "string"}},
+                {"name": "failedDeleteFiles", "type": {"type": "array", "items": "string"}},
+                {"name": "rollbackLogFiles", **_opt(_LONG_MAP)},
+                {"name": "writtenLogFiles", **_opt(_LONG_MAP)},
+            ]}}},
+        {"name": "version", "type": ["int", "null"], "default": 1},
+        {"name": "instantsRollback", "type": {"type": "array", "items": copy.deepcopy(INSTANT_INFO)}, "default": []},
+    ]}
+
 _WRITE_STAT_LONGS = ("numWrites", "numDeletes", "numUpdateWrites", "totalWriteBytes", "totalWriteErrors")
 _WRITE_STAT_LONGS2 = ("totalLogRecords", "totalLogFiles", "totalUpdatedRecordsCompacted", "numInserts",
                       "totalLogBlocks", "totalCorruptLogBlock", "totalRollbackBlocks", "fileSizeInBytes")
@@ -227,6 +268,7 @@ ARCHIVED_META_ENTRY = {
         {"name": "actionState", **_opt("string")},
         {"name": "hoodieReplaceCommitMetadata", **_opt(REPLACE_COMMIT_METADATA)},
         {"name": "hoodieRequestedReplaceMetadata", **_opt(REQUESTED_REPLACE)},
+        {"name": "hoodieRollbackMetadata", **_opt(ROLLBACK_METADATA)},
     ]}
 
 

@@ -1,7 +1,11 @@
 """Rolling back failed (pending) writes from their markers: the mechanics the transaction and the services use.
 
-Order matters for crash safety: data files first, then markers, then the instant files last, so a rollback
-that is itself killed leaves a pending instant that the next rollback finishes.
+A rollback is an instant of its own, as in Apache Hudi: `<t>.rollback.requested` (the HoodieRollbackPlan:
+`rollback_plan`), `<t>.rollback.inflight`, then the completed rollback with HoodieRollbackMetadata; the
+transaction takes its time and writes those files (`Transaction.rollback`), this module plans and executes.
+Order matters for crash safety: data files first, then markers, then the failed instant's files, then the
+completed rollback, so a rollback that is itself killed leaves a pending rollback that the next rollback
+re-executes for the same instant.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 
 from hudilite import auxfiles
 from hudilite.file_group import parse_base_file_name
@@ -22,12 +27,12 @@ from hudilite.log import (
     new_log_version_path,
     parse_log_file_name,
     scan_log_file,
+    try_parse_log_file_name,
 )
 from hudilite.markers import APPEND, delete_markers, list_markers, marker_dir
 from hudilite.table import HoodieTable
-from hudilite.timeline import COMPLETED, Instant
+from hudilite.timeline import Instant
 from hudilite.timeline.heartbeat import heartbeat_path
-from hudilite.timeline.instant_time import next_instant_time
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +44,7 @@ def files_of_instant(table: HoodieTable, instant: str) -> list[str]:
     partitions: set[str] = set()
     for part, name, kind in list_markers(table.base_path, instant):
         partitions.add(part)
-        if kind != APPEND:  # log files: see rollback_log_files
+        if kind != APPEND:  # log files: see _log_actions
             out.add(os.path.join(table.partition_dir(part), name))
     for part in partitions:
         for entry in table.fs.scandir_files(table.partition_dir(part)):
@@ -93,17 +98,71 @@ def _delete_instant_temp_files(table: HoodieTable, instant: str) -> None:
             table.fs.delete(entry.path)
 
 
-def rollback_instant(table: HoodieTable, instant: Instant) -> list[str]:
-    """Undo a pending write instant. Returns the deleted data files."""
-    if instant.state == COMPLETED:
-        raise ValueError(f"instant {instant.timestamp} is completed; rollback of completed commits is a restore")
-    deleted = rollback_log_files(table, instant.timestamp)
-    dirs = {os.path.dirname(p) for p in deleted}
-    for path in files_of_instant(table, instant.timestamp):
-        if table.fs.delete(path):
-            deleted.append(path)
-        dirs.add(os.path.dirname(path))
-    _remove_empty_partition_dirs(table, dirs, instant.timestamp)
+def _log_actions(table: HoodieTable, instant: str) -> tuple[list[str], list[str]]:
+    """Merge-on-read: the log files of a failed `instant` (its APPEND markers) to delete - they hold blocks of
+    `instant` only (created by it) - and those that also hold other instants' blocks, which get a rollback
+    COMMAND block instead. Files already gone are in neither."""
+    delete, command = [], []
+    for part, name, kind in list_markers(table.base_path, instant):
+        if kind != APPEND:
+            continue
+        path = os.path.join(table.partition_dir(part), name)
+        if not table.fs.exists(path):
+            continue
+        blocks = [b for b in scan_log_file(path) if isinstance(b, LogBlock)]
+        (command if any(b.instant_time != instant for b in blocks) else delete).append(path)
+    return delete, command
+
+
+def _file_group(table: HoodieTable, path: str) -> tuple[str, str | None, str | None]:
+    """(partition, file id, base instant) of a data file of the table (file id None for other files)."""
+    part = os.path.relpath(os.path.dirname(path), table.base_path)
+    part = "" if part == "." else part
+    base = parse_base_file_name(os.path.basename(path))
+    if base:
+        return part, base[0], None
+    name = try_parse_log_file_name(path)
+    return (part, name.file_id, name.instant) if name else (part, None, None)
+
+
+def rollback_plan(table: HoodieTable, instant: Instant) -> dict:
+    """The HoodieRollbackPlan of pending write `instant`, as Apache Hudi plans a marker-based rollback: per
+    file group the files to delete and the log files that get a rollback command block (with their size)."""
+    delete, command = _log_actions(table, instant.timestamp)
+    requests: dict[tuple[str, str | None], dict] = {}
+
+    def request(path: str) -> dict:
+        part, fid, base = _file_group(table, path)
+        return requests.setdefault((part, fid), {"partitionPath": part, "fileId": fid, "latestBaseInstant": base,
+                                                 "filesToBeDeleted": [], "logBlocksToBeDeleted": None})
+
+    for path in [*files_of_instant(table, instant.timestamp), *delete]:
+        request(path)["filesToBeDeleted"].append(path)
+    for path in command:
+        r = request(path)
+        r["logBlocksToBeDeleted"] = {**(r["logBlocksToBeDeleted"] or {}), path: table.fs.size(path)}
+    return {"instantToRollback": {"commitTime": instant.timestamp, "action": instant.action},
+            "RollbackRequests": [requests[k] for k in sorted(requests, key=lambda k: (k[0], k[1] or ""))],
+            "version": 1}
+
+
+def execute_rollback(table: HoodieTable, plan: dict, rollback_time: str) -> tuple[list[str], dict]:
+    """Undo the pending write `plan` names (its files, its markers, then its instant files), writing rollback
+    command blocks as instant `rollback_time`. Returns the deleted data files and the HoodieRollbackMetadata.
+    Idempotent: a rerun after a crash finds deleted files gone (they count as deleted) and command blocks
+    already there; files the markers name beyond the plan (a write that went on after planning) go too."""
+    t0 = time.monotonic()
+    target = plan["instantToRollback"]
+    instant = Instant(target["commitTime"], target["action"], "REQUESTED")
+    planned = [p for r in plan.get("RollbackRequests") or [] for p in r.get("filesToBeDeleted") or []]
+    logs = {p: n for r in plan.get("RollbackRequests") or [] for p, n in (r.get("logBlocksToBeDeleted") or {}).items()}
+    delete, command = _log_actions(table, instant.timestamp)
+    for path in command:
+        logs.setdefault(path, table.fs.size(path))
+        _write_rollback_block(table, path, instant.timestamp, rollback_time)
+    candidates = list(dict.fromkeys([*planned, *delete, *files_of_instant(table, instant.timestamp)]))
+    deleted = [p for p in candidates if table.fs.delete(p)]
+    _remove_empty_partition_dirs(table, {os.path.dirname(p) for p in candidates}, instant.timestamp)
     delete_markers(table.base_path, instant.timestamp)
     table.fs.delete(heartbeat_path(table.base_path, instant.timestamp))
     _delete_instant_temp_files(table, instant.timestamp)
@@ -113,40 +172,39 @@ def rollback_instant(table: HoodieTable, instant: Instant) -> list[str]:
         table.fs.delete(os.path.join(tl.meta_dir, instant.with_state(state).file_name(tl.layout)))
     log.info("rolled back %s (%d files)", instant.timestamp, len(deleted))
     table.reload()
-    return deleted
+    parts: dict[str, dict] = {}
+
+    def part_md(path: str) -> dict:
+        part = _file_group(table, path)[0]
+        return parts.setdefault(part, {"partitionPath": part, "successDeleteFiles": [], "failedDeleteFiles": [],
+                                       "rollbackLogFiles": {}, "writtenLogFiles": {}})
+
+    for p in candidates:
+        part_md(p)["failedDeleteFiles" if table.fs.exists(p) else "successDeleteFiles"].append(p)
+    for p, size in logs.items():
+        part_md(p)["rollbackLogFiles"][p] = size
+    metadata = {
+        "startRollbackTime": rollback_time, "timeTakenInMillis": int((time.monotonic() - t0) * 1000),
+        "totalFilesDeleted": sum(len(m["successDeleteFiles"]) for m in parts.values()),
+        "commitsRollback": [instant.timestamp], "partitionMetadata": parts, "version": 1,
+        "instantsRollback": [{"commitTime": instant.timestamp, "action": instant.action}],
+    }
+    return deleted, metadata
 
 
-def rollback_log_files(table: HoodieTable, instant: str) -> list[str]:
-    """Merge-on-read: undo the log appends of a failed `instant` named by its APPEND markers. A log file that
-    holds blocks of `instant` only (created by it) is deleted; a log file that also holds other instants' blocks
-    gets a rollback COMMAND block (TARGET_INSTANT_TIME = `instant`), which makes readers drop the failed blocks
-    in any log file of the slice: appended to that file, or where the storage cannot append, in a new log
-    version of the slice. Returns the deleted files. Idempotent (a rerun after a crash finds the file
-    gone, or the command block already there)."""
-    deleted = []
-    for part, name, kind in list_markers(table.base_path, instant):
-        if kind != APPEND:
-            continue
-        path = os.path.join(table.partition_dir(part), name)
-        if not table.fs.exists(path):
-            continue
-        blocks = [b for b in scan_log_file(path) if isinstance(b, LogBlock)]
-        others = [b for b in blocks if b.instant_time != instant]
-        if not others:
-            if table.fs.delete(path):
-                deleted.append(path)
-            continue
-        if _rolled_back_in_slice(path, instant):
-            continue
-        when = next_instant_time(table.timeline.last_instant_time())
-        block = CommandBlock.rollback(when, instant)
-        if table.fs.supports_append:
-            append_blocks(path, [block])
-        else:  # object store: the block starts the slice's next log version, as Apache Hudi's writer does there
-            path = new_log_version_path(path, ROLLBACK_WRITE_TOKEN)
-            create_log_file(path, [block])
-        log.info("wrote a rollback command block for %s to %s", instant, path)
-    return deleted
+def _write_rollback_block(table: HoodieTable, path: str, instant: str, rollback_time: str) -> None:
+    """A rollback COMMAND block (TARGET_INSTANT_TIME = `instant`) for a log file that also holds other instants'
+    blocks: readers then drop the failed blocks in any log file of the slice. Appended to that file, or where
+    the storage cannot append, in a new log version of the slice; not again where a rerun finds it there."""
+    if _rolled_back_in_slice(path, instant):
+        return
+    block = CommandBlock.rollback(rollback_time, instant)
+    if table.fs.supports_append:
+        append_blocks(path, [block])
+    else:  # object store: the block starts the slice's next log version, as Apache Hudi's writer does there
+        path = new_log_version_path(path, ROLLBACK_WRITE_TOKEN)
+        create_log_file(path, [block])
+    log.info("wrote a rollback command block for %s to %s", instant, path)
 
 
 # a rollback runs on the driver, outside any Spark task

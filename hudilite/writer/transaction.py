@@ -39,7 +39,7 @@ from typing import Callable
 
 from hudilite import auxfiles, change_images
 from hudilite.config import MERGE_ON_READ
-from hudilite.errors import CommitConflictError, InvalidWriteError
+from hudilite.errors import CommitConflictError, CorruptTableError, InvalidWriteError
 from hudilite.lock import LockLostError, lock_for
 from hudilite.lock.base import check_lock_provider
 from hudilite.options import (
@@ -53,8 +53,8 @@ from hudilite.options import (
 )
 from hudilite.storage.local import directories_of, storage_for
 from hudilite.table import HoodieTable
-from hudilite.timeline import COMMIT, COMPLETED, INFLIGHT, REQUESTED, WRITE_ACTIONS, Instant
-from hudilite.timeline.avro_models import commit_metadata_bytes
+from hudilite.timeline import COMMIT, COMPLETED, INFLIGHT, REQUESTED, ROLLBACK, WRITE_ACTIONS, Instant
+from hudilite.timeline.avro_models import ROLLBACK_METADATA, ROLLBACK_PLAN, commit_metadata_bytes, to_container
 from hudilite.timeline.heartbeat import (
     Heartbeat,
     heartbeat_expired,
@@ -65,6 +65,7 @@ from hudilite.timeline.heartbeat import (
 )
 from hudilite.timeline.instant import CLUSTERING, COMPLETION_KEY, REPLACE_COMMIT
 from hudilite.timeline.instant_time import next_instant_time, wait_for_skew
+from hudilite.timeline.plans import read_requested
 from hudilite.writer.conflict import (
     PREPARED_KEY,
     Footprint,
@@ -75,7 +76,7 @@ from hudilite.writer.conflict import (
     prepared_metadata,
     read_basis,
 )
-from hudilite.writer.rollback import clean_completed_leftovers, rollback_instant
+from hudilite.writer.rollback import clean_completed_leftovers, execute_rollback, rollback_plan
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +159,8 @@ class Transaction:
             lazy = concurrency_mode(self.options) != SINGLE_WRITER
         if heartbeat_tolerance_ms is None:
             heartbeat_tolerance_ms = self.heartbeat_tolerance_ms
-        done = []
         with self.lock:
+            done = self.finish_pending_rollbacks()
             tl = self.table.reload()
             for inst in tl.pending(WRITE_ACTIONS):
                 if pending_guard(tl, inst) is not None:
@@ -167,11 +168,77 @@ class Transaction:
                 if lazy and not self._own_dead_run(inst.timestamp) and not heartbeat_expired(
                         self.table.base_path, inst.timestamp, heartbeat_tolerance_ms):
                     continue
-                self.lock.verify()  # a holder that stalled past its lease must not delete anybody's files
-                rollback_instant(self.table, inst)
+                self.rollback(inst)
                 done.append(inst.timestamp)
             clean_completed_leftovers(self.table)
         return done
+
+    # ---- rollback instants -----------------------------------------------------------------
+    def rollback(self, inst: Instant) -> list[str]:
+        """Roll back the pending write `inst` as Apache Hudi does, with the lock held by the caller: a new
+        instant `<t>.rollback.requested` (the plan), `.inflight`, the execution, then the completed rollback
+        (HoodieRollbackMetadata). A pending rollback of `inst` left by a killed process is finished instead.
+        Returns the deleted data files."""
+        if inst.is_completed:
+            raise ValueError(f"instant {inst.timestamp} is completed; rollback of completed commits is a restore")
+        tl = self.table.reload()
+        if tl.get(inst.timestamp) is None and not any(
+                p["instantToRollback"]["commitTime"] == inst.timestamp for _rb, p in self._pending_rollbacks(tl)):
+            # rolled back already (by another process): only what its writer may have written since goes, and
+            # no second rollback instant is written for it
+            return execute_rollback(self.table, rollback_plan(self.table, inst),
+                                    next_instant_time(tl.last_instant_time()))[0]
+        resumed = next(((rb, plan) for rb, plan in self._pending_rollbacks(tl)
+                        if plan["instantToRollback"]["commitTime"] == inst.timestamp), None)
+        if resumed is not None:
+            return self._finish_rollback(*resumed)
+        self.lock.verify()  # a holder that stalled past its lease must not delete anybody's files
+        plan = rollback_plan(self.table, inst)
+        body = to_container(ROLLBACK_PLAN, plan)
+        last = max(filter(None, [tl.last_instant_time(), self._last_completion()]), default=None)
+        while True:
+            t = next_instant_time(last)
+            rb = Instant(t, ROLLBACK, REQUESTED)
+            if self.table.fs.put_if_absent(tl.instant_path(rb), body):
+                break
+            last = t  # somebody holds this time (lock bypassed): take the next one
+        wait_for_skew(t, self.max_skew_ms)
+        return self._finish_rollback(rb, plan)
+
+    def finish_pending_rollbacks(self) -> list[str]:
+        """Re-execute the rollbacks a killed process left pending (for the same instants, as Hudi does), with
+        the lock held. Returns the instants they roll back."""
+        done = []
+        for rb, plan in self._pending_rollbacks(self.table.reload()):
+            self._finish_rollback(rb, plan)
+            done.append(plan["instantToRollback"]["commitTime"])
+        return done
+
+    def _pending_rollbacks(self, tl) -> list[tuple[Instant, dict]]:
+        out = []
+        for rb in tl.pending((ROLLBACK,)):
+            plan = read_requested(tl, rb)
+            if not plan or not plan.get("instantToRollback"):
+                raise CorruptTableError(f"pending rollback {rb.timestamp} of {self.table.base_path} has no plan "
+                                        "naming the instant it rolls back")
+            out.append((rb, plan))
+        return out
+
+    def _finish_rollback(self, rb: Instant, plan: dict) -> list[str]:
+        fs, tl = self.table.fs, self.table.timeline
+        self.lock.verify()
+        fs.create_empty_if_absent(tl.instant_path(rb.with_state(INFLIGHT)))
+        deleted, metadata = execute_rollback(self.table, plan, rb.timestamp)
+        tl = self.table.reload()
+        done = rb.with_state(COMPLETED)
+        self.lock.verify()
+        if tl.layout >= 2:  # the completed file is named with its completion time
+            done = Instant(rb.timestamp, ROLLBACK, COMPLETED, self.next_completion_time(tl))
+            self.record_completion_time(done.completion)
+        body = to_container(ROLLBACK_METADATA, metadata)
+        self.fenced(rb, lambda stage: fs.put_if_absent(tl.instant_path(done), body, stage_dir=stage))
+        self.table.reload()
+        return deleted
 
     def _own_dead_run(self, instant: str) -> bool:
         if not self.tag:

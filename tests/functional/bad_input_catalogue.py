@@ -629,7 +629,7 @@ def conflicting_writers(p):
 
 def _rolled_back_under_it(p):
     _pending(p)
-    from hudilite.writer.rollback import rollback_instant
+    from hudilite.services.rollback import rollback_instant
     from hudilite.table import HoodieTable
 
     t = HoodieTable.open(p)

@@ -66,7 +66,7 @@ def _incoming(rows: list[tuple]) -> pa.Table:
 def core_upsert(path: str, part: str, rows: list[tuple], options: dict, extra: dict | None = None) -> str:
     """Upsert `rows` (all in partition `part`) into that partition's file group (a new one if it has none),
     as one commit through the instant protocol. Returns the instant; a failure rolls it back."""
-    from hudilite.writer.rollback import rollback_instant
+    from hudilite.services.rollback import rollback_instant
     from hudilite.timeline.heartbeat import Heartbeat
 
     table = HoodieTable.open(path)
@@ -95,7 +95,7 @@ def core_upsert(path: str, part: str, rows: list[tuple], options: dict, extra: d
         txn.complete(inst, md)
     except BaseException:
         hb.stop()
-        rollback_instant(table, table.reload().get(inst.timestamp) or inst)
+        rollback_instant(table, table.reload().get(inst.timestamp) or inst, options)
         raise
     hb.stop()
     delete_markers(table.base_path, inst.timestamp)

@@ -111,8 +111,8 @@ def _check_changes(path: str, writes: dict) -> None:
     """Incremental reads of each commit's completion range return only records of that commit, each key at most
     once (a key a later commit outranks still shows in its range: the range's state as of its end); the read
     of the whole history holds the winners, and each shows in its own commit's range. (hudi-rs' incremental
-    reads of commits that completed out of their instants' order differ - docs/concurrency.md - so they are
-    not compared here.)"""
+    reads of commits that completed out of their instants' order differ where a compaction intervened -
+    docs/concurrency.md, "hudi-rs and out-of-order commits", pinned below - so they are not compared here.)"""
     tl = HoodieTable.open(path).timeline
     done = sorted(tl.completed(), key=tl.completion_time)  # writers completed out of their instants' order
     seen = []
@@ -262,3 +262,35 @@ def test_nbcc_refused_on_cow_and_v6(tmp_path, table_type, version):
         hudilite.write(_arrow([(1, 1, "b")]), new, **LAYOUT, table_type=table_type,
                        options={**opts, "hoodie.write.concurrency.mode": "non_blocking_concurrency_control"})
     assert not os.path.exists(new)
+
+
+
+@pytest.mark.parametrize("case", ["no_compaction", "compaction_pending", "other_group_compacted", "compacted"])
+def test_hudi_rs_per_commit_window_of_a_commit_completed_out_of_order(tmp_path, case):
+    """Pins a hudi-rs 0.5 behaviour (docs/concurrency.md, "hudi-rs and out-of-order commits"). Deltacommit `a` is
+    requested before `b` and `c` and completes after them, so its per-commit window is (b's completion, a's
+    completion]. hudi-rs returns `a`'s change there as we do - unless `a`'s log landed in the slice of a
+    compaction planned while `a` was in flight (a compaction of `a`'s file group, which holds `b`'s log) and that
+    compaction has completed: then hudi-rs answers an empty window. Should hudi-rs change, this test fails and the
+    doc must change with it."""
+    path = str(tmp_path / "t")
+
+    def write(rows, **kw):
+        return hudilite.write(_arrow(rows), path, **LAYOUT, table_type="MERGE_ON_READ", options=NBCC, **kw)
+
+    write([(i, 1, f"n{i}") for i in range(4)], operation="insert")
+    a = write([(1, 5, "a1")], commit=False)
+    # b in a's file group (keys 1 and 3 are both "eu"), except where the compacted group must be another one
+    b = write([(2 if case == "other_group_compacted" else 3, 6, "b")], commit=False)
+    write([(0, 7, "c0")])
+    b.complete()
+    if case != "no_compaction":
+        assert schedule_compaction(path, NBCC, force=True)
+    a.complete()
+    if case in ("other_group_compacted", "compacted"):
+        assert run_compaction(path, NBCC)
+    tl = HoodieTable.open(path).timeline
+    b_done, a_done = tl.completion_time(tl.get(b.instant_time)), tl.completion_time(tl.get(a.instant_time))
+    assert a.instant_time < b.instant_time < b_done < a_done
+    assert _rows(_merged(path, begin=b_done, end=a_done)) == [(1, 5, "a1")]
+    assert _rows(read_hudi_rs(path, begin=b_done, end=a_done)) == ([] if case == "compacted" else [(1, 5, "a1")])

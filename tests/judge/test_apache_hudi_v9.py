@@ -7,7 +7,9 @@
   writing on; then it reads our commits on top of its own. Merge-on-read: upserts, deletes and a compaction.
   Copy-on-write: upserts, a delete, a completed clustering, a clustering left pending and a write that failed
   before its commit (files, markers and inflight instant left behind); we execute its pending plan and our
-  first write rolls back its failed one.
+  first write rolls back its failed one (writing a rollback instant, as Apache Hudi does; our own failed write
+  rolled back on our tables too), after which Apache Hudi reads the table and writes on it.
+* It EXECUTES plans we scheduled: a clustering plan and a compaction plan left pending, run by its procedures.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import pytest
 import hudilite
 from hudilite import Table
 from hudilite.errors import CommitConflictError
+from hudilite.services.clustering import schedule_clustering
 from hudilite.services.compaction import run_compaction, schedule_compaction
+from hudilite.timeline.plans import clustering_plan
 from tests.judge.conftest import JudgeError
 from tests.judge.test_apache_hudi_reads import LAYOUT, _arrow, _dicts, _proj, hudi_opts, ours
 
@@ -71,6 +75,21 @@ def test_hudi_reads_our_v9_tables(hudi_judge, tmp_path, table_type):
         write([(6, 5, "u6")])  # logs on the compacted slices
     assert t.services.cluster(sort_columns=["name"])
     write([(2, 5, "u2b"), (21, 5, "n21")])
+    # a write of ours that failed before its commit (its writer dead), rolled back: a rollback instant, as
+    # Apache Hudi writes one, that its timeline and file system view take in
+    failed = hudilite.write(_arrow([(2, 6, "failed2"), (22, 6, "failed22")]), path, **LAYOUT, table_type=table_type,
+                            options=V9, commit=False)
+    failed.heartbeat.stop()
+    assert t.services.rollback(force=True) == [failed.instant_time]
+    rb = Table(path).timeline.instants[-1]
+    assert (rb.action, rb.is_completed, rb.completion is not None) == ("rollback", True, True)
+    agree_v9(hudi_judge, path)
+    # Apache Hudi's own write on top of the rolled-back one, then ours again
+    hudi_judge.write(path, DDL, _dicts([(2, 9, "h2"), (30, 9, "h30")]),
+                     **{**hudi_opts(table_type, "upsert"), **V9, "hoodie.table.name": table_type.lower()})
+    write([(30, 10, "ours30")])
+    assert {(r[0], r[2]) for r in ours(path)} >= {(2, "h2"), (30, "ours30")}
+    assert not {r[2] for r in ours(path)} & {"failed2", "failed22"}
     agree_v9(hudi_judge, path)
     assert t.services.clean({"hoodie.cleaner.commits.retained": "2"})
     assert _proj(hudi_judge.read(path)) == ours(path), "snapshot after clean"
@@ -152,6 +171,45 @@ def test_we_read_and_extend_hudi_written_v9_cow(hudi_judge, tmp_path):
     assert 23 not in {r[0] for r in ours(path)}
     agree_v9(hudi_judge, path)
     hudi_write([(8, 10, "theirs8"), (31, 10, "n31")])  # Apache Hudi writes on top of our commits
+    agree_v9(hudi_judge, path)
+
+
+def test_hudi_executes_our_clustering_and_compaction_plans(hudi_judge, tmp_path):
+    """Plans we schedule and leave pending, executed by Apache Hudi's procedures: a clustering plan (its slices
+    name their files by full path, as Apache Hudi's planner writes them) and a compaction plan. We read what
+    Apache Hudi wrote as it does, and write on."""
+    path = str(tmp_path / "plans")
+
+    def write(rows, op="upsert"):
+        return hudilite.write(_arrow(rows), path, **LAYOUT, operation=op, table_type="MERGE_ON_READ", options=V9)
+
+    write([(i, 1, f"n{i}") for i in range(10)], "insert")
+    write([(1, 2, "u1"), (8, 2, "u8"), (20, 2, "n20")])  # log files: the clustering merges them
+    hudi_judge.sql("set hoodie.metadata.enable=false")  # hudilite maintains no metadata table
+    c = schedule_clustering(path, {**V9, "hoodie.clustering.plan.strategy.sort.columns": "name"})
+    assert c is not None
+    tl = Table(path).timeline
+    plan = clustering_plan(tl, tl.get(c))
+    slices = [s for g in plan["inputGroups"] for s in g["slices"]]
+    assert slices and all(s["dataFilePath"].startswith(f"file:{path}/") for s in slices)
+    assert any(s["deltaFilePaths"] for s in slices) and all(
+        p.startswith(f"file:{path}/") for s in slices for p in s["deltaFilePaths"])
+    before = ours(path)
+    hudi_judge.sql(f"call run_clustering(path => '{path}', op => 'execute')")
+    tl = Table(path).timeline
+    assert not tl.pending() and tl.get(c).is_completed and tl.get(c).action == "replacecommit"
+    assert ours(path) == before == _proj(hudi_judge.read(path))
+    agree_v9(hudi_judge, path)
+
+    write([(2, 3, "u2"), (9, 3, "u9")])  # logs on the clustered file groups
+    cp = schedule_compaction(path, V9, force=True)
+    assert cp is not None
+    before = ours(path)
+    hudi_judge.sql(f"call run_compaction(op => 'run', path => '{path}', timestamp => {cp})")
+    tl = Table(path).timeline
+    assert not tl.pending() and tl.get(cp).is_completed and tl.get(cp).action == "commit"
+    assert ours(path) == before == _proj(hudi_judge.read(path))
+    write([(3, 4, "u3"), (31, 4, "n31")])
     agree_v9(hudi_judge, path)
 
 

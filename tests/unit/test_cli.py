@@ -29,9 +29,15 @@ def test_timeline_and_rollback(tmp_path, capsys):
     assert "alive" in capsys.readouterr().err and t.reload().get(pending.timestamp) is not None
     # ... until --force (the user knows no writer is running)
     assert main(["rollback", t.base_path, "--force"]) == 0
-    assert [i.timestamp for i in t.reload().instants] == [done.timestamp]
+    # the rollback is an instant of its own, after the write it rolled back, as Apache Hudi writes it
+    (w, rb) = t.reload().instants
+    assert (w.timestamp, rb.action, rb.is_completed) == (done.timestamp, "rollback", True)
+    assert rb.timestamp > pending.timestamp and t.timeline.get(pending.timestamp) is None
     assert main(["info", t.base_path]) == 0
     assert json.loads(capsys.readouterr().out.split("\n", 1)[1])["completed_instants"] == 1
+    assert main(["timeline", t.base_path, "--json"]) == 0
+    assert [(r["instant"], r["action"], r["state"]) for r in json.loads(capsys.readouterr().out)] == [
+        (done.timestamp, "commit", "COMPLETED"), (rb.timestamp, "rollback", "COMPLETED")]
     assert main(["timeline", str(tmp_path / "missing")]) == 2
 
 
@@ -50,9 +56,12 @@ def test_rollback_leaves_prepared_commits_alone(tmp_path, capsys):
     os.unlink(heartbeat_path(t.base_path, failed.timestamp))  # its writer died long ago
     assert main(["rollback", t.base_path]) == 0
     assert failed.timestamp in capsys.readouterr().out
-    assert [(i.timestamp, i.is_completed) for i in t.reload().instants] == [(prepared.timestamp, False)]
+    writes = ("commit",)
+    assert [(i.timestamp, i.is_completed) for i in t.reload().instants if i.action in writes] == [
+        (prepared.timestamp, False)]
     txn.complete_prepared(prepared)
-    assert [(i.timestamp, i.is_completed) for i in t.reload().instants] == [(prepared.timestamp, True)]
+    assert [(i.timestamp, i.is_completed) for i in t.reload().instants if i.action in writes] == [
+        (prepared.timestamp, True)]
 
 
 def test_timeline_archived_shows_completion_and_operation(tmp_path, capsys):

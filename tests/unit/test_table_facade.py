@@ -221,7 +221,8 @@ def test_rollback(tmp_path):
     files = t.services.rollback_instant(inst, force=True)
     pending.heartbeat.stop()
     assert files and not any(os.path.exists(f) for f in files)
-    assert [i.timestamp for i in t.timeline.instants] == [done] and [r["id"] for r in _data(path)] == [1, 2]
+    assert [i.timestamp for i in t.timeline.completed()] == [done] and [r["id"] for r in _data(path)] == [1, 2]
+    assert [(i.action, i.is_completed) for i in t.timeline.instants] == [("commit", True), ("rollback", True)]
 
 
 def test_spark_read_as_of_changes_match_the_functions(spark, tmp_path):
