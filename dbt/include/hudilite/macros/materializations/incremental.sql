@@ -15,7 +15,16 @@
 
   {{ run_hooks(pre_hooks) }}
 
-  {{- hudilite_write_main(target_relation, compiled_code, 'incremental') -}}
+  {%- if model['language'] == 'python' -%}
+    {#-- the script runs in this process (adapter.submit_python_job); statement stores its response --#}
+    {%- call statement('main', language='python') -%}
+      {{ hudilite_py_script(compiled_code, 'incremental', hudilite_model_config()) }}
+    {%- endcall -%}
+  {%- else -%}
+    {%- set code = hudilite_contract_sql(compiled_code) -%}
+    {%- set response = adapter.hudilite_materialize(target_relation, code, 'incremental', hudilite_model_config()) -%}
+    {%- do store_result('main', response=response) -%}
+  {%- endif -%}
 
   {{ return(hudilite_finish_table(target_relation, existing_relation, full_refresh_mode)) }}
 {% endmaterialization %}

@@ -10,7 +10,16 @@
 
   {{ run_hooks(pre_hooks) }}
 
-  {{- hudilite_write_main(target_relation, compiled_code, 'table') -}}
+  {%- if model['language'] == 'python' -%}
+    {#-- the script runs in this process (adapter.submit_python_job); statement stores its response --#}
+    {%- call statement('main', language='python') -%}
+      {{ hudilite_py_script(compiled_code, 'table', hudilite_model_config()) }}
+    {%- endcall -%}
+  {%- else -%}
+    {%- set code = hudilite_contract_sql(compiled_code) -%}
+    {%- set response = adapter.hudilite_materialize(target_relation, code, 'table', hudilite_model_config()) -%}
+    {%- do store_result('main', response=response) -%}
+  {%- endif -%}
 
   {% set should_revoke = should_revoke(old_relation, full_refresh_mode=True) %}
   {% do apply_grants(target_relation, grant_config, should_revoke) %}
