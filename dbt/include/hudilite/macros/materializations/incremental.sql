@@ -16,7 +16,8 @@
   {{ run_hooks(pre_hooks) }}
 
   {%- if model['language'] == 'python' -%}
-    {#-- the script runs in this process (adapter.submit_python_job); statement stores its response --#}
+    {#-- the script runs in this process (adapter.submit_python_job); statement stores its response. Not in a
+         shared macro: dbt lets submit_python_job run only from the materialization itself --#}
     {%- call statement('main', language='python') -%}
       {{ hudilite_py_script(compiled_code, 'incremental', hudilite_model_config()) }}
     {%- endcall -%}
