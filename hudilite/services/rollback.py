@@ -7,7 +7,7 @@ from hudilite.table import HoodieTable
 from hudilite.timeline import Instant
 from hudilite.writer.transaction import Transaction
 
-__all__ = ["rollback_failed_writes", "rollback_instant"]
+__all__ = ["abort_write", "rollback_failed_writes", "rollback_instant"]
 
 
 def rollback_failed_writes(table: HoodieTable, *, lazy: bool = False, heartbeat_tolerance_ms: int | None = None,
@@ -28,3 +28,11 @@ def rollback_instant(table: HoodieTable, instant: Instant, options: dict | None 
     txn = Transaction(table, options or {})
     with txn.lock:
         return txn.rollback(instant)
+
+
+def abort_write(table: HoodieTable, instant: Instant, options: dict | None = None) -> list[str]:
+    """Undo the caller's own failed or abandoned write `instant` under the table lock, leaving the table exactly as
+    before it: no rollback instant (`Transaction.abort`). Returns the deleted data files."""
+    txn = Transaction(table, options or {})
+    with txn.lock:
+        return txn.abort(instant)

@@ -31,7 +31,7 @@ from hudilite.markers import TIMELINE_SERVER_BASED, MarkerService, delete_marker
 from hudilite.reader import overlay_cache
 from hudilite.schema import SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve
 from hudilite.services.inline import check_service_options, run_inline_services
-from hudilite.services.rollback import rollback_instant
+from hudilite.services.rollback import abort_write
 from hudilite.services.upgrade import upgrade
 from hudilite.spark.keygen import partition_path_expr, record_key_expr
 from hudilite.spark.schema import spark_to_arrow
@@ -203,7 +203,7 @@ class WriteClient:
                 try:
                     if tag is not None:  # cancelled tasks of the failed job may still be writing files
                         wait_for_tasks(self.spark, tag)
-                    rollback_instant(table, table.reload().get(inst.timestamp) or inst, txn.options)
+                    abort_write(table, table.reload().get(inst.timestamp) or inst, txn.options)
                 except Exception:  # noqa: BLE001 - keep the original error; the next writer rolls back
                     log.exception("rollback of %s failed", inst.timestamp)
                 else:

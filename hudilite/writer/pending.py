@@ -24,7 +24,7 @@ from hudilite.markers import delete_markers
 from hudilite.reader.planner import ReadPlan, table_schema
 from hudilite.ready import READY_KEY, remember_ready
 from hudilite.schema import avro_to_arrow, with_meta_fields_arrow
-from hudilite.services.rollback import rollback_instant
+from hudilite.services.rollback import abort_write
 from hudilite.spark.read import plan_to_dataframe
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class PendingWrite:
     def _abort(self) -> None:
         self.heartbeat.stop()
         try:
-            rollback_instant(self.table, self.table.reload().get(self.instant_time) or self.instant,
+            abort_write(self.table, self.table.reload().get(self.instant_time) or self.instant,
                              self.txn.options)
         finally:
             self.state = "aborted"

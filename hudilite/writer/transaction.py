@@ -205,6 +205,20 @@ class Transaction:
         wait_for_skew(t, self.max_skew_ms)
         return self._finish_rollback(rb, plan)
 
+    def abort(self, inst: Instant) -> list[str]:
+        """Undo this writer's OWN failed or abandoned write `inst`, with the lock held by the caller: its files,
+        markers and instant files go and no rollback instant is written, so the table is exactly as it was
+        before the write (a rejected input leaves no trace). A failed write of somebody else is `rollback`'s.
+        Killed half-way, the pending instant stays and the next rollback of failed writes finishes it (with a
+        rollback instant). Returns the deleted data files."""
+        if inst.is_completed:
+            raise ValueError(f"instant {inst.timestamp} is completed; rollback of completed commits is a restore")
+        self.lock.verify()  # a holder that stalled past its lease must not delete anybody's files
+        tl = self.table.reload()
+        # command blocks of a v6 log appended to are stamped with a time after every instant, as a rollback's
+        return execute_rollback(self.table, rollback_plan(self.table, inst),
+                                next_instant_time(tl.last_instant_time()))[0]
+
     def finish_pending_rollbacks(self) -> list[str]:
         """Re-execute the rollbacks a killed process left pending (for the same instants, as Hudi does), with
         the lock held. Returns the instants they roll back."""

@@ -16,7 +16,7 @@ def fail_deltacommit(monkeypatch, path: str, write) -> str:
         raise KeyboardInterrupt("writer killed")
 
     monkeypatch.setattr(client.Transaction, "complete", die)
-    monkeypatch.setattr(client, "rollback_instant", lambda *a, **k: [])
+    monkeypatch.setattr(client, "abort_write", lambda *a, **k: [])
     with pytest.raises(KeyboardInterrupt):
         write()
     monkeypatch.undo()

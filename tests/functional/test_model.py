@@ -163,7 +163,7 @@ def crashing(k: int):
             return __orig(self, *a, **kw)
 
         mp.setattr(LocalStorage, name, wrapped)
-    mp.setattr(client, "rollback_instant", lambda *a, **kw: [])
+    mp.setattr(client, "abort_write", lambda *a, **kw: [])
     try:
         yield count
     finally:

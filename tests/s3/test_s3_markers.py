@@ -72,7 +72,7 @@ def test_failed_write_leaves_no_orphan_objects(s3_base, monkeypatch, kind, crash
 
     monkeypatch.setattr(Transaction, "complete", failing_complete)
     if crash:  # a writer that dies leaves its pending instant for the next one to roll back
-        monkeypatch.setattr(write_client, "rollback_instant", lambda *a, **kw: [])
+        monkeypatch.setattr(write_client, "abort_write", lambda *a, **kw: [])
     with pytest.raises(Exception, match="commit failed"):
         t.write(_rows(range(5, 14), v=2), "upsert", options=opts)
     monkeypatch.undo()

@@ -129,7 +129,7 @@ def _kill_write(monkeypatch, t, rows, op="upsert"):
 
     with monkeypatch.context() as m:
         m.setattr(Transaction, "complete", fail)
-        m.setattr(client, "rollback_instant", lambda *_a: None)
+        m.setattr(client, "abort_write", lambda *_a: None)
         with pytest.raises(RuntimeError, match="killed before the commit"):
             t.write(rows, op)
 
