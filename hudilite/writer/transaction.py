@@ -182,16 +182,14 @@ class Transaction:
         if inst.is_completed:
             raise ValueError(f"instant {inst.timestamp} is completed; rollback of completed commits is a restore")
         tl = self.table.reload()
-        if tl.get(inst.timestamp) is None and not any(
-                p["instantToRollback"]["commitTime"] == inst.timestamp for _rb, p in self._pending_rollbacks(tl)):
-            # rolled back already (by another process): only what its writer may have written since goes, and
-            # no second rollback instant is written for it
-            return execute_rollback(self.table, rollback_plan(self.table, inst),
-                                    next_instant_time(tl.last_instant_time()))[0]
         resumed = next(((rb, plan) for rb, plan in self._pending_rollbacks(tl)
                         if plan["instantToRollback"]["commitTime"] == inst.timestamp), None)
         if resumed is not None:
             return self._finish_rollback(*resumed)
+        if tl.get(inst.timestamp) is None:
+            # rolled back already (by another process): only what its writer may have written since goes, and
+            # no second rollback instant is written for it
+            return self.abort(inst)
         self.lock.verify()  # a holder that stalled past its lease must not delete anybody's files
         plan = rollback_plan(self.table, inst)
         body = to_container(ROLLBACK_PLAN, plan)
