@@ -21,6 +21,11 @@ key, partition path, commit time + data):
 * snapshots with partition / data filters (``filters=`` of both readers);
 * hudi-rs' timeline (completed commit / replacecommit instants) and the write statistics.
 
+Every scenario runs on table version 6 (Hudi 0.x) and 9 (Hudi 1.x; ids ``v6-<name>`` / ``v9-<name>``), and on
+version 8 for the scenarios in ``V8_SCENARIOS`` (``v8-<name>``). Version-8/9 incremental bounds are completion
+times for both readers (Hudi 1.x orders incremental reads by completion; the model keeps instant bounds, see
+``queries``); time travel takes requested instant times on every version.
+
 Every scenario's table is built once per session and all reads are collected up front: hudilite's through ONE
 Spark job (a union of all query DataFrames). Writes dominate the runtime (a few Spark jobs each), so scenarios
 combine features instead of testing one per table. Core bugs found are kept at the end as strict xfails.
@@ -30,7 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 import pytest
@@ -102,12 +107,21 @@ class Scenario:
     partition_by: tuple = ()
     hive_style: bool = True
     steps: list = field(default_factory=list)
+    version: str = "6"  # hoodie.write.table.version of the table the scenario writes
+
+    @property
+    def id(self) -> str:
+        return f"v{self.version}-{self.name}"
+
+    @property
+    def completion_bounds(self) -> bool:
+        """Versions 8 and 9 (Hudi 1.x, hudi-rs too) read incremental bounds as completion times."""
+        return self.version != "6"
 
     @property
     def options(self):
-        # the matrix judges our version-6 tables (version 9 and 8: test_v9_compat)
         return {"hoodie.datasource.write.hive_style_partitioning": "true" if self.hive_style else "false",
-                "hoodie.write.table.version": "6"}
+                "hoodie.write.table.version": self.version}
 
     def key_columns(self):
         return tuple(dict.fromkeys(self.record_key + self.partition_by))
@@ -203,6 +217,14 @@ SCENARIOS = [
     _insert_scenario(),  # hive-style, two partition fields
     _overwrite_scenario(),  # plain, one partition field
 ]
+
+# Every scenario on table version 6 (Hudi 0.x) and 9 (Hudi 1.x, the default), and hudi-rs reading version 8
+# (the 1.0 layout: precombine field, payload class, key generator) on V8_SCENARIOS: the complex key with plain
+# paths and the replacecommits, two of five to keep the module's time (each build is ~5 Spark writes). On 8/9 the
+# incremental bounds given to both readers are completion times (see `queries`).
+V8_SCENARIOS = ("plain_two_partition_fields_complex_key", "insert_overwrite_plain_partitions")
+MATRIX = ([replace(s, version=v) for v in ("6", "9") for s in SCENARIOS]
+          + [replace(s, version="8") for s in SCENARIOS if s.name in V8_SCENARIOS])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -357,6 +379,7 @@ class Query:
     model_as_of: str | None = None  # the 17-digit instant the model uses for as_of
     model_begin: str | None = None
     model_end: str | None = None
+    completion_bounds: bool = False  # begin/end are completion times (hudilite.read's completion_bounds)
 
 
 def _filters_for(sc: Scenario):
@@ -366,7 +389,23 @@ def _filters_for(sc: Scenario):
     return out
 
 
-def queries(sc: Scenario, instants: list[str]) -> list[Query]:
+def _completion_bound(done: list[str], i: int, ms: int = 0) -> str:
+    """The completion time of write `i` shifted by `ms`: a bound that is no completion time, asserted to stay
+    strictly between write i's completion and the next one's (writes take far longer than a few ms), so that it
+    selects the same writes as write i's own completion."""
+    t = _plus_ms(done[i], ms) if ms else done[i]
+    assert done[i] <= t and (i + 1 == len(done) or t < done[i + 1]), (
+        f"bound {t} (completion of write {i} + {ms} ms) is not before the next completion: {done}")
+    return t
+
+
+def queries(sc: Scenario, instants: list[str], completion: dict | None = None) -> list[Query]:
+    """`completion`: write instant -> completion time, needed on versions 8/9, where the incremental bounds
+    both readers get are completion times: write i's completion for instant c[i] (that write's changes end the
+    range), shifted by the same milliseconds as the version-6 bound for bounds that are no instant. The model
+    keeps instant bounds: with one writer, completion order is instant order (asserted in `build`).
+    Time travel takes requested instant times on every version (hudi-rs 0.5 and Apache Hudi 1.x select the
+    commits requested at or before `as_of`; hudilite too), so those queries are the same on 6, 8 and 9."""
     c = instants
     qs = [Query("snapshot", "snapshot")]
     qs += [Query(f"as_of={t}", "time_travel", as_of=t, model_as_of=t) for t in c]
@@ -378,15 +417,35 @@ def queries(sc: Scenario, instants: list[str]) -> list[Query]:
     qs.append(Query(f"as_of={_iso(c[1])}", "time_travel_other", as_of=_iso(c[1]), model_as_of=c[1]))
     qs.append(Query(f"as_of={_epoch_ms(c[1])} (epoch ms)", "time_travel_other", as_of=_epoch_ms(c[1]),
                     model_as_of=c[1]))
-    qs += [Query(f"incr({a},{b}]", "incr_pair", begin=a, end=b, incremental=True, model_begin=a, model_end=b)
-           for a, b in zip(c, c[1:])]
-    qs += [Query(f"incr(beginning,{b}]", "incr_begin", end=b, incremental=True, model_end=b) for b in c]
-    # incremental bounds that are not instants, and an open end
-    a, b = _plus_ms(c[0], 1), _plus_ms(c[-2], 1)
-    qs.append(Query(f"incr({a},{b}]", "incr_other", begin=a, end=b, incremental=True, model_begin=a, model_end=b))
-    qs.append(Query(f"incr({c[0]},latest]", "incr_other", begin=c[0], incremental=True, model_begin=c[0]))
-    qs.append(Query(f"incr({c[-1]},{_plus_ms(c[-1], 5)}] (empty)", "incr_other", begin=c[-1],
-                    end=_plus_ms(c[-1], 5), incremental=True, model_begin=c[-1], model_end=_plus_ms(c[-1], 5)))
+    if not sc.completion_bounds:
+        qs += [Query(f"incr({a},{b}]", "incr_pair", begin=a, end=b, incremental=True, model_begin=a,
+                     model_end=b) for a, b in zip(c, c[1:])]
+        qs += [Query(f"incr(beginning,{b}]", "incr_begin", end=b, incremental=True, model_end=b) for b in c]
+        # incremental bounds that are not instants, and an open end
+        a, b = _plus_ms(c[0], 1), _plus_ms(c[-2], 1)
+        qs.append(Query(f"incr({a},{b}]", "incr_other", begin=a, end=b, incremental=True, model_begin=a,
+                        model_end=b))
+        qs.append(Query(f"incr({c[0]},latest]", "incr_other", begin=c[0], incremental=True, model_begin=c[0]))
+        qs.append(Query(f"incr({c[-1]},{_plus_ms(c[-1], 5)}] (empty)", "incr_other", begin=c[-1],
+                        end=_plus_ms(c[-1], 5), incremental=True, model_begin=c[-1],
+                        model_end=_plus_ms(c[-1], 5)))
+    else:
+        assert completion is not None, f"{sc.id}: incremental bounds need the completion times"
+        done = [completion[t] for t in c]
+        n = len(c)
+
+        def incr(label, group, i=None, j=None, ms_i=0, ms_j=0, model_end=None):
+            begin = None if i is None else _completion_bound(done, i, ms_i)
+            end = None if j is None else _completion_bound(done, j, ms_j)
+            return Query(f"{label} by completion ({begin},{end or 'latest'}]", group, begin=begin, end=end,
+                         incremental=True, completion_bounds=True, model_begin=None if i is None else c[i],
+                         model_end=model_end if j is None else c[j])
+
+        qs += [incr(f"incr({c[i]},{c[i + 1]}]", "incr_pair", i, i + 1) for i in range(n - 1)]
+        qs += [incr(f"incr(beginning,{c[j]}]", "incr_begin", None, j) for j in range(n)]
+        qs.append(incr("incr(c0+1ms,c[-2]+1ms]", "incr_other", 0, n - 2, 1, 1))
+        qs.append(incr(f"incr({c[0]},latest]", "incr_other", 0))
+        qs.append(incr(f"incr({c[-1]},+5ms] (empty)", "incr_other", n - 1, n - 1, 0, 5))
     qs += [Query(f"snapshot where {f}", "filter", filters=f) for f in _filters_for(sc)]
     return qs
 
@@ -394,7 +453,7 @@ def queries(sc: Scenario, instants: list[str]) -> list[Query]:
 def read_hudilite(spark, path: str, q: Query, storage_options: dict | None = None):
     kw: dict = {"storage_options": storage_options}
     if q.incremental:
-        kw |= {"begin": q.begin, "end": q.end}
+        kw |= {"begin": q.begin, "end": q.end, "completion_bounds": q.completion_bounds}
         if q.begin is None and q.end is None:
             raise AssertionError("incremental query needs a bound")
     elif q.as_of is not None:
@@ -513,6 +572,7 @@ class Built:
     rs_columns: dict  # query label -> column names of each hudi-rs batch
     hl_columns: list
     rs_timeline: list  # (instant, action) of hudi-rs' completed commits and replacecommits
+    completion: dict | None = None  # write instant -> completion time (versions 8/9)
 
     @property
     def data_cols(self) -> list[str]:
@@ -542,7 +602,15 @@ def build(spark, base_dir, sc: Scenario, storage_options: dict | None = None) ->
         instants.append(str(inst))
         stats.append((dict(inst.stats), model.apply(step, str(inst))))
 
-    qs = queries(sc, instants)
+    completion = None
+    if sc.completion_bounds:
+        tl = hudilite.Table(path, storage_options=storage_options).timeline
+        completion = {i.timestamp: tl.completion_time(i) for i in tl.completed()}
+        # one writer: every write completes before the next is requested, so completion order is instant order
+        # and the model's instant bounds select the same writes as the readers' completion bounds
+        order = [x for t in instants for x in (t, completion[t])]
+        assert order == sorted(order) and len(set(order)) == len(order), f"{sc.id}: {order}"
+    qs = queries(sc, instants, completion)
     # hudilite: every query as a DataFrame, all collected by ONE Spark job
     hl: dict = {}
     frames = []
@@ -574,7 +642,7 @@ def build(spark, base_dir, sc: Scenario, storage_options: dict | None = None) ->
     tl = hudi_rs_table(path, storage_options).get_timeline()
     rs_timeline = sorted([(i.timestamp, i.action) for i in tl.get_completed_commits()]
                          + [(i.timestamp, i.action) for i in tl.get_completed_replacecommits()])
-    return Built(sc, path, instants, stats, model, qs, hl, rs, rs_columns, hl_columns, rs_timeline)
+    return Built(sc, path, instants, stats, model, qs, hl, rs, rs_columns, hl_columns, rs_timeline, completion)
 
 
 _BUILT: dict[str, Built] = {}
@@ -582,12 +650,12 @@ _BUILT: dict[str, Built] = {}
 
 def get_built(spark, tmp_path_factory, sc: Scenario) -> Built:
     """Each scenario is written and read once per session (tests of several kinds share it)."""
-    if sc.name not in _BUILT:
-        _BUILT[sc.name] = build(spark, tmp_path_factory.mktemp("compat"), sc)
-    return _BUILT[sc.name]
+    if sc.id not in _BUILT:
+        _BUILT[sc.id] = build(spark, tmp_path_factory.mktemp("compat"), sc)
+    return _BUILT[sc.id]
 
 
-@pytest.fixture(scope="module", params=SCENARIOS, ids=[s.name for s in SCENARIOS])
+@pytest.fixture(scope="module", params=MATRIX, ids=[s.id for s in MATRIX])
 def built(request, spark, tmp_path_factory):
     return get_built(spark, tmp_path_factory, request.param)
 
