@@ -34,7 +34,7 @@ def write_model(env, schema: str, identifier: str, df, path: str, **kw):
     """hudilite.write for a model's commit. With `audit_before_publish` the data is written as a pending
     (inflight) instant, the model's generic tests run against it, and it is committed only if they pass (else
     rolled back from its markers). With `mark_ready` the commit marks the partitions it wrote ready."""
-    audit, ready, tests = env.run.take_publish(model_key(schema, identifier))
+    audit, ready, tests = env.run.publish(model_key(schema, identifier))
     if not audit and not ready:
         return hudilite.write(df, path, **kw)
     pending = hudilite.write(df, path, commit=False, **kw)

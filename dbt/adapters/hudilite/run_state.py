@@ -141,7 +141,9 @@ class RunState:
         with self._lock:
             self._publish[model] = (_invocation_id(), audit, ready, list(tests))
 
-    def take_publish(self, model: str) -> Tuple[bool, bool, list]:
+    def publish(self, model: str) -> Tuple[bool, bool, list]:
+        """The settings for EVERY write of the model in this invocation: not taken by the first one, as a
+        microbatch model writes once per batch (concurrently, from dbt's threads) or per changed window."""
         with self._lock:
-            inv, audit, ready, tests = self._publish.pop(model, ("", False, False, []))
-        return (audit, ready, tests) if inv == _invocation_id() else (False, False, [])
+            inv, audit, ready, tests = self._publish.get(model, ("", False, False, []))
+        return (audit, ready, list(tests)) if inv == _invocation_id() else (False, False, [])
