@@ -76,6 +76,7 @@ class CatalogEntry:
     columns: list[str]  # visible columns (meta and system columns removed)
     location: str | None = None
     merged: bool = False  # a merge-on-read entry over the hudilite data source
+    fields: list | None = None  # the entry's Spark schema as `describe` read it (publish compares it)
 
     @property
     def is_hudilite(self) -> bool:
@@ -94,9 +95,7 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
     """The catalog entry `schema.identifier`, None when there is none."""
     name = qualified(schema, identifier)
     try:
-        if not spark.catalog.tableExists(name):
-            return None
-        t = spark.catalog.getTable(name)
+        t = spark.catalog.getTable(name)  # no entry (or no schema): AnalysisException, no tableExists first
         props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
         fields = spark.table(name).schema.fields
     except AnalysisException:
@@ -106,7 +105,7 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
     if merged is not None:
         props = {**props, **merged}
     return CatalogEntry(schema, identifier, kind, props, [f.name for f in fields if not is_system_column(f.name)],
-                        merged=merged is not None)
+                        merged=merged is not None, fields=list(fields))
 
 
 def publish(spark, schema: str, identifier: str, path: str, visible: list[str], props: dict[str, str],
@@ -135,7 +134,7 @@ def publish(spark, schema: str, identifier: str, path: str, visible: list[str], 
     name = qualified(schema, identifier)
     same_schema = False
     if entry is not None and entry.is_hudilite and entry.kind == "TABLE" and not entry.merged:
-        current = [(f.name.lower(), f.dataType.simpleString()) for f in spark.table(name).schema.fields]
+        current = [(f.name.lower(), f.dataType.simpleString()) for f in _entry_fields(spark, name, entry)]
         same_schema = current == [(f.name.lower(), f.dataType.simpleString()) for f in cols]
     if same_schema:
         assert entry is not None
@@ -143,16 +142,18 @@ def publish(spark, schema: str, identifier: str, path: str, visible: list[str], 
         if stale:
             sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES IF EXISTS ({', '.join(sql_string(k) for k in stale)})")
         sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({props_sql(all_props)})")
+        # SET LOCATION refreshes the table in this session itself (AlterTableSetLocationCommand calls
+        # catalog.refreshTable): no refreshTable round trip after it
         sql(f"ALTER TABLE {name} SET LOCATION {sql_string(snap)}")
     else:
         if entry is not None:
             sql(f"DROP {'VIEW' if entry.kind == 'VIEW' else 'TABLE'} IF EXISTS {name}")
         sql(f"CREATE TABLE {name} ({columns_ddl(cols)}) USING parquet "
             f"LOCATION {sql_string(snap)} TBLPROPERTIES ({props_sql(all_props)})")
-    try:
-        spark.catalog.refreshTable(name)
-    except Exception:  # noqa: BLE001, S110 - a stale cache only; the entry is already updated
-        pass
+        try:
+            spark.catalog.refreshTable(name)
+        except Exception:  # noqa: BLE001, S110 - a stale cache only; the entry is already updated
+            pass
     prune_snapshots(path, snap)
     return f"at {instant} ({len(plan.base_files)} files, {'moved' if same_schema else 'created'})"
 
@@ -169,13 +170,19 @@ def _publish_merged(spark, schema: str, identifier: str, path: str, cols, props:
             return [(f.name, f.dataType.simpleString(), f.metadata.get(PATH_KEY), f.metadata.get(ENTRY_KEY))
                     for f in fields]
 
-        if shape(spark.table(name).schema.fields) == shape(struct.fields):
+        if shape(_entry_fields(spark, name, entry)) == shape(struct.fields):
             return
     if entry is not None:
         sql(f"DROP {'VIEW' if entry.kind == 'VIEW' else 'TABLE'} IF EXISTS {name}")
     # DDL has no syntax for field metadata: the catalog API stores the schema as given (EXTERNAL: dropping
     # the entry never deletes the table directory)
     spark.catalog.createTable(f"{schema}.{identifier}", source="hudilite", schema=struct, path=path)
+
+
+def _entry_fields(spark, name: str, entry: CatalogEntry):
+    """The entry's schema: as `describe` read it at the model's start (the adapter holds the table's lock
+    since), else read again (one analysis of the table, a listing of its files)."""
+    return entry.fields if entry.fields is not None else spark.table(name).schema.fields
 
 
 def merged_entry_schema(path: str, fields, props: dict):

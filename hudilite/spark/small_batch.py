@@ -46,12 +46,14 @@ def plan_size(df) -> int | None:
     return None if size >= _UNKNOWN else size
 
 
-def collect_small(df, max_rows: int, max_bytes: int) -> pa.Table | None:
+def collect_small(df, max_rows: int, max_bytes: int, estimate: bool = True) -> pa.Table | None:
     """`df`'s rows as an Arrow table with the schema a Spark write would see (`spark_to_arrow`), when it has
-    at most `max_rows` rows and `max_bytes` bytes in Arrow; else None."""
+    at most `max_rows` rows and `max_bytes` bytes in Arrow; else None. `estimate=False` skips step 1, for a
+    caller that knows the input has few rows: a join's estimate is the product of its sides' sizes, so a few
+    groups folded from joined frames can be estimated at gigabytes."""
     if max_rows <= 0 or max_bytes <= 0:
         return None
-    size = plan_size(df)
+    size = plan_size(df) if estimate else None
     if size is not None and size > max_bytes:
         return None
     schema = spark_to_arrow(df.schema)

@@ -232,7 +232,8 @@ class WriteClient:
         and its keys are ones the driver computes as Spark does; else None (the Spark write)."""
         if arrow_keygen(spec, spark_to_arrow(df.schema)) is None:
             return None
-        return collect_small(df, self.wo.get(o.SMALL_BATCH_ROWS), self.wo.get(o.SMALL_BATCH_BYTES))
+        return collect_small(df, self.wo.get(o.SMALL_BATCH_ROWS), self.wo.get(o.SMALL_BATCH_BYTES),
+                             estimate=self.wo.get(o.SMALL_BATCH_ESTIMATE))
 
     def _prepare_table(self, cols: list[str], data):
         """Open or plan the table; validate keys, partition fields and the schema against the data (`data`: its

@@ -20,6 +20,7 @@ from dbt.adapters.hudilite.model_config import ModelSpec
 from dbt.adapters.hudilite.response import no_change, response
 from dbt.adapters.hudilite.run_state import model_key, resume_position
 from hudilite import aggregate
+from hudilite import options as o
 from hudilite.aggregate import GROUP_KEY, SIGNATURE_KEY
 
 logger = AdapterLogger("Hudilite")
@@ -64,9 +65,23 @@ def materialize_aggregate(env, schema: str, identifier: str, sql: str, cfg: Dict
         return _incremental(env, q, schema, identifier, path, detail, start, end, spec, entry)
 
 
+def _write_options(env, spec, identifier, detail) -> Dict[str, str]:
+    """The model's write options; a detail of few rows (its snapshot's row count from commit metadata) has
+    few groups, so the aggregate's rows go to the driver-local writer without the plan's size estimate: the
+    frames join (state, stored groups, recomputed values) and Spark estimates a join at the product of its
+    sides' sizes, which ruled out batches of a few rows. A wrong guess costs one evaluation limited to
+    `max.rows` + 1 rows, then the Spark write as before."""
+    options = env._options(spec, identifier)
+    if o.SMALL_BATCH.get(options) and o.SMALL_BATCH_ESTIMATE.key not in options:
+        rows = hudilite.Table(detail).stats()["rows"]
+        if rows is not None and rows <= o.SMALL_BATCH_ROWS.get(options):
+            options[o.SMALL_BATCH_ESTIMATE.key] = "false"
+    return options
+
+
 def _full(env, q, schema, identifier, path, detail, end, spec, entry):
     df, visible = _spark_errors(lambda: aggregate.full_frame(env.spark, q, detail, end))
-    options = env._options(spec, identifier)
+    options = _write_options(env, spec, identifier, detail)
     exists = hudilite.Table.exists(path)
     env.run.set_extra(model_key(schema, identifier), aggregate.full_state(q, detail, path, end))
     if exists and env._compatible(path, spec, [GROUP_KEY], df):
@@ -97,8 +112,9 @@ def _incremental(env, q, schema, identifier, path, detail, start, end, spec, ent
     except hudilite.RangeUnavailableError as e:
         raise DbtRuntimeError(f"aggregate {schema}.{identifier}: {e}") from None
     try:
-        result = env._write(df, path, [GROUP_KEY], spec, "upsert", env._options(spec, identifier), schema,
-                            identifier)
+        options = env._options(spec, identifier) if local is not None else \
+            _write_options(env, spec, identifier, detail)
+        result = env._write(df, path, [GROUP_KEY], spec, "upsert", options, schema, identifier)
     finally:
         for r in release:
             r.unpersist()

@@ -1,0 +1,139 @@
+"""Per-model work of the sample project's `dbt run` over Spark Connect, counted (issue 23): the Spark Connect
+round trips (ExecutePlan, AnalyzePlan, Config) and the CPU time of the dbt process's thread for each model,
+and which engine wrote it. Counts and CPU time do not depend on the machine's load as wall times do.
+
+dbt runs in this process (dbtRunner, `--threads 1`, so a model's round trips are its thread's), against a
+`hudilite server` started on a fresh copy of the sample project: `dbt seed`, `dbt run` batch 1 (the first
+build), `dbt run` batch 2 (a small batch of change events through the 4 models).
+
+    python -m bench.dbt_model_work [--work DIR] [--out F] [--calls]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench.dbt_latency import _free_port, make_project, model_engines
+from hudilite import server
+
+_state = threading.local()
+_counts: dict = collections.defaultdict(collections.Counter)
+_calls: dict = collections.defaultdict(list)
+_cpu: dict = collections.defaultdict(float)
+_phase = [""]  # the dbt command running
+
+
+def _what(req) -> str:
+    """A short name of an ExecutePlan request: the command or relation kind, and a SQL text's start."""
+    plan = getattr(req, "plan", None)
+    if plan is None:
+        return "?"
+    if plan.HasField("command"):
+        kind = plan.command.WhichOneof("command_type")
+        if kind == "sql_command":  # Spark 4 clients send the text as the command's input relation
+            cmd = plan.command.sql_command
+            return "sql: " + " ".join((cmd.sql or cmd.input.sql.query).split())[:90]
+        return kind or "command"
+    kind = plan.root.WhichOneof("rel_type")
+    if kind == "sql":
+        return "sql: " + " ".join(plan.root.sql.query.split())[:90]
+    if kind == "catalog":
+        return "catalog." + (plan.root.catalog.WhichOneof("cat_type") or "?")
+    return kind or "relation"
+
+
+def _record(rpc: str, detail: str) -> None:
+    model = getattr(_state, "model", None) or "(outside models)"
+    _counts[model][rpc] += 1
+    _calls[model].append(f"{rpc} {detail}")
+
+
+def install() -> None:
+    """Count the Connect client's RPCs (attributed to the node whose thread issues them: on_event)."""
+    from pyspark.sql.connect.client import core
+
+    c = core.SparkConnectClient
+    orig_iter, orig_exec, orig_analyze, orig_config = (c._execute_and_fetch_as_iterator, c._execute, c._analyze,
+                                                      c.config)
+
+    def it(self, req, *a, **kw):
+        _record("ExecutePlan", _what(req))
+        return orig_iter(self, req, *a, **kw)
+
+    def ex(self, req, *a, **kw):
+        _record("ExecutePlan", _what(req))
+        return orig_exec(self, req, *a, **kw)
+
+    def an(self, method, **kw):
+        _record("AnalyzePlan", method)
+        return orig_analyze(self, method, **kw)
+
+    def cf(self, op, *a, **kw):
+        _record("Config", op.WhichOneof("op_type") or "?")
+        return orig_config(self, op, *a, **kw)
+
+    c._execute_and_fetch_as_iterator, c._execute, c._analyze, c.config = it, ex, an, cf
+
+
+def on_event(e) -> None:
+    """dbt's NodeStart / NodeFinished fire in the thread that runs the node (compile and materialization)."""
+    name = e.info.name
+    if name not in ("NodeStart", "NodeFinished"):
+        return
+    node = e.data.node_info.unique_id.split(".")[-1]
+    if name == "NodeStart":
+        _state.model, _state.t0 = f"{_phase[0]}:{node}", time.thread_time()
+    elif getattr(_state, "model", None):
+        _cpu[_state.model] += time.thread_time() - _state.t0
+        _state.model = None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--calls", action="store_true", help="print every round trip of each model")
+    args = ap.parse_args(argv)
+    from dbt.cli.main import dbtRunner
+
+    base = Path(args.work or tempfile.mkdtemp(prefix="dbt-model-work-"))
+    port = _free_port()
+    work = make_project("hudilite-connect", base / "connect", port)
+    os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    server.start(str(work / "warehouse"), port=port, master="local[2]")
+    results: dict = {"engines": {}}
+    try:
+        install()
+        runner = dbtRunner(callbacks=[on_event])
+        for phase, cmd in (("seed", ["seed"]), ("batch1", ["run", "--vars", "{batch: 1}"]),
+                           ("batch2", ["run", "--vars", "{batch: 2}"])):
+            _phase[0] = phase
+            res = runner.invoke([*cmd, "--threads", "1", "--project-dir", str(work), "--profiles-dir", str(work)])
+            if not res.success:
+                raise RuntimeError(f"dbt {' '.join(cmd)} failed: {res.exception}")
+            if phase != "seed":
+                results["engines"][phase] = model_engines(work)
+    finally:
+        server.stop(str(work / "warehouse"))
+    results["round_trips"] = {m: dict(c) for m, c in _counts.items()}
+    results["cpu_s"] = {m: round(v, 3) for m, v in _cpu.items()}
+    if args.calls:
+        results["calls"] = dict(_calls)
+    text = json.dumps(results, indent=1)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
