@@ -274,11 +274,14 @@ def _terminate(pid: int, timeout: float) -> bool:
     return False
 
 
-def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params: dict | None = None):
+def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params: dict | None = None,
+            conf: dict | None = None):
     """A Spark Connect session to `url` (sc://host:port[/;param=...]); `token` and `use_ssl` are added as the
-    Connect URL parameters. A server that does not answer raises ServerError naming how to start one. PySpark
-    then runs this process in Connect mode (its functions build Connect columns): a process has classic
-    sessions or Connect ones, not both."""
+    Connect URL parameters; `conf`: runtime SQL settings of the new session, sent in one request (a
+    `spark.conf.set` each would be a round trip each) that PySpark sends ignoring failures: pass settings
+    known to be valid. A server that does not answer raises ServerError naming
+    how to start one. PySpark then runs this process in Connect mode (its functions build Connect columns): a
+    process has classic sessions or Connect ones, not both."""
     from pyspark.sql import SparkSession
 
     full = url if url.startswith("sc://") else f"sc://{url}"
@@ -295,4 +298,7 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
         raise ServerError(f"no Spark Connect server answers at sc://{hostport}. Start a local one with: "
                           "hudilite server start --warehouse DIR" + (f" --port {port}" if port != str(DEFAULT_PORT)
                                                                       else ""))
-    return SparkSession.builder.remote(full).create()
+    builder = SparkSession.builder.remote(full)
+    if conf:
+        builder = builder.config(map={k: str(v) for k, v in conf.items()})
+    return builder.create()

@@ -117,8 +117,9 @@ DUMP_WAIT_S = 600.0  # at most this long at exit for the first session's JVM to 
 
 
 def class_cache_key(main_class: str | None = None) -> str | None:
-    """What a class archive is valid for: this pyspark's jars and this java (an archive of another JDK or
-    class path is refused by the JVM anyway; the key keeps one per combination instead of rewriting it), and
+    """What a class archive is valid for: this pyspark's jars (where they are, their sizes and times) and this
+    java (an archive of another JDK or class path is refused by the JVM; the key keeps one per combination
+    instead of rewriting it), and
     for a JVM other than PySpark's driver its main class (a Connect server loads other classes)."""
     spec = importlib.util.find_spec("pyspark")  # found, not imported
     if spec is None or not spec.origin:
@@ -128,9 +129,15 @@ def class_cache_key(main_class: str | None = None) -> str | None:
         else shutil.which("java")
     if not java or not os.path.isdir(jars):
         return None
+    # the JVM maps a dynamic archive only for the class path it was dumped with - the same jar paths, sizes
+    # and modification times - and silently loads classes as usual otherwise: a key of names and sizes alone
+    # matched the archive of another install (another venv, a reinstall), which no session then used and
+    # none rewrote
     h = hashlib.sha256(os.path.realpath(java).encode())
+    h.update(os.path.realpath(jars).encode())
     for name in sorted(os.listdir(jars)):
-        h.update(f"{name}:{os.path.getsize(os.path.join(jars, name))}".encode())
+        st = os.stat(os.path.join(jars, name))
+        h.update(f"{name}:{st.st_size}:{st.st_mtime_ns}".encode())
     if main_class:
         h.update(f"main:{main_class}".encode())
     return h.hexdigest()[:16]

@@ -129,3 +129,24 @@ def test_install_class_archive(tmp_path, clean):
     assert warehouse.install_class_archive(str(dump), str(archive), clean) is clean
     assert os.listdir(tmp_path) == (["k.jsa"] if clean else [])
     assert warehouse.install_class_archive(str(dump), str(archive), True) is False  # no dump: nothing moved
+
+
+def test_another_install_of_the_same_jars_has_its_own_key(tmp_path, monkeypatch):
+    """The JVM maps an archive only for the class path it was dumped with: the same jars installed elsewhere
+    (another venv) or rewritten (a reinstall) must not find the first install's archive under their key."""
+    key = _key()
+    jars = tmp_path / "spark" / "jars"
+    jars.mkdir(parents=True)
+    (jars / "a.jar").write_bytes(b"jar")
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path / "spark"))
+    here = warehouse.class_cache_key()
+    assert here not in (None, key) and warehouse.class_cache_key() == here
+    other = tmp_path / "other" / "jars"
+    other.mkdir(parents=True)
+    (other / "a.jar").write_bytes(b"jar")
+    os.utime(other / "a.jar", ns=(os.stat(jars / "a.jar").st_atime_ns, os.stat(jars / "a.jar").st_mtime_ns))
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path / "other"))
+    assert warehouse.class_cache_key() != here  # same names, sizes and times, another place
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path / "spark"))
+    os.utime(jars / "a.jar", ns=(1_000_000_000, 1_000_000_000))
+    assert warehouse.class_cache_key() != here  # rewritten in place

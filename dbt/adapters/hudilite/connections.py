@@ -23,6 +23,7 @@ from dbt_common.exceptions import DbtDatabaseError, DbtRuntimeError
 from dbt.adapters.hudilite.credentials import HudiliteCredentials
 from dbt.adapters.hudilite.environment import HudiliteEnvironment
 from dbt.adapters.hudilite.response import error_text
+from hudilite.spark.results import command_result
 
 logger = AdapterLogger("Hudilite")
 
@@ -35,6 +36,7 @@ class HudiliteCursor:
         self.tag = tag
         self._df = None
         self._rows: Optional[list] = None
+        self._fields: Optional[list] = None  # (name, type, nullable) when known without asking Spark
         self.response = None
 
     # dbt calls these -------------------------------------------------------------------------
@@ -45,17 +47,24 @@ class HudiliteCursor:
         if bindings:
             sql = sql % tuple(_sql_literal(b) for b in bindings)
         self._rows = None
+        self._fields = None
         self._df = None
         self.response = self.env.run_dml(sql, tag=self.tag)  # DML on a hudilite table: one hudilite commit
         if self.response is None:
             self._df = self.env.sql(sql, tag=self.tag)
+            # Spark Connect sent a command's rows (show, describe, create, ...) with its reply: keep them
+            # instead of asking the server for the schema and the rows again (three round trips)
+            held = command_result(self._df)
+            if held is not None:
+                self._fields, self._rows = held.fields, held.rows
 
     @property
     def description(self) -> List[Tuple[str, str, None, None, None, None, bool]]:
         if self._df is None:
             return []
-        return [(f.name, f.dataType.simpleString(), None, None, None, None, f.nullable)
-                for f in self._df.schema.fields]
+        fields = self._fields if self._fields is not None else \
+            [(f.name, f.dataType, f.nullable) for f in self._df.schema.fields]
+        return [(name, dtype.simpleString(), None, None, None, None, nullable) for name, dtype, nullable in fields]
 
     def fetchall(self) -> Optional[list]:
         if self._rows is None and self._df is not None:
@@ -74,6 +83,7 @@ class HudiliteCursor:
     def close(self) -> None:
         self._df = None
         self._rows = None
+        self._fields = None
 
 
 def _sql_literal(value: Any) -> str:

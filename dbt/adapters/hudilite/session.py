@@ -24,6 +24,8 @@ from hudilite.spark.session import is_connect
 
 logger = AdapterLogger("Hudilite")
 
+BASE_CONF = {"spark.sql.ansi.enabled": "false"}  # as dbt-spark: the Spark 3 semantics its macros expect
+
 _process_lock = threading.RLock()
 _process_session: Dict[str, Any] = {}  # the SparkSession hudilite built for this process, if any
 
@@ -88,7 +90,10 @@ class SessionMixin:
         process plans and commits the writes, the server's Python workers write the files."""
         c = self.credentials
         try:
-            spark = server.connect(c.host, token=c.token, use_ssl=c.use_ssl)
+            # dbt-spark's setting goes with the session's creation (no round trip of its own); PySpark sends
+            # those ignoring failures, so the profile's own settings are set one by one below, where a bad one
+            # fails with Spark's error
+            spark = server.connect(c.host, token=c.token, use_ssl=c.use_ssl, conf=BASE_CONF)
         except hudilite.HudiliteError as e:  # no server answers there
             raise FailedToConnectError(f"hudilite: {e}") from None
         except Exception as e:  # noqa: BLE001 - a bad URL, TLS or token: Spark Connect's own message
@@ -99,12 +104,14 @@ class SessionMixin:
             logger.warning(f"hudilite: method connect: spark_conf {static} are the server's settings and are "
                            "ignored here")
         for k, v in self._runtime_conf().items():
-            spark.conf.set(k, v)
-        self.catalog_kind = spark.conf.get("spark.sql.catalogImplementation", "in-memory")
+            if BASE_CONF.get(k) != v:
+                spark.conf.set(k, v)
+        # the catalog kind is the server's; asked for when described (dbt debug), not on every start
+        self.catalog_kind = None
         return spark
 
     def _runtime_conf(self) -> Dict[str, str]:
-        conf = {"spark.sql.ansi.enabled": "false"}  # as dbt-spark: the Spark 3 semantics its macros expect
+        conf = dict(BASE_CONF)
         conf.update({k: v for k, v in self.credentials.spark_conf.items() if not _is_static_conf(k)})
         return conf
 
@@ -119,6 +126,8 @@ class SessionMixin:
     def describe_session(self) -> str:
         spark = self.spark
         if is_connect(spark):
+            if self.catalog_kind is None:
+                self.catalog_kind = spark.conf.get("spark.sql.catalogImplementation", "in-memory")
             return (f"Spark {spark.version} over Spark Connect {self.credentials.host}, warehouse {self.warehouse}, "
                     f"catalog {self.catalog_kind} (the server's)")
         return (f"Spark {spark.version}, master {spark.sparkContext.master}, warehouse {self.warehouse}, "
