@@ -13,7 +13,7 @@ import threading
 import pyarrow as pa
 
 from hudilite.spark.schema import spark_to_arrow
-from hudilite.spark.session import default_parallelism
+from hudilite.spark.session import default_parallelism, is_connect
 from hudilite.storage import capture_bindings, install_bindings, scheme_of, storage_for
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,8 @@ def read_parquet_files(spark, schema, files, *, meta: dict[str, str] | None = No
 def _native(spark, schema, files):
     """`spark.read.parquet(*files)`, the files' status taken on the driver: the planned files are known to exist,
     and above 32 paths Spark would otherwise run a listing job per read (~0.2 s even for local files)."""
+    if is_connect(spark):  # the plan is analysed on the server when it runs, after any conf set here is undone:
+        return spark.read.schema(schema).parquet(*files)  # the get/set/unset would be three round trips for nothing
     old = spark.conf.get(_DISCOVERY_THRESHOLD, None)
     if old is not None and int(old) > len(files):
         return spark.read.schema(schema).parquet(*files)
