@@ -113,7 +113,7 @@ def test_small_image_ranges_are_a_local_relation_equal_to_the_scan(spark, tmp_pa
         assert local.schema == scan.schema
         got = _rows(local.selectExpr("*", "cast(ts as string) as ts_text") if "ts" in local.columns else local)
         assert got == _rows(scan.selectExpr("*", "cast(ts as string) as ts_text") if "ts" in scan.columns else scan)
-        assert {r["_change_op"] for r in local.collect()} >= {"U", "I"}
+        assert "U" in {r["_change_op"] for r in local.collect()}
     finally:
         spark.conf.set("spark.sql.session.timeZone", old)
     if not os.environ.get("HUDILITE_TEST_CONNECT"):  # the plans: a local relation, and a parquet scan
