@@ -141,13 +141,16 @@ class Table:
             return options
         return {**self.options, **(options or {})}
 
-    def _spark(self, spark):
+    def _spark(self, spark, workers: bool = True):
+        """The session for a read; `workers=False`: the caller checks the Python workers itself, only when its
+        frame runs Python tasks (a change read's local relation runs none)."""
         s = spark if spark is not None else self.spark
         if s is None:
             raise HudiliteError(f"{self.path}: this read needs a Spark session (Table.open(path, spark=...)); "
                                 "to_arrow / changes_arrow read without Spark")
         check_client_storage(s, self.path, write=False)
-        check_workers(s)
+        if workers:
+            check_workers(s)
         register(s)
         return s
 
@@ -245,7 +248,7 @@ class Table:
         """What changed in `(begin, end]` (completion order) as a Spark DataFrame with `_change_op` ('I', 'U',
         'D', with `before_image` also 'B'). `table_id` (from `position()`): raises TableReplacedError when
         another table now lives at the path; RangeUnavailableError when the range was cleaned/archived."""
-        s = self._spark(spark)
+        s = self._spark(spark, workers=False)  # _spark_changes checks them where its frame needs them
         return _spark_changes(s, self._path, begin=begin, end=end, include_deletes=include_deletes,
                                 before_image=before_image, filters=filters, completion_bounds=completion_bounds,
                                 table_id=table_id)

@@ -110,8 +110,6 @@ def local_changes(path, begin, end=None, *, include_deletes: bool = True, before
     """`changes()` of `(begin, end]` as an Arrow table read in this process, without Spark, when the range is
     served by change images (one copy-on-write commit that wrote them, or no commit) of at most `max_bytes`;
     None otherwise (use `changes()`). Same rows, columns and errors as `changes()`."""
-    import pyarrow.compute as pc
-
     table = path if isinstance(path, HoodieTable) else HoodieTable.open(path)
     check_table(table, begin, table_id)
     schema = table_schema(table)
@@ -126,14 +124,29 @@ def local_changes(path, begin, end=None, *, include_deletes: bool = True, before
     if not rng.in_range:
         return out_schema.empty_table()
     imaged = image_files(table, rng)
-    if imaged is None:
+    if imaged is None or image_bytes(table, imaged) > max_bytes:
         return None
+    return image_rows(table, imaged, names, include_deletes=include_deletes, before_image=before_image)
+
+
+def image_bytes(table: HoodieTable, imaged: tuple[list[str], list[str]]) -> int:
+    """The size of the files that serve a range from change images (`image_files`)."""
     images, inserted = imaged
-    if sum(table.fs.size(p) for p in images + inserted) > max_bytes:
-        return None
+    return sum(table.fs.size(p) for p in images + inserted)
+
+
+def image_rows(table: HoodieTable, imaged: tuple[list[str], list[str]], names, *, include_deletes: bool = True,
+               before_image: bool = False) -> pa.Table:
+    """The change rows of a range served by change images (`image_files`), read in this process: the columns
+    `names` (in table order) plus `_change_op`, only the requested operations."""
+    import pyarrow.compute as pc
+
+    schema = table_schema(table)
+    out_schema = pa.schema([schema.field(c) for c in names] + [pa.field(CHANGE_OP, pa.string(), True)])
+    images, inserted = imaged
     ops = [INSERT, UPDATE] + ([DELETE] if include_deletes else []) + ([BEFORE] if before_image else [])
     parts = []
-    for t in _read_conformed(images, pa.schema(list(out_schema))):
+    for t in _read_conformed(images, out_schema):
         parts.append(t.filter(pc.is_in(t.column(CHANGE_OP), value_set=pa.array(ops, pa.string()))))
     for t in _read_conformed(inserted, pa.schema([out_schema.field(c) for c in names])):
         parts.append(t.append_column(out_schema.field(CHANGE_OP), pa.repeat(pa.scalar(INSERT, pa.string()),

@@ -1,6 +1,10 @@
 """Change reads as Spark DataFrames (the queries of hudilite.reader.changes): the latest image of every record
 changed in a range, from the change images copy-on-write merges wrote or per file group from the slices at both
-ends of the range (`hudilite.reader.group_changes` run in Spark tasks)."""
+ends of the range (`hudilite.reader.group_changes` run in Spark tasks).
+
+A range served by change images of at most `LOCAL_FRAME_MAX_BYTES` is read in this process (pyarrow) and
+handed to Spark as a local relation: no file listing or scan to plan, no Python workers (a dbt model's change
+read is often a few rows, and under Spark Connect each of those steps is a round trip to the server)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,15 @@ import pyarrow as pa
 
 from hudilite.change_images import BEFORE, CHANGE_OP, DELETE, INSERT, UPDATE
 from hudilite.errors import UnsupportedTableError
-from hudilite.reader.changes import check_table, global_writes, image_files, select_columns, snapshot_plan
+from hudilite.reader.changes import (
+    check_table,
+    global_writes,
+    image_bytes,
+    image_files,
+    image_rows,
+    select_columns,
+    snapshot_plan,
+)
 from hudilite.reader.group_changes import CANDIDATES, ChangeContext, GroupTask, classify, images, resolve
 from hudilite.reader.merge import SliceDesc, to_spark_arrow
 from hudilite.reader.planner import ReadPlan, check_readable, prune_partitions, table_schema
@@ -25,20 +37,25 @@ from hudilite.reader.ranges import (
 )
 from hudilite.spark.files import read_parquet_files
 from hudilite.spark.read import apply_filters, plan_to_dataframe
-from hudilite.spark.schema import arrow_to_spark
-from hudilite.spark.session import task_frame
+from hudilite.spark.schema import arrow_frame, arrow_to_spark
+from hudilite.spark.session import check_workers, task_frame
 from hudilite.storage import capture_bindings, install_bindings
 from hudilite.table import HoodieTable
+
+LOCAL_FRAME_MAX_BYTES = 4 * 1024 * 1024  # change image files read in this process for a local relation, at most
 
 
 # ---- the change read ------------------------------------------------------------------------------------
 def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, before_image: bool = False,
-            filters=None, completion_bounds: bool = False, columns=None, table_id: str | None = None):
+            filters=None, completion_bounds: bool = False, columns=None, table_id: str | None = None,
+            local_max_bytes: int = LOCAL_FRAME_MAX_BYTES):
     """Latest image of every record changed in `(begin, end]` (completion order) plus `_change_op`:
     'I' / 'U' / 'D' (deleted: the row as of `begin`), and with `before_image` also 'B' rows (updated records as
     of `begin`). `begin=None`: the whole snapshot as of `end`, every row 'I'. `columns`: only these columns of
     the table (plus `_change_op`; filter columns must be among them); None: all. `table_id`: the id of the
-    table `begin` was taken on (see `checkpoint`); another table at `path` raises TableReplacedError."""
+    table `begin` was taken on (see `checkpoint`); another table at `path` raises TableReplacedError.
+    `local_max_bytes`: a range served by change images of at most this size is a local relation (0: a scan).
+    The session's Python workers are checked (`check_workers`) before a frame that may run Python tasks."""
     from pyspark.sql import functions as F
 
     table = path if isinstance(path, HoodieTable) else HoodieTable.open(path)
@@ -47,6 +64,7 @@ def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, 
         columns = select_columns(table_schema(table), columns, filters)
     rng = resolve_range(table, begin, end, completion_bounds=completion_bounds)
     if rng.begin is None:
+        check_workers(spark)
         df = plan_to_dataframe(spark, snapshot_plan(table, rng.end, filters, rng=rng))
         if columns is not None:
             df = df.select(*[F.col(f"`{c}`") for c in columns])
@@ -54,9 +72,14 @@ def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, 
     if not table.config.populate_meta_fields:
         raise UnsupportedTableError(f"{table.base_path}: change reads need record keys (the table does not "
                                     "populate meta fields)")
+    if not rng.in_range:  # nothing committed in the range: no file to read or check
+        out = table_schema(table) if columns is None else pa.schema([table_schema(table).field(c) for c in columns])
+        return spark.createDataFrame([], arrow_to_spark(out).add(CHANGE_OP, "string", True))
     imaged = image_files(table, rng)
     if imaged is not None:
-        return _image_changes(spark, table, imaged, filters, include_deletes, before_image, columns)
+        return _image_changes(spark, table, imaged, filters, include_deletes, before_image, columns,
+                              local_max_bytes)
+    check_workers(spark)
     t = touched(rng)
     view = table.view()
     after = slices_at(table, t.groups, rng.visible(rng.end), replaced_upto(rng, rng.end), view=view)
@@ -67,11 +90,17 @@ def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, 
     return _group_changes(spark, table, rng, t, after, before, filters, include_deletes, before_image, columns)
 
 def _image_changes(spark, table: HoodieTable, imaged, filters, include_deletes: bool, before_image: bool,
-                   columns: tuple | None):
+                   columns: tuple | None, local_max_bytes: int = LOCAL_FRAME_MAX_BYTES):
     """The change rows of one commit from its change images: a native scan of the image files (and of the
-    base files of the groups it created: inserts), only the requested operations and columns."""
+    base files of the groups it created: inserts), only the requested operations and columns; up to
+    `local_max_bytes` of files, read here into a local relation instead."""
     from pyspark.sql import functions as F
 
+    if image_bytes(table, imaged) <= local_max_bytes:
+        rows = image_rows(table, imaged, list(columns or table_schema(table).names),
+                          include_deletes=include_deletes, before_image=before_image)
+        return apply_filters(arrow_frame(spark, rows), filters or [])
+    check_workers(spark)  # an object store without a JVM file system is scanned in Python tasks
     images, inserted = imaged
     schema = table_schema(table)
     cols = [F.col(f"`{c}`") for c in (columns or schema.names)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from hudilite.schema import SchemaError, map_leaves, spark_leaf
 
@@ -21,6 +21,26 @@ def arrow_to_spark(schema: pa.Schema):
             raise SchemaError(f"column '{f.name}': type {f.type} cannot be converted to Spark: {e}") from None
         fields.append(StructField(f.name, st, nullable=f.nullable))
     return StructType(fields)
+
+def as_nullable(t: DataType) -> DataType:
+    """`t` with every field, element and map value nullable, at every depth: the type a Spark file scan gives a
+    user-specified schema (Spark's `asNullable`), so a frame built otherwise matches a scan's schema."""
+    if isinstance(t, StructType):
+        return StructType([StructField(f.name, as_nullable(f.dataType), True, f.metadata) for f in t.fields])
+    if isinstance(t, ArrayType):
+        return ArrayType(as_nullable(t.elementType), True)
+    if isinstance(t, MapType):
+        return MapType(as_nullable(t.keyType), as_nullable(t.valueType), True)
+    return t
+
+
+def arrow_frame(spark, table: pa.Table):
+    """A Spark DataFrame of the rows of an Arrow `table` (a local relation: the rows travel with the plan, no
+    files are scanned), typed as a Spark scan of the same columns would be: `arrow_to_spark`, all nullable."""
+    arrow = pa.schema([pa.field(f.name, map_leaves(f.type, spark_leaf, f.name), True) for f in table.schema])
+    # timestamps as UTC instants first: PySpark reads tz-naive Arrow timestamps as session-local wall time
+    return spark.createDataFrame(table.cast(arrow), as_nullable(arrow_to_spark(arrow)))
+
 
 def _from_spark_leaf(t: pa.DataType, path: str) -> pa.DataType:
     if pa.types.is_time64(t) and t.unit == "ns":

@@ -79,6 +79,55 @@ def test_change_read_from_images_equals_the_diff(spark, upserted, monkeypatch, k
     assert from_images == _rows(changes_mod.changes(spark, path, begin=c1, end=c2, **kw))
 
 
+TYPED = ("id long, version long, dt string, ts timestamp, d date, amount decimal(12,2), tags array<string>, "
+         "addr struct<city:string,zip:int>, attrs map<string,int>, _hoodie_is_deleted boolean")
+
+
+def _typed(i, version, dt_, deleted=False):
+    import datetime as dt
+    from decimal import Decimal
+    return (i, version, dt_, dt.datetime(2024, 3, 1, 9, i % 60, tzinfo=dt.timezone.utc), dt.date(2024, 3, 1 + i % 3),
+            Decimal(f"{i}.{version:02d}"), [f"t{i}", None], (f"c{i}", None if i % 2 else i), {"k": version},
+            deleted)
+
+
+@pytest.mark.parametrize("kw", [{}, {"before_image": True}, {"include_deletes": False},
+                                {"before_image": True, "columns": ["id", "ts", "addr"]},
+                                {"before_image": True, "filters": [("dt", "=", "a")]}])
+@pytest.mark.parametrize("tz", ["UTC", "America/New_York"])
+def test_small_image_ranges_are_a_local_relation_equal_to_the_scan(spark, tmp_path, kw, tz):
+    """A small image-served range becomes a local relation read in this process: same schema (types and
+    nullability), same rows as the Spark scan of the images, in any session time zone."""
+    path = str(tmp_path / "typed")
+
+    def write(rows, **w):
+        return hudilite.write(spark.createDataFrame(rows, TYPED), path, record_key="id", precombine_field="version",
+                              partition_by="dt", **w)
+    c1 = write([_typed(i, 1, "a" if i % 2 else "b") for i in range(12)], operation="bulk_insert")
+    c2 = write([_typed(1, 2, "a"), _typed(2, 2, "b"), _typed(3, 2, "a", deleted=True), _typed(50, 1, "c")])
+    old = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", tz)
+    try:
+        local = changes_mod.changes(spark, path, begin=c1, end=c2, **kw)
+        scan = changes_mod.changes(spark, path, begin=c1, end=c2, local_max_bytes=0, **kw)
+        assert local.schema == scan.schema
+        got = _rows(local.selectExpr("*", "cast(ts as string) as ts_text") if "ts" in local.columns else local)
+        assert got == _rows(scan.selectExpr("*", "cast(ts as string) as ts_text") if "ts" in scan.columns else scan)
+        assert "U" in {r["_change_op"] for r in local.collect()}
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", old)
+    if not os.environ.get("HUDILITE_TEST_CONNECT"):  # the plans: a local relation, and a parquet scan
+        assert "parquet" not in local._jdf.queryExecution().analyzed().toString().lower()
+        assert "parquet" in scan._jdf.queryExecution().analyzed().toString().lower()
+
+
+def test_empty_range_reads_nothing(spark, upserted, monkeypatch):
+    path, c1, c2 = upserted
+    monkeypatch.setattr(changes_mod, "touched", lambda rng: pytest.fail("an empty range touches no file group"))
+    df = changes_mod.changes(spark, path, begin=c2, end=c2, before_image=True)
+    assert df.collect() == [] and df.columns == changes_mod.changes(spark, path, begin=c1, end=c2).columns
+
+
 def test_multi_commit_ranges_and_missing_images_use_the_diff(spark, upserted, monkeypatch):
     path, c1, c2 = upserted
     c3 = _write(spark, path, [(1, 5, "a", "u1-again", 1.0, False)])

@@ -28,23 +28,40 @@ import uuid
 from typing import List, Optional
 
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
+from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 import hudilite
 from dbt.adapters.hudilite.run_state import model_key, resume_position
+from hudilite import metastore as ms
 
 CHECKPOINTED = ("incremental", "aggregate")
 _NOT_PERSISTED = ("view", "ephemeral")
 _AD_HOC = ("sql_operation", "sql", "analysis", "operation", "rpc")  # dbt resource types of one-off queries
 
 
+def hudilite_path(env, schema: str, identifier: str) -> Optional[str]:
+    """The table path of the catalog entry `schema.identifier` when it is a hudilite table, else None: what
+    `env.describe(...).path` gives, in one catalog statement for a copy-on-write entry (its properties name the
+    path; the full description costs four, each a server round trip under Spark Connect). Other entries
+    (merge-on-read ones keep the path in their schema) are described in full."""
+    try:
+        props = {r[0]: r[1] for r in env.spark.sql(f"SHOW TBLPROPERTIES {ms.qualified(schema, identifier)}").collect()}
+    except AnalysisException:
+        return None  # no such table or view
+    if props.get(ms.PROP_PATH):
+        return props[ms.PROP_PATH]
+    entry = env.describe(schema, identifier)
+    return entry.path if entry is not None and entry.is_hudilite else None
+
+
 def _upstream_path(env, relation) -> str:
     schema = relation.schema or env.spark.catalog.currentDatabase()
-    entry = env.describe(schema, relation.identifier)
-    if entry is None or not entry.is_hudilite:
+    path = hudilite_path(env, schema, relation.identifier)
+    if path is None:
         raise DbtRuntimeError(f"hudilite.changes/as_of: {schema}.{relation.identifier} is not a hudilite table "
                               "(build it first; views and foreign tables have no change history)")
-    return entry.path
+    return path
 
 
 def _view(env, kind: str, df) -> str:
@@ -87,9 +104,9 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
     start = None
     rebuilt = False
     if mat in CHECKPOINTED and not full_refresh:
-        entry = env.describe(this.schema, this.identifier)
-        if entry is not None and entry.is_hudilite:
-            start, rebuilt = resume_position(entry.path, path, table_id)
+        model_path = hudilite_path(env, this.schema, this.identifier)
+        if model_path is not None:
+            start, rebuilt = resume_position(model_path, path, table_id)
             if state.rebuilding(key):  # another upstream of this model was rebuilt: the model is rebuilt
                 start = None
     if fixed is None:  # the upstream has no commits yet: nothing to read
