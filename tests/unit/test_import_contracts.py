@@ -72,7 +72,7 @@ def test_every_core_module_has_a_layer():
 # (contract public-api).
 PUBLIC_MODULES = ("hudilite", "hudilite.api", "hudilite.errors", "hudilite.options", "hudilite.columns",
                   "hudilite.checkpoints", "hudilite.aggregate", "hudilite.prepared", "hudilite.streaming",
-                  "hudilite.spark.session", "hudilite.spark.schema",
+                  "hudilite.spark.session", "hudilite.spark.schema", "hudilite.spark.results",
                   "hudilite.metastore", "hudilite.warehouse", "hudilite.server", "hudilite.sql_merge",
                   "hudilite.sql_dml", "hudilite.storage")
 
