@@ -209,23 +209,19 @@ def _child(argv: list[str]) -> int:
         current.sql = " ".join(text.split())[:60]
         return orig_execute(self, sql, bindings)
 
-    def open_session(self):
-        saved, current.sql = getattr(current, "sql", None), "(opening the session)"
-        try:
-            return orig_open(self)
-        finally:
-            current.sql = saved
-    orig_register = hudilite.register
+    def labelled(fn, label):
+        # round trips made inside `fn` are counted under `label` (they belong to no dbt statement)
+        def run(*args, **kwargs):
+            saved, current.sql = getattr(current, "sql", None), label
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                current.sql = saved
+        return run
 
-    def register(spark):
-        saved, current.sql = getattr(current, "sql", None), "(registering the data source)"
-        try:
-            return orig_register(spark)
-        finally:
-            current.sql = saved
     HudiliteCursor.execute = execute
-    HudiliteEnvironment._open_session = open_session
-    hudilite.register = register
+    HudiliteEnvironment._open_session = labelled(orig_open, "(opening the session)")
+    hudilite.register = labelled(hudilite.register, "(registering the data source)")
 
     def on_event(ev):
         if ev.info.name == "NodeStart":
