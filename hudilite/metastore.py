@@ -108,6 +108,21 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
                         merged=merged is not None, fields=list(fields))
 
 
+def table_path(spark, schema: str, identifier: str) -> str | None:
+    """The table path of the catalog entry `schema.identifier` when it is a hudilite table, else None: what
+    `describe(...).path` gives, in one catalog statement for a copy-on-write entry (its properties name the
+    path; the full description costs four, each a server round trip under Spark Connect). Other entries
+    (merge-on-read ones keep the path in their schema) are described in full."""
+    try:
+        props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {qualified(schema, identifier)}").collect()}
+    except AnalysisException:
+        return None  # no such table or view
+    if props.get(PROP_PATH):
+        return props[PROP_PATH]
+    entry = describe(spark, schema, identifier)
+    return entry.path if entry is not None and entry.is_hudilite else None
+
+
 def publish(spark, schema: str, identifier: str, path: str, visible: list[str], props: dict[str, str],
             entry: CatalogEntry | None, sql=None) -> str:
     """Point the catalog entry `schema.identifier` (now `entry`) at the latest committed snapshot of the table

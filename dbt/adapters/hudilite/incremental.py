@@ -28,7 +28,6 @@ import uuid
 from typing import List, Optional
 
 from dbt_common.exceptions import CompilationError, DbtRuntimeError
-from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 import hudilite
@@ -40,24 +39,9 @@ _NOT_PERSISTED = ("view", "ephemeral")
 _AD_HOC = ("sql_operation", "sql", "analysis", "operation", "rpc")  # dbt resource types of one-off queries
 
 
-def hudilite_path(env, schema: str, identifier: str) -> Optional[str]:
-    """The table path of the catalog entry `schema.identifier` when it is a hudilite table, else None: what
-    `env.describe(...).path` gives, in one catalog statement for a copy-on-write entry (its properties name the
-    path; the full description costs four, each a server round trip under Spark Connect). Other entries
-    (merge-on-read ones keep the path in their schema) are described in full."""
-    try:
-        props = {r[0]: r[1] for r in env.spark.sql(f"SHOW TBLPROPERTIES {ms.qualified(schema, identifier)}").collect()}
-    except AnalysisException:
-        return None  # no such table or view
-    if props.get(ms.PROP_PATH):
-        return props[ms.PROP_PATH]
-    entry = env.describe(schema, identifier)
-    return entry.path if entry is not None and entry.is_hudilite else None
-
-
 def _upstream_path(env, relation) -> str:
     schema = relation.schema or env.spark.catalog.currentDatabase()
-    path = hudilite_path(env, schema, relation.identifier)
+    path = ms.table_path(env.spark, schema, relation.identifier)
     if path is None:
         raise DbtRuntimeError(f"hudilite.changes/as_of: {schema}.{relation.identifier} is not a hudilite table "
                               "(build it first; views and foreign tables have no change history)")
@@ -104,7 +88,7 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
     start = None
     rebuilt = False
     if mat in CHECKPOINTED and not full_refresh:
-        model_path = hudilite_path(env, this.schema, this.identifier)
+        model_path = ms.table_path(env.spark, this.schema, this.identifier)
         if model_path is not None:
             start, rebuilt = resume_position(model_path, path, table_id)
             if state.rebuilding(key):  # another upstream of this model was rebuilt: the model is rebuilt
