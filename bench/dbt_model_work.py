@@ -50,10 +50,22 @@ def _what(req) -> str:
     return kind or "relation"
 
 
-def _record(rpc: str, detail: str) -> None:
+def _record(rpc: str, detail: str, seconds: float) -> None:
     model = getattr(_state, "model", None) or "(outside models)"
     _counts[model][rpc] += 1
-    _calls[model].append(f"{rpc} {detail}")
+    _calls[model].append(f"{seconds * 1000:7.1f} ms  {rpc} {detail}")
+
+
+def _timed(rpc: str, detail, call):
+    """Run one RPC and record it with its wall time (an iterator's: until it is exhausted)."""
+    t0 = time.perf_counter()
+    try:
+        out = call()
+        if rpc == "ExecutePlan" and not isinstance(out, (tuple, list, type(None))):
+            out = list(out)
+        return out
+    finally:
+        _record(rpc, detail() if callable(detail) else detail, time.perf_counter() - t0)
 
 
 def install() -> None:
@@ -65,20 +77,16 @@ def install() -> None:
                                                       c.config)
 
     def it(self, req, *a, **kw):
-        _record("ExecutePlan", _what(req))
-        return orig_iter(self, req, *a, **kw)
+        return iter(_timed("ExecutePlan", _what(req), lambda: orig_iter(self, req, *a, **kw)))
 
     def ex(self, req, *a, **kw):
-        _record("ExecutePlan", _what(req))
-        return orig_exec(self, req, *a, **kw)
+        return _timed("ExecutePlan", _what(req), lambda: orig_exec(self, req, *a, **kw))
 
     def an(self, method, **kw):
-        _record("AnalyzePlan", method)
-        return orig_analyze(self, method, **kw)
+        return _timed("AnalyzePlan", method, lambda: orig_analyze(self, method, **kw))
 
     def cf(self, op, *a, **kw):
-        _record("Config", op.WhichOneof("op_type") or "?")
-        return orig_config(self, op, *a, **kw)
+        return _timed("Config", op.WhichOneof("op_type") or "?", lambda: orig_config(self, op, *a, **kw))
 
     c._execute_and_fetch_as_iterator, c._execute, c._analyze, c.config = it, ex, an, cf
 
@@ -100,7 +108,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--work", default=None)
     ap.add_argument("--out", default=None)
-    ap.add_argument("--calls", action="store_true", help="print every round trip of each model")
+    ap.add_argument("--calls", action="store_true", help="list every round trip of each model with its wall time")
     args = ap.parse_args(argv)
     from dbt.cli.main import dbtRunner
 
