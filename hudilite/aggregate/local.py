@@ -12,7 +12,7 @@ returns None and the Spark path runs.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 import pyarrow as pa
@@ -20,7 +20,9 @@ import pyarrow.compute as pc
 
 from hudilite.aggregate import state as st
 from hudilite.aggregate.query import GROUP_KEY, IDENT, ROWS, AggregateQuery, default_name, unquote
+from hudilite.aggregate.where import arrow_filter
 from hudilite.reader.changes import LOCAL_SNAPSHOT_MAX_BYTES, local_changes, local_snapshot
+from hudilite.reader.merge import SliceDesc, merge_slices
 from hudilite.reader.planner import plan_read, table_schema
 from hudilite.storage import storage_for
 from hudilite.table import HoodieTable
@@ -31,11 +33,16 @@ def _plain_column(expr: str, q: AggregateQuery, names: List[str]) -> Optional[st
     m = re.match(rf"^\s*(?:({IDENT})\s*\.\s*)?({IDENT})\s*$", expr)
     if not m:
         return None
-    qual = unquote(m.group(1)).lower() if m.group(1) else None
-    if qual is not None and qual not in {(q.alias or "").lower(), unquote(q.relation.split(".")[-1]).lower()}:
+    return _resolve(q, names, [unquote(m.group(1))] if m.group(1) else [], unquote(m.group(2)))
+
+
+def _resolve(q: AggregateQuery, names: List[str], qualifier: List[str], column: str) -> Optional[str]:
+    """The detail column a reference names (qualified by the FROM alias or table name, matched without case
+    as Spark resolves it); None when it names none or several."""
+    if len(qualifier) > 1 or (qualifier and qualifier[0].lower() not in {
+            (q.alias or "").lower(), unquote(q.relation.split(".")[-1]).lower()}):
         return None
-    col = unquote(m.group(2)).lower()
-    hits = [n for n in names if n.lower() == col]
+    hits = [n for n in names if n.lower() == column.lower()]
     return hits[0] if len(hits) == 1 else None
 
 
@@ -109,13 +116,28 @@ class _ArrowPlan:
     aggs: List[tuple]  # (n, item, detail column or None for count(*), output name, output type)
     columns: List[str]  # detail columns to read
     stored: Any  # the aggregate table's schema
+    where: Any = None  # the WHERE clause as a pyarrow.compute expression (None: no WHERE)
+    where_columns: List[str] = field(default_factory=list)  # the detail columns it reads
+
+    def filtered(self, t: pa.Table) -> pa.Table:
+        """The rows of `t` the WHERE clause keeps (a null condition drops the row, as in Spark)."""
+        return t if self.where is None else t.filter(self.where)
+
+
+def _where(q: AggregateQuery, detail_schema):
+    """(expression, columns) of the query's WHERE clause, (None, []) without one; None when it needs Spark."""
+    if not q.where:
+        return None, []
+    return arrow_filter(q.where, lambda parts: _resolve(q, detail_schema.names, parts[:-1], parts[-1]),
+                        detail_schema)
 
 
 def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema) -> Optional[_ArrowPlan]:
-    """What the Arrow fold needs, when the query is plain columns grouped and folded (count/sum/avg, no
-    WHERE) and the aggregate table stores exactly the types the Spark path gives; else None."""
+    """What the Arrow fold needs, when the query is plain columns grouped and folded, its WHERE clause (if any)
+    translates (`where.py`) and the aggregate table stores exactly the types the Spark path gives; else None."""
 
-    if q.where:
+    where = _where(q, detail_schema)
+    if where is None:
         return None
     names = detail_schema.names
     stored = {f.name: f.type for f in agg_schema}
@@ -158,7 +180,8 @@ def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema) -> Optional[_Arrow
         aggs.append((n, a, col, name, want))
     if stored.get(ROWS) != pa.int64() or stored.get(GROUP_KEY) != pa.string():
         return None
-    return _ArrowPlan(keys, aggs, sorted(set(cols), key=names.index), agg_schema)
+    cols += where[1]
+    return _ArrowPlan(keys, aggs, sorted(set(cols), key=names.index), agg_schema, where[0], where[1])
 
 
 def _member(col, values):
@@ -187,12 +210,14 @@ def _snapshot_states(plan: _ArrowPlan, detail: str, end: str, items, groups=None
     None when the snapshot needs Spark (log files to merge, too large)."""
 
     key_cols = [c for c, _, _ in plan.keys]
-    value_cols = {c for _, c, _ in items}
-    # string group keys read dictionary-encoded: ~1,000s of distinct values over millions of rows
+    value_cols = {c for _, c, _ in items} | set(plan.where_columns)
+    # string group keys read dictionary-encoded: ~1,000s of distinct values over millions of rows (columns
+    # the WHERE clause compares stay plain)
     snap = local_snapshot(detail, end, sorted(set(key_cols) | value_cols), LOCAL_SNAPSHOT_MAX_BYTES,
                           dictionary=tuple(c for c in key_cols if c not in value_cols))
     if snap is None:
         return None
+    snap = plan.filtered(snap)
     if groups is not None and len(key_cols) == 1:
         hit = _member(snap.column(key_cols[0]), groups.column("__k0").combine_chunks())
         snap = snap if hit is None else snap.filter(hit)
@@ -208,6 +233,25 @@ def _snapshot_states(plan: _ArrowPlan, detail: str, end: str, items, groups=None
         value_type = t.value_type if pa.types.is_dictionary(t) else t
         out[n] = st.build(keys, snap.column(col), kind).cast(st.state_schema(key_types, value_type))
     return out
+
+
+STORED_MERGE_MAX_BYTES = LOCAL_SNAPSHOT_MAX_BYTES  # log-file slices of the aggregate merged here at most
+
+
+def _stored_rows(agg_plan, schema: pa.Schema) -> Optional[pa.Table]:
+    """The `schema` columns of the aggregate table's latest rows, read in this process: base files as they
+    are, merge-on-read slices with log files merged (`reader.merge`, the merge Spark's read runs in its
+    workers); None when those slices exceed STORED_MERGE_MAX_BYTES (read through Spark)."""
+    parts = [storage_for(f).read_parquet(f, columns=schema.names).cast(schema) for f in agg_plan.plain_files]
+    merged = agg_plan.merged_slices
+    if merged:
+        files = [f for s in merged for f in ([s.base_file] if s.base_file is not None else []) + s.log_files]
+        size = sum(f.size or agg_plan.table.fs.size(f.path) for f in files)
+        if size > STORED_MERGE_MAX_BYTES:
+            return None
+        rows = merge_slices([SliceDesc.of(s) for s in merged], agg_plan.merge_spec())
+        parts.append(rows.select(schema.names).cast(schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
 def _state_items(plan: _ArrowPlan, q: AggregateQuery):
@@ -226,8 +270,6 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
     whose min / max buffer emptied is read again from the snapshot (its rows only)."""
 
     agg_plan = plan_read(agg_path)
-    if agg_plan.merged_slices:  # merge-on-read aggregate table with logs: read through Spark
-        return None
     plan = _arrow_plan(q, table_schema(HoodieTable.open(detail)), agg_plan.schema)
     if plan is None:
         return None
@@ -235,6 +277,9 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
                        columns=plan.columns or None)
     if ch is None:
         return None
+    # before and after images each count where the clause holds for them (a row updated into or out of it
+    # adds or retracts, as the Spark path's WHERE over the signed images does)
+    ch = plan.filtered(ch)
     positive = pc.is_in(ch.column("_change_op"), value_set=pa.array(["I", "U"]))
     sign = pc.if_else(positive, pa.scalar(1, pa.int64()), pa.scalar(-1, pa.int64()))
     cols = {f"__k{i}": ch.column(c) for i, (c, _, _) in enumerate(plan.keys)}
@@ -261,8 +306,9 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
     delta = delta.append_column(GROUP_KEY, gkey)
     # the affected groups' stored state
     stored_cols = [GROUP_KEY] + state
-    cur = [storage_for(f).read_parquet(f, columns=stored_cols) for f in agg_plan.plain_files]
-    cur = pa.concat_tables(cur) if cur else pa.schema([plan.stored.field(c) for c in stored_cols]).empty_table()
+    cur = _stored_rows(agg_plan, pa.schema([plan.stored.field(c) for c in stored_cols]))
+    if cur is None:
+        return None
     cur = cur.filter(pc.is_in(cur.column(GROUP_KEY), value_set=gkey))
     cur = cur.rename_columns([GROUP_KEY] + [f"__cur{c}" for c in stored_cols[1:]])
     j = delta.join(cur, GROUP_KEY, join_type="left outer", use_threads=False)
@@ -324,15 +370,16 @@ def full_state(q: AggregateQuery, detail: str, agg_path: str, end: Optional[str]
     none, the driver-local fold would not apply to it, or the snapshot needs Spark: the first driver-local
     refresh then builds them)."""
 
-    if not q.recomputed or q.where or end is None:
+    if not q.recomputed or end is None:
         return {}
     schema = table_schema(HoodieTable.open(detail))
     keys = _plain_keys(q, schema)
+    where = _where(q, schema)
     items = [(n, _recomputed_column(a, q, schema), st.DISTINCT if a.distinct else a.func)
              for n, a in enumerate(q.aggs) if a in q.recomputed]
-    if keys is None or any(c is None for _, c, _ in items):
+    if keys is None or where is None or any(c is None for _, c, _ in items):
         return {}
-    plan = _ArrowPlan(keys, [], [], pa.schema([(name, schema.field(c).type) for c, _, name in keys]))
+    plan = _ArrowPlan(keys, [], [], pa.schema([(name, schema.field(c).type) for c, _, name in keys]), *where)
     states = _snapshot_states(plan, detail, end, items)
     if states is None:
         return {}
