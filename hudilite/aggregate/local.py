@@ -11,6 +11,7 @@ returns None and the Spark path runs.
 
 from __future__ import annotations
 
+import decimal
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
@@ -107,7 +108,10 @@ def _recomputed_column(a, q: AggregateQuery, detail_schema) -> Optional[str]:
     """The detail column of a min / max / count(distinct) item when it is a plain column of a type whose order
     and equality Arrow shares with Spark; else None."""
     c = _plain_column(a.expr, q, detail_schema.names)
-    return c if c is not None and _key_kind(detail_schema.field(c).type) is not None else None
+    if c is None:
+        return None
+    t = detail_schema.field(c).type
+    return c if _key_kind(t) is not None or pa.types.is_decimal128(t) else None
 
 
 @dataclass
@@ -167,10 +171,14 @@ def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema) -> Optional[_Arrow
                 want = pa.int64() if a.func == "sum" else pa.float64()
             elif pa.types.is_floating(t):
                 want = pa.float64()
-            else:
+            elif pa.types.is_decimal128(t) and a.func == "sum":  # Spark: sum(decimal(p, s)) is decimal(p + 10, s)
+                want = pa.decimal128(min(38, t.precision + 10), t.scale)
+            else:  # avg of decimals: Spark's division rounds twice (its own scale, then the output's)
                 return None
-            if a.func in ("sum", "avg") and stored.get(f"_hudilite_agg_s{n}") != (
-                    pa.int64() if pa.types.is_integer(t) else pa.float64()):
+            kept = stored.get(f"_hudilite_agg_s{n}")
+            if a.func in ("sum", "avg") and not (kept == (pa.int64() if pa.types.is_integer(t) else pa.float64())
+                                                 or (pa.types.is_decimal128(t) and pa.types.is_decimal128(kept)
+                                                     and kept.scale == t.scale)):
                 return None
             if stored.get(f"_hudilite_agg_c{n}") != pa.int64():
                 return None
@@ -290,7 +298,13 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
         if col is None or a in q.recomputed:
             continue
         x = ch.column(col)
-        if a.func in ("sum", "avg"):
+        if a.func in ("sum", "avg") and pa.types.is_decimal128(x.type):
+            # exact: widened to 38 digits, negated for retractions (the sum is cast to the stored type)
+            wide = x.cast(pa.decimal128(38, x.type.scale))
+            cols[f"_hudilite_agg_s{n}"] = pc.if_else(positive, wide, pc.negate_checked(wide))
+            state.append(f"_hudilite_agg_s{n}")
+            specs.append((f"_hudilite_agg_s{n}", "sum"))
+        elif a.func in ("sum", "avg"):
             num = pa.int64() if pa.types.is_integer(x.type) else pa.float64()
             cols[f"_hudilite_agg_s{n}"] = pc.multiply(x.cast(num), sign.cast(num))
             state.append(f"_hudilite_agg_s{n}")
@@ -315,7 +329,10 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
 
     def new_state(c):
         t = plan.stored.field(c).type
-        return pc.add(pc.fill_null(j.column(f"__cur{c}").cast(t), 0), pc.fill_null(j.column(c).cast(t), 0))
+        zero = pa.scalar(decimal.Decimal(0) if pa.types.is_decimal(t) else 0, t)
+        # decimal sums widen by a digit: back to the stored type (an overflow raises, never wraps)
+        return pc.add(pc.fill_null(j.column(f"__cur{c}").cast(t), zero),
+                      pc.fill_null(j.column(c).cast(t), zero)).cast(t)
 
     items = _state_items(plan, q)
     state_extra = {}
@@ -352,7 +369,7 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
                 if a.func == "count":
                     v = c
                 elif a.func == "sum":
-                    v = pc.if_else(some, new[f"_hudilite_agg_s{n}"], pa.scalar(None, want))
+                    v = pc.if_else(some, new[f"_hudilite_agg_s{n}"].cast(want), pa.scalar(None, want))
                 else:
                     v = pc.if_else(some, pc.divide(new[f"_hudilite_agg_s{n}"].cast(pa.float64()),
                                                    c.cast(pa.float64())), pa.scalar(None, pa.float64()))

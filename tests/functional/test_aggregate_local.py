@@ -21,6 +21,10 @@ SCHEMA = pa.schema([("id", pa.int64()), ("g", pa.string()), ("x", pa.int64()), (
 SELECT = ("select g, count(*) as n, count(x) as cx, sum(x) as sx, avg(x) as ax, min(x) as mn, max(s) as ms, "
           "count(distinct x) as dx from `db`.`detail` t")
 OUT = ["g", "n", "cx", "sx", "ax", "mn", "ms", "dx"]
+# decimal sums (exact, in the stored decimal type) and decimal min / max / count(distinct); dates as keys
+DECIMALS = ("select dt, g, count(*) as n, sum(d) as sd, count(d) as cd, min(d) as mnd, max(d) as mxd, "
+            "count(distinct d) as dd from `db`.`detail` t")
+DECIMAL_OUT = ["dt", "g", "n", "sd", "cd", "mnd", "mxd", "dd"]
 
 LOCAL_WHERES = [
     "s <> 'p'", "x = 3", "x != 3", "x == 3", "x < 3", "x <= 3", "3 < x", "x >= 3 or s is null",
@@ -60,14 +64,16 @@ def _batch(rng: random.Random, live: dict, size: int) -> pa.Table:
     return pa.Table.from_pylist(list(rows.values()), schema=SCHEMA)
 
 
-def _recomputed(spark, detail: str, where: str) -> set:
+def _recomputed(spark, detail: str, where: str, select: str = SELECT) -> set:
     hudilite.read(spark, detail).createOrReplaceTempView("hl_test_detail")
-    return _rows(spark.sql(SELECT.replace("`db`.`detail`", "hl_test_detail") + f" where {where} group by g"))
+    keys = "dt, g" if select is DECIMALS else "g"
+    return _rows(spark.sql(select.replace("`db`.`detail`", "hl_test_detail") + f" where {where} group by {keys}"),
+                 DECIMAL_OUT if select is DECIMALS else OUT)
 
 
-def _rows(df) -> set:
+def _rows(df, out_columns=OUT) -> set:
     out = set()
-    for r in df.select(*OUT).collect():
+    for r in df.select(*out_columns).collect():
         out.add(tuple(round(v, 9) if isinstance(v, float) else v for v in r))
     return out
 
@@ -79,19 +85,21 @@ def _spy(monkeypatch) -> list:
     return runs
 
 
-def _sequence(spark, tmp_path, monkeypatch, where: str, seed: int, steps: int = 3, options=None, between=None):
+def _sequence(spark, tmp_path, monkeypatch, where: str, seed: int, steps: int = 3, options=None, between=None,
+              select: str = SELECT):
     runs = _spy(monkeypatch)
-    q = parse(f"{SELECT} where {where} group by g")
+    q = parse(f"{select} where {where} group by {'dt, g' if select is DECIMALS else 'g'}")
+    cols = DECIMAL_OUT if select is DECIMALS else OUT
     rng = random.Random(seed)
     detail, agg = str(tmp_path / "detail"), str(tmp_path / "agg")
     live: dict = {}
     hudilite.write(_batch(rng, live, 20), detail, record_key="id")
     refresh(spark, q, detail, agg, options)
-    assert _rows(hudilite.read(spark, agg)) == _recomputed(spark, detail, where), "full build"
+    assert _rows(hudilite.read(spark, agg), cols) == _recomputed(spark, detail, where, select), "full build"
     for step in range(steps):
         hudilite.write(_batch(rng, live, rng.randrange(1, 9)), detail, record_key="id")
         refresh(spark, q, detail, agg, options)
-        assert _rows(hudilite.read(spark, agg)) == _recomputed(spark, detail, where), f"step {step}"
+        assert _rows(hudilite.read(spark, agg), cols) == _recomputed(spark, detail, where, select), f"step {step}"
         if between:
             between(step, agg)
     return runs
@@ -107,6 +115,12 @@ def test_where_folds_locally_and_equals_spark(spark, tmp_path, monkeypatch, wher
 def test_untranslated_where_falls_back_to_spark(spark, tmp_path, monkeypatch, where):
     runs = _sequence(spark, tmp_path, monkeypatch, where, seed=100 + SPARK_WHERES.index(where), steps=2)
     assert runs == [None, None]
+
+
+@pytest.mark.parametrize("where", ["s <> 'p'", "d > -1.5 or x is null"])
+def test_decimal_sums_and_extremes_fold_locally(spark, tmp_path, monkeypatch, where):
+    runs = _sequence(spark, tmp_path, monkeypatch, where, seed=200 + len(where), steps=4, select=DECIMALS)
+    assert len(runs) == 4 and all(r is not None for r in runs)
 
 
 def test_where_drops_every_change_of_a_batch(spark, tmp_path, monkeypatch):
