@@ -11,8 +11,11 @@ returns None and the Spark path runs.
 
 from __future__ import annotations
 
+import datetime
 import decimal
+import functools
 import re
+import zoneinfo
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -64,7 +67,35 @@ def _json_value(v, kind: str) -> str:
         return "true" if v else "false"
     if kind == "date":
         return f'"{v.year:04d}-{v.month:02d}-{v.day:02d}"'
+    if kind.startswith("timestamp:"):
+        return _json_timestamp(v, kind[len("timestamp:"):])
     return str(int(v))
+
+
+def _json_timestamp(v: datetime.datetime, tz: str) -> str:
+    """A timestamp as to_json writes it: `yyyy-MM-dd'T'HH:mm:ss.SSSXXX` in the session time zone `tz`
+    (milliseconds truncated; offset Z when zero, else +HH:MM, +HH:MM:ss for a local mean time)."""
+    local_time = v.astimezone(zoneinfo.ZoneInfo(tz))
+    off = local_time.utcoffset() or datetime.timedelta(0)
+    if off:
+        secs = int(off.total_seconds())
+        h, rest = divmod(abs(secs), 3600)
+        offset = f"{'+' if secs > 0 else '-'}{h:02d}:{rest // 60:02d}" + (f":{rest % 60:02d}" if rest % 60 else "")
+    else:
+        offset = "Z"
+    t = local_time
+    return (f'"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}'
+            f'.{t.microsecond // 1000:03d}{offset}"')
+
+
+@functools.lru_cache(maxsize=8)
+def _known_zone(tz: Optional[str]) -> bool:
+    """Whether `tz` names a zone of this process's time zone database (region ids and UTC; Spark also
+    accepts offsets such as +01:00, left to Spark)."""
+    try:
+        return tz is not None and zoneinfo.ZoneInfo(tz) is not None
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return False
 
 
 def arrow_group_keys(columns, kinds: List[str]):
@@ -79,7 +110,11 @@ def arrow_group_keys(columns, kinds: List[str]):
     return pa.array(out, pa.string())
 
 
-def _key_kind(t) -> Optional[str]:
+def _key_kind(t, session_tz: Optional[str] = None) -> Optional[str]:
+    """How `arrow_group_keys` writes a key of type `t`; timestamps only with the Spark session's time zone
+    (to_json writes them in it) when this process knows the zone."""
+    if pa.types.is_timestamp(t) and t.tz == "UTC" and _known_zone(session_tz):
+        return f"timestamp:{session_tz}"
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return "string"
     if pa.types.is_integer(t):
@@ -91,13 +126,13 @@ def _key_kind(t) -> Optional[str]:
     return None
 
 
-def _plain_keys(q: AggregateQuery, detail_schema) -> Optional[List[tuple]]:
+def _plain_keys(q: AggregateQuery, detail_schema, session_tz: Optional[str] = None) -> Optional[List[tuple]]:
     """The group keys as (detail column, kind, output name) when each is a plain detail column of a kind the
     Arrow fold groups by; else None."""
     out = []
     for k in q.keys:
         c = _plain_column(k.expr, q, detail_schema.names)
-        kind = _key_kind(detail_schema.field(c).type) if c else None
+        kind = _key_kind(detail_schema.field(c).type, session_tz) if c else None
         if kind is None:
             return None
         out.append((c, kind, k.name))
@@ -136,7 +171,7 @@ def _where(q: AggregateQuery, detail_schema):
                         detail_schema)
 
 
-def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema) -> Optional[_ArrowPlan]:
+def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema, session_tz=None) -> Optional[_ArrowPlan]:
     """What the Arrow fold needs, when the query is plain columns grouped and folded, its WHERE clause (if any)
     translates (`where.py`) and the aggregate table stores exactly the types the Spark path gives; else None."""
 
@@ -145,7 +180,7 @@ def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema) -> Optional[_Arrow
         return None
     names = detail_schema.names
     stored = {f.name: f.type for f in agg_schema}
-    keys = _plain_keys(q, detail_schema)
+    keys = _plain_keys(q, detail_schema, session_tz)
     if keys is None or any(stored.get(name) != detail_schema.field(c).type for c, _, name in keys):
         return None
     aggs, cols = [], [c for c, _, _ in keys]
@@ -173,7 +208,9 @@ def _arrow_plan(q: AggregateQuery, detail_schema, agg_schema) -> Optional[_Arrow
                 want = pa.float64()
             elif pa.types.is_decimal128(t) and a.func == "sum":  # Spark: sum(decimal(p, s)) is decimal(p + 10, s)
                 want = pa.decimal128(min(38, t.precision + 10), t.scale)
-            else:  # avg of decimals: Spark's division rounds twice (its own scale, then the output's)
+            elif pa.types.is_decimal128(t):  # avg(decimal(p, s)) is decimal(p + 4, s + 4)
+                want = pa.decimal128(min(38, t.precision + 4), min(38, t.scale + 4))
+            else:
                 return None
             kept = stored.get(f"_hudilite_agg_s{n}")
             if a.func in ("sum", "avg") and not (kept == (pa.int64() if pa.types.is_integer(t) else pa.float64())
@@ -243,6 +280,37 @@ def _snapshot_states(plan: _ArrowPlan, detail: str, end: str, items, groups=None
     return out
 
 
+def _decimal_avg(sums, counts, out_type):
+    """avg of a decimal column as the Spark fold computes it from the stored state: `sum / cast(count as
+    decimal(20,0))` (a Spark decimal division: the quotient to 38 places, then to the division's result scale,
+    HALF_UP each time), cast to the output type (HALF_UP again; null where it does not fit); null for groups
+    without values."""
+    p1, s1 = sums.type.precision, sums.type.scale
+    scale = max(6, s1 + 20 + 1)
+    prec = p1 - s1 + scale
+    if prec > 38:  # Spark's adjustPrecisionScale: keep the integer digits, at least 6 decimals
+        scale = max(38 - (prec - scale), min(scale, 6))
+        prec = 38
+    ctx = decimal.Context(prec=120, rounding=decimal.ROUND_HALF_UP)
+    out = []
+    for s, c in zip(sums.to_pylist(), counts.to_pylist()):
+        if s is None or not c or c <= 0:
+            out.append(None)
+            continue
+        q = ctx.divide(s, decimal.Decimal(c)).quantize(decimal.Decimal(1).scaleb(-38), context=ctx)
+        q = q.quantize(decimal.Decimal(1).scaleb(-scale), context=ctx)
+        if not _fits(q, prec, scale):
+            out.append(None)
+            continue
+        q = q.quantize(decimal.Decimal(1).scaleb(-out_type.scale), context=ctx)
+        out.append(q if _fits(q, out_type.precision, out_type.scale) else None)
+    return pa.array(out, out_type)
+
+
+def _fits(v: decimal.Decimal, precision: int, scale: int) -> bool:
+    return v == 0 or v.adjusted() < precision - scale
+
+
 STORED_MERGE_MAX_BYTES = LOCAL_SNAPSHOT_MAX_BYTES  # log-file slices of the aggregate merged here at most
 
 
@@ -267,7 +335,8 @@ def _state_items(plan: _ArrowPlan, q: AggregateQuery):
     return [(n, col, st.DISTINCT if a.distinct else a.func) for n, a, col, _, _ in plan.aggs if a in q.recomputed]
 
 
-def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str, end: str):
+def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str, end: str,
+                      session_tz: Optional[str] = None):
     """(upsert rows as an Arrow table incl. `_hoodie_is_deleted`, visible columns, extraMetadata of the
     aggregate's value multisets) computed in this process, as `incremental_frame` computes them in Spark; None
     when the query, the tables or the range need Spark.
@@ -275,10 +344,13 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
     count / sum / avg fold the signed change images into the stored per-group state. min / max /
     count(distinct) fold them into their value multisets (`state.py`: loaded for `start`, or built from the
     detail snapshot when the table has none for it) and take the affected groups' values from there; a group
-    whose min / max buffer emptied is read again from the snapshot (its rows only)."""
+    whose min / max buffer emptied is read again from the snapshot (its rows only).
+
+    `session_tz`: the Spark session's time zone (`spark.sql.session.timeZone`), in which Spark writes
+    timestamp group keys into `_hudilite_group_key`; without it a timestamp key leaves the fold to Spark."""
 
     agg_plan = plan_read(agg_path)
-    plan = _arrow_plan(q, table_schema(HoodieTable.open(detail)), agg_plan.schema)
+    plan = _arrow_plan(q, table_schema(HoodieTable.open(detail)), agg_plan.schema, session_tz)
     if plan is None:
         return None
     ch = local_changes(detail, start, end, before_image=True, completion_bounds=True,
@@ -316,7 +388,10 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
     delta = pa.table(cols).group_by(key_names, use_threads=False).aggregate(specs)
     renamed = {f"{c}_{fn}": c for c, fn in specs}
     delta = delta.rename_columns([renamed.get(c, c) for c in delta.column_names])
-    gkey = arrow_group_keys([delta.column(k) for k in key_names], [k[1] for k in plan.keys])
+    try:
+        gkey = arrow_group_keys([delta.column(k) for k in key_names], [k[1] for k in plan.keys])
+    except (ValueError, OverflowError):  # a timestamp beyond Python's years 1-9999: Spark writes the key
+        return None
     delta = delta.append_column(GROUP_KEY, gkey)
     # the affected groups' stored state
     stored_cols = [GROUP_KEY] + state
@@ -370,6 +445,8 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
                     v = c
                 elif a.func == "sum":
                     v = pc.if_else(some, new[f"_hudilite_agg_s{n}"].cast(want), pa.scalar(None, want))
+                elif pa.types.is_decimal(want):
+                    v = _decimal_avg(new[f"_hudilite_agg_s{n}"], c, want)
                 else:
                     v = pc.if_else(some, pc.divide(new[f"_hudilite_agg_s{n}"].cast(pa.float64()),
                                                    c.cast(pa.float64())), pa.scalar(None, pa.float64()))
@@ -381,7 +458,8 @@ def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str,
     return pa.table(out), visible, state_extra
 
 
-def full_state(q: AggregateQuery, detail: str, agg_path: str, end: Optional[str]) -> Dict[str, str]:
+def full_state(q: AggregateQuery, detail: str, agg_path: str, end: Optional[str],
+               session_tz: Optional[str] = None) -> Dict[str, str]:
     """For a full build: the value multisets of min / max / count(distinct) of the whole detail as of `end`,
     saved beside the aggregate table; the extraMetadata entry for the build's commit ({} when the query has
     none, the driver-local fold would not apply to it, or the snapshot needs Spark: the first driver-local
@@ -390,7 +468,7 @@ def full_state(q: AggregateQuery, detail: str, agg_path: str, end: Optional[str]
     if not q.recomputed or end is None:
         return {}
     schema = table_schema(HoodieTable.open(detail))
-    keys = _plain_keys(q, schema)
+    keys = _plain_keys(q, schema, session_tz)
     where = _where(q, schema)
     items = [(n, _recomputed_column(a, q, schema), st.DISTINCT if a.distinct else a.func)
              for n, a in enumerate(q.aggs) if a in q.recomputed]

@@ -37,11 +37,11 @@ def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optio
     if start is None:
         df, _ = full_frame(spark, q, detail, end)
         op = "insert_overwrite_table" if HoodieTable.exists(agg_path) else "insert"
-        extra.update(local.full_state(q, detail, agg_path, end))
+        extra.update(local.full_state(q, detail, agg_path, end, spark.conf.get("spark.sql.session.timeZone")))
         return Table(agg_path, record_key=GROUP_KEY).write(df, op, options=opts, extra_metadata=extra)
     if end is None or start >= end:
         return None
-    arrow = local.incremental_arrow(q, detail, agg_path, start, end)
+    arrow = local.incremental_arrow(q, detail, agg_path, start, end, spark.conf.get("spark.sql.session.timeZone"))
     if arrow is not None:
         return Table(agg_path, record_key=GROUP_KEY).write(arrow[0], "upsert", options=opts,
                               extra_metadata={**extra, **arrow[2]})

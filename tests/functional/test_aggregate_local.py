@@ -17,7 +17,7 @@ from hudilite.reader.planner import plan_read
 
 SCHEMA = pa.schema([("id", pa.int64()), ("g", pa.string()), ("x", pa.int64()), ("s", pa.string()),
                     ("d", pa.decimal128(10, 2)), ("f", pa.float64()), ("dt", pa.date32()), ("b", pa.bool_()),
-                    ("_hoodie_is_deleted", pa.bool_())])
+                    ("ts", pa.timestamp("us", "UTC")), ("_hoodie_is_deleted", pa.bool_())])
 SELECT = ("select g, count(*) as n, count(x) as cx, sum(x) as sx, avg(x) as ax, min(x) as mn, max(s) as ms, "
           "count(distinct x) as dx from `db`.`detail` t")
 OUT = ["g", "n", "cx", "sx", "ax", "mn", "ms", "dx"]
@@ -25,6 +25,16 @@ OUT = ["g", "n", "cx", "sx", "ax", "mn", "ms", "dx"]
 DECIMALS = ("select dt, g, count(*) as n, sum(d) as sd, count(d) as cd, min(d) as mnd, max(d) as mxd, "
             "count(distinct d) as dd from `db`.`detail` t")
 DECIMAL_OUT = ["dt", "g", "n", "sd", "cd", "mnd", "mxd", "dd"]
+# a timestamp group key (written into the group key in the session time zone) and avg of a decimal
+HOURLY = ("select ts, g, count(*) as n, avg(d) as ad, sum(d) as sd, avg(x) as ax, max(d) as mxd, "
+          "count(distinct s) as ds from `db`.`detail` t")
+HOURLY_OUT = ["ts", "g", "n", "ad", "sd", "ax", "mxd", "ds"]
+UTC = datetime.timezone.utc
+TIMES = [None, datetime.datetime(2024, 3, 1, 9, tzinfo=UTC), datetime.datetime(2024, 3, 31, 1, 30, tzinfo=UTC),
+         datetime.datetime(2024, 10, 27, 0, 59, 59, 999999, tzinfo=UTC),
+         datetime.datetime(1969, 12, 31, 23, 59, 59, 123456, tzinfo=UTC),
+         datetime.datetime(812, 5, 6, 7, 8, 9, 1000, tzinfo=UTC)]
+_SHAPES = {}  # select -> (group by, output columns), filled below
 
 LOCAL_WHERES = [
     "s <> 'p'", "x = 3", "x != 3", "x == 3", "x < 3", "x <= 3", "3 < x", "x >= 3 or s is null",
@@ -45,7 +55,7 @@ def _row(rng: random.Random, k: int) -> dict:
             "d": None if rng.random() < 0.15 else decimal.Decimal(rng.randrange(-300, 400)) / 100,
             "f": rng.choice([None, math.nan, -1.0, 0.5, 1.0, 2.5]),
             "dt": rng.choice([None, datetime.date(2024, 3, 1), datetime.date(2024, 3, 2), datetime.date(2024, 3, 3)]),
-            "b": rng.choice([None, True, False]), "_hoodie_is_deleted": False}
+            "b": rng.choice([None, True, False]), "ts": rng.choice(TIMES), "_hoodie_is_deleted": False}
 
 
 def _batch(rng: random.Random, live: dict, size: int) -> pa.Table:
@@ -64,11 +74,14 @@ def _batch(rng: random.Random, live: dict, size: int) -> pa.Table:
     return pa.Table.from_pylist(list(rows.values()), schema=SCHEMA)
 
 
+_SHAPES.update({SELECT: ("g", OUT), DECIMALS: ("dt, g", DECIMAL_OUT), HOURLY: ("ts, g", HOURLY_OUT)})
+
+
 def _recomputed(spark, detail: str, where: str, select: str = SELECT) -> set:
     hudilite.read(spark, detail).createOrReplaceTempView("hl_test_detail")
-    keys = "dt, g" if select is DECIMALS else "g"
+    keys, cols = _SHAPES[select]
     return _rows(spark.sql(select.replace("`db`.`detail`", "hl_test_detail") + f" where {where} group by {keys}"),
-                 DECIMAL_OUT if select is DECIMALS else OUT)
+                 cols)
 
 
 def _rows(df, out_columns=OUT) -> set:
@@ -88,8 +101,8 @@ def _spy(monkeypatch) -> list:
 def _sequence(spark, tmp_path, monkeypatch, where: str, seed: int, steps: int = 3, options=None, between=None,
               select: str = SELECT):
     runs = _spy(monkeypatch)
-    q = parse(f"{select} where {where} group by {'dt, g' if select is DECIMALS else 'g'}")
-    cols = DECIMAL_OUT if select is DECIMALS else OUT
+    keys, cols = _SHAPES[select]
+    q = parse(f"{select} where {where} group by {keys}")
     rng = random.Random(seed)
     detail, agg = str(tmp_path / "detail"), str(tmp_path / "agg")
     live: dict = {}
@@ -121,6 +134,42 @@ def test_untranslated_where_falls_back_to_spark(spark, tmp_path, monkeypatch, wh
 def test_decimal_sums_and_extremes_fold_locally(spark, tmp_path, monkeypatch, where):
     runs = _sequence(spark, tmp_path, monkeypatch, where, seed=200 + len(where), steps=4, select=DECIMALS)
     assert len(runs) == 4 and all(r is not None for r in runs)
+
+
+@pytest.mark.parametrize("tz", ["UTC", "Asia/Kolkata", "America/New_York"])
+def test_timestamp_keys_and_decimal_avg_fold_locally(spark, tmp_path, monkeypatch, tz):
+    """Timestamp group keys go into `_hudilite_group_key` as Spark's to_json writes them in the session time
+    zone (a refresh that wrote another key would add a second row for the group); avg of a decimal rounds as
+    the Spark fold's decimal division does."""
+    old = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", tz)
+    try:
+        runs = _sequence(spark, tmp_path, monkeypatch, "x is null or x <> 4", seed=300 + len(tz), steps=4,
+                         select=HOURLY)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", old)
+    assert len(runs) == 4 and all(r is not None for r in runs)
+
+
+def test_group_keys_are_the_ones_spark_writes(spark):
+    """`arrow_group_keys` equals Spark's to_json(named_struct(...)) for timestamps (fractions, before 1970,
+    DST changes, a year below 1000 in local mean time) in several session time zones."""
+    from pyspark.sql import functions as F
+
+    old = spark.conf.get("spark.sql.session.timeZone")
+    values = TIMES + [datetime.datetime(2024, 3, 10, 7, 0, 0, 999, tzinfo=UTC)]
+    t = pa.table({"ts": pa.array(values, pa.timestamp("us", "UTC")), "g": ["a", None, "b", "c", "d", "e", "f"]})
+    try:
+        for tz in ["UTC", "Europe/Berlin", "Asia/Kolkata", "America/New_York", "Australia/Lord_Howe"]:
+            spark.conf.set("spark.sql.session.timeZone", tz)
+            df = spark.createDataFrame([(i, v, g) for i, (v, g) in enumerate(zip(values, t.column("g").to_pylist()))],
+                                       "i long, ts timestamp, g string")
+            got = {r["i"]: r["k"] for r in df.select("i", F.to_json(F.struct(F.col("ts").alias("k0"),
+                                                                        F.col("g").alias("k1"))).alias("k")).collect()}
+            mine = local.arrow_group_keys([t.column("ts"), t.column("g")], [f"timestamp:{tz}", "string"])
+            assert mine.to_pylist() == [got[i] for i in range(len(values))], tz
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", old)
 
 
 def test_where_drops_every_change_of_a_batch(spark, tmp_path, monkeypatch):
