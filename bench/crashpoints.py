@@ -269,9 +269,10 @@ def _op_spark_upsert(path):
 # holding both), so that every copy of the template continues from its own checkpoint.
 DETAIL = "detail"
 AGGREGATES = {
-    # a WHERE: the refresh runs in Spark (change read, fold, recomputed min/max, an upsert written by tasks)
+    # a WHERE the driver-local fold does not translate (an expression): the refresh runs in Spark (change
+    # read, fold, recomputed min/max, an upsert written by tasks)
     "spark": "select g, count(*) as n, count(x) as nx, sum(x) as s, avg(x) as a, min(x) as mn, max(x) as mx "
-             "from `db`.`detail` d where d.y <> 3 group by g",
+             "from `db`.`detail` d where d.y + 0 <> 3 group by g",
     # no WHERE, one upstream commit: folded on the driver, min/max/count(distinct) through the value
     # multisets saved beside the aggregate table (its state files, named by the commit)
     "state": "select g, count(*) as n, sum(x) as s, min(x) as mn, max(x) as mx, count(distinct y) as dy "

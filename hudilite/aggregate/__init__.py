@@ -11,7 +11,8 @@ retracts (-1) and its new image adds (+1), deleted rows retract; the WHERE appli
 is ONE upsert commit keyed by the group keys (`_hudilite_group_key`) carrying the checkpoint.
 
 Modules: `query` (the SQL accepted, its signature), `spark` (the engine on Spark), `local` (the same fold on
-the driver with pyarrow for small ranges), `state` (value multisets for min / max / count(distinct)),
+the driver with pyarrow for small ranges), `where` (a WHERE clause as a pyarrow filter, for `local`),
+`state` (value multisets for min / max / count(distinct)),
 `maintain` (`refresh`: choosing and committing a full build or a fold).
 """
 

@@ -24,6 +24,12 @@ def stored_signature(path: str) -> Optional[str]:
     return (checkpoints.newest_metadata(path, SIGNATURE_KEY) or {}).get(SIGNATURE_KEY)
 
 
+def _session_tz(spark) -> Optional[str]:
+    """The session time zone Spark writes timestamp group keys in (None without a session: a driver-local
+    fold then leaves timestamp keys to Spark)."""
+    return spark.conf.get("spark.sql.session.timeZone") if spark is not None else None
+
+
 def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optional[Dict[str, str]] = None):
     """Bring the aggregate table at `agg_path` up to date with `detail` (`q`: `parse(sql)`): full when it has
     no checkpoint for `detail` (or another signature), else incremental. `options`: hoodie.* write options.
@@ -37,11 +43,11 @@ def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optio
     if start is None:
         df, _ = full_frame(spark, q, detail, end)
         op = "insert_overwrite_table" if HoodieTable.exists(agg_path) else "insert"
-        extra.update(local.full_state(q, detail, agg_path, end))
+        extra.update(local.full_state(q, detail, agg_path, end, _session_tz(spark)))
         return Table(agg_path, record_key=GROUP_KEY).write(df, op, options=opts, extra_metadata=extra)
     if end is None or start >= end:
         return None
-    arrow = local.incremental_arrow(q, detail, agg_path, start, end)
+    arrow = local.incremental_arrow(q, detail, agg_path, start, end, _session_tz(spark))
     if arrow is not None:
         return Table(agg_path, record_key=GROUP_KEY).write(arrow[0], "upsert", options=opts,
                               extra_metadata={**extra, **arrow[2]})
