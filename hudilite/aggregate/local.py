@@ -337,6 +337,17 @@ def _state_items(plan: _ArrowPlan, q: AggregateQuery):
 
 def incremental_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str, end: str,
                       session_tz: Optional[str] = None):
+    """`_fold_arrow`, or None (the Spark fold) where Arrow refuses a value: a decimal sum that outgrows its
+    stored or output type is null or an error in Spark depending on the session's ANSI mode, which this
+    process does not decide."""
+    try:
+        return _fold_arrow(q, detail, agg_path, start, end, session_tz)
+    except pa.ArrowInvalid:
+        return None
+
+
+def _fold_arrow(q: AggregateQuery, detail: str, agg_path: str, start: str, end: str,
+                session_tz: Optional[str] = None):
     """(upsert rows as an Arrow table incl. `_hoodie_is_deleted`, visible columns, extraMetadata of the
     aggregate's value multisets) computed in this process, as `incremental_frame` computes them in Spark; None
     when the query, the tables or the range need Spark.
