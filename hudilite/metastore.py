@@ -54,12 +54,16 @@ from hudilite import auxfiles
 from hudilite.columns import is_system_column
 from hudilite.reader.planner import plan_read
 from hudilite.spark.datasource import PATH_KEY  # field metadata the data source reads the table path from
+from hudilite.spark.results import command_result
 from hudilite.spark.schema import arrow_to_spark
+from hudilite.spark.session import is_connect
 from hudilite.storage import is_local
 
 SNAPSHOT_DIR = auxfiles.relative(auxfiles.CATALOG)
 KEEP_SNAPSHOTS = 2
 PROP_PATH = "hudilite.path"
+# written by earlier versions on every commit (the location's last part names the instant): unset on the
+# next publish
 PROP_INSTANT = "hudilite.instant"
 PROP_SNAPSHOT = "hudilite.snapshot"
 ENTRY_KEY = "hudilite.catalog"  # field metadata of a merge-on-read entry: its properties (JSON)
@@ -76,7 +80,8 @@ class CatalogEntry:
     columns: list[str]  # visible columns (meta and system columns removed)
     location: str | None = None
     merged: bool = False  # a merge-on-read entry over the hudilite data source
-    fields: list | None = None  # the entry's Spark schema as `describe` read it (publish compares it)
+    fields: list | None = None  # the entry's Spark schema when `describe` analysed it (not for copy-on-write)
+    types: list[tuple[str, str]] | None = None  # (column, type's simpleString) as `describe` read them
 
     @property
     def is_hudilite(self) -> bool:
@@ -92,29 +97,71 @@ def qualified(schema: str, identifier: str) -> str:
 
 
 def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
-    """The catalog entry `schema.identifier`, None when there is none."""
+    """The catalog entry `schema.identifier`, None when there is none.
+
+    Under Spark Connect two catalog statements: `SHOW TBLPROPERTIES` (the properties) and `DESCRIBE TABLE
+    EXTENDED` (the kind and the columns with their types), whose rows come with the replies (`command_result`:
+    one round trip each); only an entry that is not a copy-on-write hudilite table (merge-on-read entries keep
+    their properties in the schema's field metadata; views and other tables) has its schema analysed too.
+    A classic session asks `SHOW TBLPROPERTIES`, the catalog API for the kind and the analysed schema."""
     name = qualified(schema, identifier)
-    try:
-        t = spark.catalog.getTable(name)  # no entry (or no schema): AnalysisException, no tableExists first
-        props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
-        fields = spark.table(name).schema.fields
+    try:  # no entry (or no schema): AnalysisException, no tableExists first
+        props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
+        if is_connect(spark):
+            types, kind = _described(command_rows(spark, f"DESCRIBE TABLE EXTENDED {name}"))
+            # DESCRIBE abbreviates a struct of more than 25 fields (spark.sql.debug.maxToStringFields)
+            cow = PROP_PATH in props and kind == "TABLE" and not any(" more fields>" in t for _, t in types)
+        else:  # in-process calls: the catalog API and the schema cost a fifth of a DESCRIBE (measured)
+            t = spark.catalog.getTable(name)
+            kind, cow = ("VIEW" if (t.tableType or "").upper() == "VIEW" else "TABLE"), False
+        fields = None if cow else spark.table(name).schema.fields
     except AnalysisException:
         return None
-    kind = "VIEW" if (t.tableType or "").upper() == "VIEW" else "TABLE"
+    if fields is None:
+        return CatalogEntry(schema, identifier, kind, props, [n for n, _ in types if not is_system_column(n)],
+                            types=types)
     merged = merged_entry_props(fields)
     if merged is not None:
         props = {**props, **merged}
     return CatalogEntry(schema, identifier, kind, props, [f.name for f in fields if not is_system_column(f.name)],
-                        merged=merged is not None, fields=list(fields))
+                        merged=merged is not None, fields=list(fields),
+                        types=[(f.name, f.dataType.simpleString()) for f in fields])
+
+
+def _described(rows) -> tuple[list[tuple[str, str]], str]:
+    """(name, type) of each column and the kind (TABLE | VIEW) from `DESCRIBE TABLE EXTENDED`'s rows: the
+    columns come first, each with a type; the first row without one ends them (a partitioned table's
+    "# Partition Information" header or the blank row before "# Detailed Table Information"). The detailed
+    section is one row per item; its `Type` row is VIEW, EXTERNAL or MANAGED."""
+    types: list[tuple[str, str]] = []
+    i = 0
+    while i < len(rows) and rows[i][1]:
+        types.append((rows[i][0], rows[i][1]))
+        i += 1
+    kind = "TABLE"
+    detailed = False
+    for r in rows[i:]:
+        if r[0] == "# Detailed Table Information":
+            detailed = True
+        elif detailed and r[0] == "Type":
+            kind = "VIEW" if (r[1] or "").strip().upper() == "VIEW" else "TABLE"
+            break
+    return types, kind
+
+
+def command_rows(spark, statement: str) -> list:
+    """The rows of a SQL command: from the reply under Spark Connect (no further round trip), else collected."""
+    df = spark.sql(statement)
+    held = command_result(df)
+    return held.rows if held is not None else df.collect()
 
 
 def table_path(spark, schema: str, identifier: str) -> str | None:
     """The table path of the catalog entry `schema.identifier` when it is a hudilite table, else None: what
     `describe(...).path` gives, in one catalog statement for a copy-on-write entry (its properties name the
-    path; the full description costs four, each a server round trip under Spark Connect). Other entries
-    (merge-on-read ones keep the path in their schema) are described in full."""
+    path). Other entries (merge-on-read ones keep the path in their schema) are described in full."""
     try:
-        props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {qualified(schema, identifier)}").collect()}
+        props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {qualified(schema, identifier)}")}
     except AnalysisException:
         return None  # no such table or view
     if props.get(PROP_PATH):
@@ -145,18 +192,22 @@ def publish(spark, schema: str, identifier: str, path: str, visible: list[str], 
         _publish_merged(spark, schema, identifier, path, cols, props, entry, sql)
         return "(object storage, read through the hudilite data source)"
     snap = publish_snapshot(path, instant, plan.base_files)
-    all_props = {**props, PROP_PATH: path, PROP_INSTANT: instant, PROP_SNAPSHOT: snap}
+    # no per-commit properties: the location (`.../hudilite_catalog/<instant>`) names the snapshot and its
+    # instant, so an unchanged model's properties stay as they are and only the location moves
+    all_props = {**props, PROP_PATH: path}
     name = qualified(schema, identifier)
     same_schema = False
     if entry is not None and entry.is_hudilite and entry.kind == "TABLE" and not entry.merged:
-        current = [(f.name.lower(), f.dataType.simpleString()) for f in _entry_fields(spark, name, entry)]
+        current = [(n.lower(), t) for n, t in _entry_types(spark, name, entry)]
         same_schema = current == [(f.name.lower(), f.dataType.simpleString()) for f in cols]
     if same_schema:
         assert entry is not None
         stale = [k for k in entry.props if k.startswith("hudilite.") and k not in all_props]
         if stale:
             sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES IF EXISTS ({', '.join(sql_string(k) for k in stale)})")
-        sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({props_sql(all_props)})")
+        changed = {k: v for k, v in all_props.items() if entry.props.get(k) != v}
+        if changed:
+            sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({props_sql(changed)})")
         # SET LOCATION refreshes the table in this session itself (AlterTableSetLocationCommand calls
         # catalog.refreshTable): no refreshTable round trip after it
         sql(f"ALTER TABLE {name} SET LOCATION {sql_string(snap)}")
@@ -198,6 +249,13 @@ def _entry_fields(spark, name: str, entry: CatalogEntry):
     """The entry's schema: as `describe` read it at the model's start (the adapter holds the table's lock
     since), else read again (one analysis of the table, a listing of its files)."""
     return entry.fields if entry.fields is not None else spark.table(name).schema.fields
+
+
+def _entry_types(spark, name: str, entry: CatalogEntry) -> list[tuple[str, str]]:
+    """(column, type's simpleString) of the entry: as `describe` read them, else from its schema."""
+    if entry.types is not None:
+        return entry.types
+    return [(f.name, f.dataType.simpleString()) for f in _entry_fields(spark, name, entry)]
 
 
 def merged_entry_schema(path: str, fields, props: dict):

@@ -113,8 +113,12 @@ class WriteClient:
             df = df.drop_columns([c for c in META_FIELDS if c in df.column_names])
             columns, incoming = df.column_names, df.schema
         else:
-            df = df.drop(*[c for c in META_FIELDS if c in df.columns])
-            columns, incoming = df.columns, None
+            columns = df.columns
+            meta = [c for c in META_FIELDS if c in columns]
+            if meta:  # a derived frame is analysed again (a Spark Connect round trip): only when it differs
+                df = df.drop(*meta)
+                columns = df.columns
+            incoming = None
         table, data_schema, new_config = self._prepare_table(columns, incoming if local else df)
         cfg = table.config if table is not None else new_config
         check_nbcc_table(wo.options, cfg.table_type, cfg.version)  # before anything is written

@@ -317,17 +317,19 @@ class MaterializeMixin:
                 raise DbtRuntimeError(
                     f"partition_by of {schema}.{identifier} changed (table: {stored_parts}, model: "
                     f"{spec.partition_by}): run it with --full-refresh to rebuild the table")
-        if IS_DELETED in df.columns and not spec.delete_condition:
-            df = df.withColumn(IS_DELETED, F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False)))
-
         df, visible = self._schema_change(df, entry.columns, spec, record_key, cfg, schema, identifier)
         self._check_columns(df, spec, record_key if keyed else [])
+        # read on the frame analysed above: a derived frame's columns are analysed anew (a Spark Connect round
+        # trip each), and the frames below keep or add the flag column without being listed again
+        flagged = IS_DELETED in df.columns
+        if flagged and not spec.delete_condition:  # same columns, the flag's nulls as False
+            df = df.withColumn(IS_DELETED, F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False)))
         options = self._options(spec, identifier)
         if strategy == "microbatch":
             self._microbatch_check(df, spec, schema, identifier)
             if spec.delete_condition:  # delete events: their window is replaced without them
                 df = df.filter(~F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"), F.lit(False)))
-            if IS_DELETED in df.columns:
+            if flagged:
                 df = df.filter(~F.col(IS_DELETED)).drop(IS_DELETED)
             return self._microbatch(schema, identifier, path, df, spec, record_key, keyed, options, visible,
                                     self._props(spec, record_key, keyed, cfg), extra=extra, force=force)
@@ -338,17 +340,20 @@ class MaterializeMixin:
             if spec.delete_condition:  # evaluated on the model's rows, before any stored value is joined in
                 df = df.withColumn(IS_DELETED, F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"),
                                                           F.lit(False)))
+                flagged = True
+            joined = bool(spec.predicates) or (strategy == "upsert" and bool(spec.update_columns
+                                                                             or spec.exclude_columns))
             if spec.predicates:
                 df = self._protect(df, path, record_key, spec.predicates)
             if strategy == "upsert" and (spec.update_columns or spec.exclude_columns):
                 df = self._partial(df, path, record_key, spec, cfg)
-            if IS_DELETED in df.columns:
+            if IS_DELETED in df.columns if joined else flagged:  # frames joined with stored rows: listed
                 df = latest_per_key(df, record_key, spec.precombine_field or cfg.precombine_field)
             op = "upsert"
         else:
             if spec.delete_condition:
                 df = df.filter(~F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"), F.lit(False)))
-            if IS_DELETED in df.columns:
+            if flagged:
                 df = df.filter(~F.col(IS_DELETED)).drop(IS_DELETED)
             if not keyed:
                 df = with_row_id(df)
