@@ -219,21 +219,28 @@ def test_mor_aggregate_above_the_bound_uses_spark(spark, tmp_path, monkeypatch):
     assert runs[1] is None
 
 
-def test_decimal_sum_outgrowing_its_type_is_left_to_spark(spark, tmp_path, monkeypatch):
-    """A decimal sum that no longer fits its type: Arrow refuses it, and the fold is Spark's (null or an error as
-    the session's ANSI mode says), never an Arrow error of the driver-local fold."""
+@pytest.mark.parametrize("ansi", ["false", "true"])
+def test_decimal_sum_outgrowing_its_type_is_left_to_spark(spark, tmp_path, monkeypatch, ansi):
+    """A decimal sum that no longer fits its type: Arrow refuses it and the fold is Spark's - null without ANSI
+    mode, Spark's out-of-range error with it (the aggregate table unchanged) - never an Arrow error."""
     schema = pa.schema([("id", pa.int64()), ("g", pa.string()), ("d", pa.decimal128(38, 0))])
     big = decimal.Decimal(6) * decimal.Decimal(10) ** 37
     q = parse("select g, count(*) as n, sum(d) as sd from `db`.`detail` t group by g")
     detail, agg = str(tmp_path / "detail"), str(tmp_path / "agg")
-    hudilite.write(pa.Table.from_pylist([{"id": 1, "g": "a", "d": big}], schema=schema), detail, record_key="id")
-    refresh(spark, q, detail, agg)
-    hudilite.write(pa.Table.from_pylist([{"id": 2, "g": "a", "d": big}], schema=schema), detail, record_key="id")
-    runs = _spy(monkeypatch)
+    old = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", ansi)
     try:
+        hudilite.write(pa.Table.from_pylist([{"id": 1, "g": "a", "d": big}], schema=schema), detail, record_key="id")
         refresh(spark, q, detail, agg)
-    except Exception as e:  # noqa: BLE001 - ANSI mode: Spark's own overflow error
-        assert "overflow" in str(e).lower() or "ARITHMETIC" in str(e), e
-    else:
-        assert [r["sd"] for r in hudilite.read(spark, agg).select("sd").collect()] == [None]
+        hudilite.write(pa.Table.from_pylist([{"id": 2, "g": "a", "d": big}], schema=schema), detail, record_key="id")
+        runs = _spy(monkeypatch)
+        if ansi == "true":
+            with pytest.raises(Exception, match="NUMERIC_VALUE_OUT_OF_RANGE"):
+                refresh(spark, q, detail, agg)
+            assert [r["sd"] for r in hudilite.read(spark, agg).select("sd").collect()] == [big]
+        else:
+            refresh(spark, q, detail, agg)
+            assert [tuple(r) for r in hudilite.read(spark, agg).select("n", "sd").collect()] == [(2, None)]
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", old)
     assert runs == [None]
