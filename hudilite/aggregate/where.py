@@ -86,19 +86,19 @@ class _Parser:
             raise _Unsupported("trailing tokens")
         return e
 
-    def disjunction(self):
-        e = self.conjunction()
-        while self.kw("OR"):
+    def chain(self, word: str, operand, combine):
+        """operand (word operand)*, combined left to right."""
+        e = operand()
+        while self.kw(word):
             self.take()
-            e = pc.or_kleene(e, self.conjunction())
+            e = combine(e, operand())
         return e
 
+    def disjunction(self):
+        return self.chain("OR", self.conjunction, pc.or_kleene)
+
     def conjunction(self):
-        e = self.negation()
-        while self.kw("AND"):
-            self.take()
-            e = pc.and_kleene(e, self.negation())
-        return e
+        return self.chain("AND", self.negation, pc.and_kleene)
 
     def negation(self):
         if self.kw("NOT"):
