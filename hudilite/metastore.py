@@ -103,17 +103,21 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
     EXTENDED` (the kind and the columns with their types), whose rows come with the replies (`command_result`:
     one round trip each); only an entry that is not a copy-on-write hudilite table (merge-on-read entries keep
     their properties in the schema's field metadata; views and other tables) has its schema analysed too.
-    A classic session asks `SHOW TBLPROPERTIES`, the catalog API for the kind and the analysed schema."""
+    A classic session asks the catalog API for the kind first, then `SHOW TBLPROPERTIES` and the analysed
+    schema: a missing entry must fail in the API, not in SQL - Spark logs a SQL statement that fails analysis
+    at ERROR with its Java stack (SQLQueryContextLogger), on the dbt user's console for every model built the
+    first time (under Connect that log is the server's)."""
     name = qualified(schema, identifier)
     try:  # no entry (or no schema): AnalysisException, no tableExists first
-        props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
         if is_connect(spark):
+            props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
             types, kind = _described(command_rows(spark, f"DESCRIBE TABLE EXTENDED {name}"))
             # DESCRIBE abbreviates a struct of more than 25 fields (spark.sql.debug.maxToStringFields)
             cow = PROP_PATH in props and kind == "TABLE" and not any(" more fields>" in t for _, t in types)
         else:  # in-process calls: the catalog API and the schema cost a fifth of a DESCRIBE (measured)
             t = spark.catalog.getTable(name)
             kind, cow = ("VIEW" if (t.tableType or "").upper() == "VIEW" else "TABLE"), False
+            props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
         fields = None if cow else spark.table(name).schema.fields
     except AnalysisException:
         return None
@@ -160,8 +164,11 @@ def table_path(spark, schema: str, identifier: str) -> str | None:
     """The table path of the catalog entry `schema.identifier` when it is a hudilite table, else None: what
     `describe(...).path` gives, in one catalog statement for a copy-on-write entry (its properties name the
     path). Other entries (merge-on-read ones keep the path in their schema) are described in full."""
+    name = qualified(schema, identifier)
+    if not is_connect(spark) and not spark.catalog.tableExists(name):
+        return None  # asked through the catalog API first, as in `describe`
     try:
-        props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {qualified(schema, identifier)}")}
+        props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
     except AnalysisException:
         return None  # no such table or view
     if props.get(PROP_PATH):
