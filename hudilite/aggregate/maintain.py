@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
+from pyspark.errors import PySparkException
+
 from hudilite import checkpoints
 from hudilite.aggregate import local
 from hudilite.aggregate.query import GROUP_KEY, SIGNATURE_KEY, AggregateQuery
@@ -24,10 +26,15 @@ def stored_signature(path: str) -> Optional[str]:
     return (checkpoints.newest_metadata(path, SIGNATURE_KEY) or {}).get(SIGNATURE_KEY)
 
 
-def _session_tz(spark) -> Optional[str]:
-    """The session time zone Spark writes timestamp group keys in (None without a session: a driver-local
-    fold then leaves timestamp keys to Spark)."""
-    return spark.conf.get("spark.sql.session.timeZone") if spark is not None else None
+def session_time_zone(spark) -> Optional[str]:
+    """The session time zone Spark writes timestamp group keys in (None without a session or when the session
+    does not answer: a driver-local fold then leaves timestamp keys to Spark)."""
+    if spark is None:
+        return None
+    try:
+        return spark.conf.get("spark.sql.session.timeZone")
+    except PySparkException:
+        return None
 
 
 def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optional[Dict[str, str]] = None):
@@ -43,11 +50,11 @@ def refresh(spark, q: AggregateQuery, detail: str, agg_path: str, options: Optio
     if start is None:
         df, _ = full_frame(spark, q, detail, end)
         op = "insert_overwrite_table" if HoodieTable.exists(agg_path) else "insert"
-        extra.update(local.full_state(q, detail, agg_path, end, _session_tz(spark)))
+        extra.update(local.full_state(q, detail, agg_path, end, session_time_zone(spark)))
         return Table(agg_path, record_key=GROUP_KEY).write(df, op, options=opts, extra_metadata=extra)
     if end is None or start >= end:
         return None
-    arrow = local.incremental_arrow(q, detail, agg_path, start, end, _session_tz(spark))
+    arrow = local.incremental_arrow(q, detail, agg_path, start, end, session_time_zone(spark))
     if arrow is not None:
         return Table(agg_path, record_key=GROUP_KEY).write(arrow[0], "upsert", options=opts,
                               extra_metadata={**extra, **arrow[2]})

@@ -83,7 +83,8 @@ def _full(env, q, schema, identifier, path, detail, end, spec, entry):
     df, visible = _spark_errors(lambda: aggregate.full_frame(env.spark, q, detail, end))
     options = _write_options(env, spec, identifier, detail)
     exists = hudilite.Table.exists(path)
-    env.run.set_extra(model_key(schema, identifier), aggregate.full_state(q, detail, path, end, _session_tz(env)))
+    tz = aggregate.session_time_zone(env.spark)
+    env.run.set_extra(model_key(schema, identifier), aggregate.full_state(q, detail, path, end, tz))
     if exists and env._compatible(path, spec, [GROUP_KEY], df):
         op = "insert_overwrite_table"
         result = env._write(df, path, [GROUP_KEY], spec, op, options, schema, identifier)
@@ -102,7 +103,7 @@ def _incremental(env, q, schema, identifier, path, detail, start, end, spec, ent
         env.run.take(model_key(schema, identifier))
         return no_change(path, "aggregate")
     try:
-        local = aggregate.incremental_arrow(q, detail, path, start, end, _session_tz(env))
+        local = aggregate.incremental_arrow(q, detail, path, start, end, aggregate.session_time_zone(env.spark))
         if local is not None:
             (df, visible, state_extra), release = local, []
             env.run.set_extra(model_key(schema, identifier), state_extra)
@@ -121,14 +122,6 @@ def _incremental(env, q, schema, identifier, path, detail, start, end, spec, ent
     env.publish(schema, identifier, path, visible, env._props(spec, [GROUP_KEY], True), entry)
     return response("upsert", result, path, strategy="aggregate")
 
-
-def _session_tz(env):
-    """The Spark session's time zone: Spark writes timestamp group keys in it, so the driver-local fold
-    needs it to write the same keys (None: timestamp keys fold in Spark)."""
-    try:
-        return env.spark.conf.get("spark.sql.session.timeZone")
-    except PySparkException:
-        return None
 
 
 def _spark_errors(fn):
