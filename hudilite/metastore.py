@@ -106,7 +106,7 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
     A classic session asks the catalog API for the kind first, then `SHOW TBLPROPERTIES` and the analysed
     schema: a missing entry must fail in the API, not in SQL - Spark logs a SQL statement that fails analysis
     at ERROR with its Java stack (SQLQueryContextLogger), on the dbt user's console for every model built the
-    first time (under Connect that log is the server's)."""
+    first time (under Connect the server's; PySpark's client logs it too, which the adapter quiets)."""
     name = qualified(schema, identifier)
     try:  # no entry (or no schema): AnalysisException, no tableExists first
         if is_connect(spark):

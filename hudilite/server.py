@@ -13,6 +13,7 @@ client process; the server's Python workers write the data files. Both need the 
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import json
 import os
@@ -301,4 +302,15 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
     builder = SparkSession.builder.remote(full)
     if conf:
         builder = builder.config(map={k: str(v) for k, v in conf.items()})
-    return builder.create()
+    spark = builder.create()
+    atexit.register(_close_at_exit, spark)  # after the client's own handler: runs before it
+    return spark
+
+
+def _close_at_exit(spark) -> None:
+    """PySpark's client sends an ML-cache clean-up at interpreter exit and retries it for ten minutes when the
+    server is gone (stopped, restarted, unreachable), so the process would not exit. A closed client skips
+    it; the server drops a session's ML cache with the session."""
+    client = getattr(spark, "client", None)
+    if client is not None and not client.is_closed:
+        client.close()

@@ -9,14 +9,17 @@ import atexit
 import fcntl
 import hashlib
 import importlib.util
+import logging
 import os
 import shutil
 import threading
 import warnings
 from typing import Dict
 
+from pyspark.logger import PySparkLogger
+
 from hudilite.errors import HudiliteError
-from hudilite.spark.session import local_session
+from hudilite.spark.session import is_connect, local_session
 
 _process_lock = threading.RLock()
 _warehouse_locks: Dict[str, int] = {}  # lock file -> open descriptor holding its flock (for the process's life)
@@ -56,8 +59,14 @@ def spark_log_config(metastore_dir: str) -> str:
 
 
 def quiet_query_errors(spark) -> None:
-    """Spark 4 logs every failed query's whole stack as JSON (logger SQLQueryContextLogger); dbt reports the
-    error itself, so keep that logger quiet."""
+    """Spark 4 logs every failed query's whole stack as JSON twice: the JVM's logger SQLQueryContextLogger
+    (classic sessions) and PySpark's Python loggers of the same names, which the client process writes to
+    stderr for a classic or a Spark Connect session alike. dbt reports the error itself, so keep them quiet
+    (the Python ones are per process: this process is dbt's)."""
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+    if is_connect(spark):
+        return
     try:
         jvm = spark.sparkContext._jvm
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(

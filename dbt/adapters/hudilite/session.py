@@ -106,6 +106,8 @@ class SessionMixin:
         for k, v in self._runtime_conf().items():
             if BASE_CONF.get(k) != v:
                 spark.conf.set(k, v)
+        if not c.show_spark_logs:  # PySpark's client logs each failed query's stack: dbt reports the error
+            warehouse.quiet_query_errors(spark)
         # the catalog kind is the server's; asked for when described (dbt debug), not on every start
         self.catalog_kind = None
         return spark

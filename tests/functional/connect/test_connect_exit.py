@@ -1,0 +1,109 @@
+"""A dbt process over Spark Connect whose server has gone away by the time it exits (stopped, restarted,
+the network lost) exits at once: PySpark's client otherwise sends a clean-up RPC at interpreter exit and
+retries it against the absent server for ten minutes."""
+
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from tests.functional.connect.conftest import ROOT, _env
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+SCRIPT = """
+import sys
+from dbt.cli.main import dbtRunner
+res = dbtRunner().invoke(["debug", "--project-dir", sys.argv[1], "--profiles-dir", sys.argv[1]])
+print("debugged", res.success, flush=True)
+sys.stdin.readline()  # the test cuts the connection, then lets the process exit
+"""
+
+
+class Proxy:
+    """A TCP relay from a loopback port to the server; `cut()` closes every connection and the port, so the
+    server looks gone to the client."""
+
+    def __init__(self, port: int):
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            with self.lock:
+                self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        self.listener.shutdown(socket.SHUT_RDWR)  # stops listening now (a close alone waits for accept())
+        self.listener.close()
+        with self.lock:
+            for s in self.sockets:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                    s.close()
+                except OSError:
+                    pass
+
+
+def test_dbt_exits_at_once_when_the_server_is_gone(connect_server, tmp_path):
+    proxy = Proxy(int(connect_server.url.rsplit(":", 1)[1]))
+    (tmp_path / "dbt_project.yml").write_text("name: gone\nversion: '1.0'\nprofile: gone\n")
+    (tmp_path / "profiles.yml").write_text(textwrap.dedent(f"""
+        gone:
+          target: dev
+          outputs:
+            dev:
+              type: hudilite
+              method: connect
+              host: sc://127.0.0.1:{proxy.port}
+              schema: gone
+              warehouse: {connect_server.warehouse}
+    """))
+    log = tmp_path / "stderr.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp_path)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=err, text=True, env=_env(), cwd=ROOT)
+    try:
+        out = []
+        while not (out and out[-1].startswith("debugged")) and (line := proc.stdout.readline()):
+            out.append(line)
+        assert out and out[-1].strip() == "debugged True", "".join(out)[-3000:] + log.read_text()[-3000:]
+        proxy.cut()
+        t0 = time.monotonic()
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        proc.communicate(timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0
+    assert took < 30, f"the process took {took:.0f} s to exit"
