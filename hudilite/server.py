@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import fcntl
+import ipaddress
 import json
 import os
 import signal
@@ -280,9 +281,10 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
     """A Spark Connect session to `url` (sc://host:port[/;param=...]); `token` and `use_ssl` are added as the
     Connect URL parameters; `conf`: runtime SQL settings of the new session, sent in one request (a
     `spark.conf.set` each would be a round trip each) that PySpark sends ignoring failures: pass settings
-    known to be valid. A server that does not answer raises ServerError naming
-    how to start one. PySpark then runs this process in Connect mode (its functions build Connect columns): a
-    process has classic sessions or Connect ones, not both."""
+    known to be valid. A server that does not answer raises ServerError naming how to start one. A server on
+    the loopback interface is queried without reattachable executions. PySpark then runs this process in
+    Connect mode (its functions build Connect columns): a process has classic sessions or Connect ones, not
+    both."""
     from pyspark.sql import SparkSession
 
     full = url if url.startswith("sc://") else f"sc://{url}"
@@ -304,7 +306,21 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
         builder = builder.config(map={k: str(v) for k, v in conf.items()})
     spark = builder.create()
     atexit.register(_close_at_exit, spark)  # after the client's own handler: runs before it
+    if is_loopback(host.strip("[]")):
+        # a reattachable execution sends a ReleaseExecute after each reply: ~10 ms per query on 2 cores
+        # (bench/README.md); reattaching only pays off over networks that cut long streams
+        spark.client.disable_reattachable_execute()
     return spark
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address) is this machine's loopback interface."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _close_at_exit(spark) -> None:

@@ -43,6 +43,13 @@ def test_connect_to_an_absent_server_names_the_command():
         server.connect(f"sc://127.0.0.1:{port}", token="t", use_ssl=True)
 
 
+@pytest.mark.parametrize("host,loopback", [("127.0.0.1", True), ("127.1.2.3", True), ("localhost", True),
+                                           ("LocalHost", True), ("::1", True), ("10.0.0.5", False),
+                                           ("spark.example.com", False), ("0.0.0.0", False)])
+def test_loopback_hosts_are_recognised(host, loopback):
+    assert server.is_loopback(host) is loopback
+
+
 def test_start_replaces_a_stale_record_and_reports_a_failed_start(tmp_path):
     gone = subprocess.Popen(["true"])
     gone.wait()

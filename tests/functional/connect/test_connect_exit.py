@@ -1,6 +1,7 @@
-"""A dbt process over Spark Connect whose server has gone away by the time it exits (stopped, restarted,
-the network lost) exits at once: PySpark's client otherwise sends a clean-up RPC at interpreter exit and
-retries it against the absent server for ten minutes."""
+"""Spark Connect clients: a dbt process whose server has gone away by the time it exits (stopped, restarted,
+the network lost) exits at once - PySpark's client otherwise sends a clean-up RPC at interpreter exit and
+retries it against the absent server for ten minutes; a session of a loopback server runs its queries
+without reattachable executions."""
 
 import socket
 import subprocess
@@ -107,3 +108,20 @@ def test_dbt_exits_at_once_when_the_server_is_gone(connect_server, tmp_path):
         proc.wait()
     assert proc.returncode == 0
     assert took < 30, f"the process took {took:.0f} s to exit"
+
+
+QUERY = """
+import sys
+from hudilite import server
+spark = server.connect(sys.argv[1])
+assert spark.sql("select 41 + 1 as x").collect()[0].x == 42
+print("reattachable", spark.client._use_reattachable_execute)
+"""
+
+
+def test_loopback_sessions_run_queries_without_reattaching(connect_server):
+    """A reattachable execution costs a ReleaseExecute round trip per query; a loopback server does without."""
+    out = subprocess.run([sys.executable, "-c", QUERY, connect_server.url], capture_output=True, text=True,
+                         env=_env(), cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "reattachable False"
