@@ -47,7 +47,7 @@ import shutil
 import uuid
 from dataclasses import dataclass
 
-from pyspark.errors import AnalysisException
+from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql.types import ArrayType, MapType, StructField, StructType
 
 from hudilite import auxfiles
@@ -82,6 +82,8 @@ class CatalogEntry:
     merged: bool = False  # a merge-on-read entry over the hudilite data source
     fields: list | None = None  # the entry's Spark schema when `describe` analysed it (not for copy-on-write)
     types: list[tuple[str, str]] | None = None  # (column, type's simpleString) as `describe` read them
+    # False when read from DESCRIBE ... AS JSON, which leaves out properties whose value is empty
+    props_exact: bool = True
 
     @property
     def is_hudilite(self) -> bool:
@@ -99,21 +101,31 @@ def qualified(schema: str, identifier: str) -> str:
 def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
     """The catalog entry `schema.identifier`, None when there is none.
 
-    Under Spark Connect two catalog statements: `SHOW TBLPROPERTIES` (the properties) and `DESCRIBE TABLE
-    EXTENDED` (the kind and the columns with their types), whose rows come with the replies (`command_result`:
-    one round trip each); only an entry that is not a copy-on-write hudilite table (merge-on-read entries keep
-    their properties in the schema's field metadata; views and other tables) has its schema analysed too.
+    Under Spark Connect one catalog statement, `DESCRIBE TABLE EXTENDED ... AS JSON` (the properties, the kind
+    and the columns with their types), whose row comes with the reply (`command_result`: one round trip; a
+    server before Spark 4.0: `SHOW TBLPROPERTIES` and the text `DESCRIBE TABLE EXTENDED`); only an entry that
+    is not a copy-on-write hudilite table (merge-on-read entries keep their properties in the schema's field
+    metadata; views and other tables) has its schema analysed too.
     A classic session asks the catalog API for the kind first, then `SHOW TBLPROPERTIES` and the analysed
     schema: a missing entry must fail in the API, not in SQL - Spark logs a SQL statement that fails analysis
     at ERROR with its Java stack (SQLQueryContextLogger), on the dbt user's console for every model built the
     first time (under Connect the server's; PySpark's client logs it too, which the adapter quiets)."""
     name = qualified(schema, identifier)
+    json_types = None
     try:  # no entry (or no schema): AnalysisException, no tableExists first
         if is_connect(spark):
-            props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
-            types, kind = _described(command_rows(spark, f"DESCRIBE TABLE EXTENDED {name}"))
-            # DESCRIBE abbreviates a struct of more than 25 fields (spark.sql.debug.maxToStringFields)
-            cow = PROP_PATH in props and kind == "TABLE" and not any(" more fields>" in t for _, t in types)
+            props, kind, json_types = _described_json(spark, name)
+            if json_types is not None:
+                types = json_types
+                cow = PROP_PATH in props and kind == "TABLE" and all(t is not None for _, t in types)
+            elif kind == "TABLE":  # a data source (v2) table: a merge-on-read entry's schema says the rest
+                props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
+                cow = False
+            else:  # a server before Spark 4.0: two statements, DESCRIBE's text rows
+                props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
+                types, kind = _described(command_rows(spark, f"DESCRIBE TABLE EXTENDED {name}"))
+                # DESCRIBE abbreviates a struct of more than 25 fields (spark.sql.debug.maxToStringFields)
+                cow = PROP_PATH in props and kind == "TABLE" and not any(" more fields>" in t for _, t in types)
         else:  # in-process calls: the catalog API and the schema cost a fifth of a DESCRIBE (measured)
             t = spark.catalog.getTable(name)
             kind, cow = ("VIEW" if (t.tableType or "").upper() == "VIEW" else "TABLE"), False
@@ -121,15 +133,77 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
         fields = None if cow else spark.table(name).schema.fields
     except AnalysisException:
         return None
+    exact = json_types is None
     if fields is None:
         return CatalogEntry(schema, identifier, kind, props, [n for n, _ in types if not is_system_column(n)],
-                            types=types)
+                            types=types, props_exact=exact)
     merged = merged_entry_props(fields)
     if merged is not None:
         props = {**props, **merged}
     return CatalogEntry(schema, identifier, kind, props, [f.name for f in fields if not is_system_column(f.name)],
                         merged=merged is not None, fields=list(fields),
-                        types=[(f.name, f.dataType.simpleString()) for f in fields])
+                        types=[(f.name, f.dataType.simpleString()) for f in fields], props_exact=exact)
+
+
+_NO_JSON_DESCRIBE: set[str] = set()  # Connect sessions whose server has no DESCRIBE ... AS JSON (Spark < 4.0)
+
+
+def _described_json(spark, name: str) -> tuple[dict[str, str], str, list | None]:
+    """(properties, kind, [(column, type's simpleString or None)]) of the entry `name` from one `DESCRIBE
+    TABLE EXTENDED ... AS JSON` (Spark 4.0+; one round trip instead of SHOW TBLPROPERTIES and DESCRIBE),
+    or ({}, "", None) when the server does not know the syntax, ({}, "TABLE", None) for a data source (v2)
+    table, which it does not describe. A type with no simple string here is None (the caller analyses the
+    schema then). A missing entry raises AnalysisException as the statement does."""
+    sid = getattr(spark, "session_id", None) or ""
+    if sid in _NO_JSON_DESCRIBE:
+        return {}, "", None
+    try:
+        rows = command_rows(spark, f"DESCRIBE TABLE EXTENDED {name} AS JSON")
+    except ParseException:
+        _NO_JSON_DESCRIBE.add(sid)
+        return {}, "", None
+    except AnalysisException as e:
+        if e.getCondition() == "NOT_SUPPORTED_COMMAND_FOR_V2_TABLE":
+            return {}, "TABLE", None
+        raise
+    info = json.loads(rows[0][0])
+    props = {str(k): str(v) for k, v in (info.get("table_properties") or {}).items()}
+    kind = "VIEW" if str(info.get("type", "")).upper() == "VIEW" else "TABLE"
+    return props, kind, [(c["name"], json_type_string(c["type"])) for c in info.get("columns") or []]
+
+
+_SIMPLE_TYPES = {"boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "date", "binary",
+                 "timestamp_ntz", "void", "variant"}
+
+
+def json_type_string(t: dict) -> str | None:
+    """The simpleString of a type as `DESCRIBE ... AS JSON` writes it (what PySpark's `DataType.simpleString()`
+    gives for the same type), or None for a type this does not know."""
+    name = t.get("name")
+    if name in _SIMPLE_TYPES:
+        return name
+    if name == "timestamp_ltz":
+        return "timestamp"
+    if name == "string":
+        collation = t.get("collation") or "UTF8_BINARY"
+        return "string" if collation == "UTF8_BINARY" else f"string collate {collation}"
+    if name == "decimal":
+        return f"decimal({t['precision']},{t['scale']})"
+    if name == "interval":
+        start, end = t.get("start_unit"), t.get("end_unit")
+        return f"interval {start}" if start == end else f"interval {start} to {end}"
+    if name == "array":
+        inner = json_type_string(t["element_type"])
+        return None if inner is None else f"array<{inner}>"
+    if name == "map":
+        k, v = json_type_string(t["key_type"]), json_type_string(t["value_type"])
+        return None if k is None or v is None else f"map<{k},{v}>"
+    if name == "struct":
+        fields = [(f["name"], json_type_string(f["type"])) for f in t.get("fields") or []]
+        if any(ft is None for _, ft in fields):
+            return None
+        return "struct<" + ",".join(f"{n}:{ft}" for n, ft in fields) + ">"
+    return None
 
 
 def _described(rows) -> tuple[list[tuple[str, str]], str]:
@@ -209,10 +283,13 @@ def publish(spark, schema: str, identifier: str, path: str, visible: list[str], 
         same_schema = current == [(f.name.lower(), f.dataType.simpleString()) for f in cols]
     if same_schema:
         assert entry is not None
-        stale = [k for k in entry.props if k.startswith("hudilite.") and k not in all_props]
+        stored = entry.props
+        if not entry.props_exact and any(v == "" and k not in stored for k, v in all_props.items()):
+            stored = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}  # empty or absent?
+        stale = [k for k in stored if k.startswith("hudilite.") and k not in all_props]
         if stale:
             sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES IF EXISTS ({', '.join(sql_string(k) for k in stale)})")
-        changed = {k: v for k, v in all_props.items() if entry.props.get(k) != v}
+        changed = {k: v for k, v in all_props.items() if stored.get(k) != v}
         if changed:
             sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({props_sql(changed)})")
         # SET LOCATION refreshes the table in this session itself (AlterTableSetLocationCommand calls

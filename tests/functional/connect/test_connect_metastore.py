@@ -1,6 +1,6 @@
 """tests/functional/test_metastore.py over Spark Connect (a pytest subprocess whose `spark` fixture is a Connect
-session to the test session's `hudilite server`): `describe` reads its two catalog statements' rows from the
-replies (hudilite/spark/results.py) and says what the catalog API and the analysed schema say; the publish's
+session to the test session's `hudilite server`): `describe` reads its catalog statement's row from the
+reply (hudilite/spark/results.py) and says what the catalog API and the analysed schema say; the publish's
 statements and what other sessions read are the same as in a classic session."""
 
 import re
