@@ -69,6 +69,18 @@ def is_connect(spark) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def query_frame(spark, query: str):
+    """The DataFrame of the query `query` (a SELECT). Under Spark Connect `spark.sql` sends the text at once
+    (an ExecutePlan round trip whose reply, for a query, is the same unexecuted relation); the relation is
+    built here instead and analysed on its first use. A classic session's `spark.sql`."""
+    if not is_connect(spark):
+        return spark.sql(query)
+    from pyspark.sql.connect.dataframe import DataFrame  # Connect's modules: loaded in Connect processes only
+    from pyspark.sql.connect.plan import SQL
+
+    return DataFrame(SQL(query, [], {}, []), spark)
+
+
 def default_parallelism(spark) -> int:
     """Spark's default parallelism (task counts are sized by it). Spark Connect cannot ask the SparkContext:
     `spark.default.parallelism` if set, else the cores of a `local[N]` master (`local[*]`: this machine's,

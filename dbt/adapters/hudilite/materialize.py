@@ -56,7 +56,7 @@ class MaterializeMixin:
         sql = sql.strip()
         while sql.endswith(";"):
             sql = sql[:-1].rstrip()
-        return visible_frame(self.sql(sql))
+        return visible_frame(self.query(sql))
 
     def python_ref_frame(self, name: str):
         """`dbt.ref()` / `dbt.source()` of a Python model: the relation's rows without hudilite's hidden columns

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 
 import hudilite
 from hudilite import server, warehouse
-from hudilite.spark.session import is_connect
+from hudilite.spark.session import is_connect, query_frame
 
 logger = AdapterLogger("Hudilite")
 
@@ -164,6 +164,16 @@ class SessionMixin:
                 return self.spark.sql(sql)
             except PySparkException as e:
                 raise DbtRuntimeError(str(e)) from None
+
+    def query(self, sql: str):
+        """The frame of a model's query, analysed (its columns known), errors as `sql`'s: a Spark Connect
+        session sends the query once, for its analysis (hudilite.spark.session.query_frame)."""
+        try:
+            df = query_frame(self.spark, sql)
+            df.columns  # noqa: B018 - the analysis, where a bad query fails
+            return df
+        except PySparkException as e:
+            raise DbtRuntimeError(str(e)) from None
 
     def collect(self, df, tag: Optional[str] = None):
         with self.tagged(tag):

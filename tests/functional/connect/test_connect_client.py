@@ -1,7 +1,7 @@
 """Spark Connect clients: a dbt process whose server has gone away by the time it exits (stopped, restarted,
 the network lost) exits at once - PySpark's client otherwise sends a clean-up RPC at interpreter exit and
 retries it against the absent server for ten minutes; a session of a loopback server runs its queries
-without reattachable executions."""
+without reattachable executions; a model's query is sent once, for its analysis."""
 
 import socket
 import subprocess
@@ -125,3 +125,38 @@ def test_loopback_sessions_run_queries_without_reattaching(connect_server):
                          env=_env(), cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == "reattachable False"
+
+
+FRAME = """
+import sys
+from pyspark.errors import AnalysisException
+from pyspark.sql.connect.client.core import SparkConnectClient
+from hudilite import server
+from hudilite.spark.session import query_frame
+
+spark = server.connect(sys.argv[1])
+calls = []
+for name in ("_execute_and_fetch_as_iterator", "_execute", "_analyze"):
+    orig = getattr(SparkConnectClient, name)
+    setattr(SparkConnectClient, name, lambda *a, _o=orig, _n=name, **k: calls.append(_n) or _o(*a, **k))
+df = query_frame(spark, "select id, concat('v', id) as v from range(3) where id > 0")
+built = len(calls)
+cols = df.columns
+analysed = list(calls)
+rows = sorted(tuple(r) for r in df.collect())
+bad = query_frame(spark, "select nope from range(1)")
+try:
+    bad.columns
+    failed = None
+except AnalysisException as e:
+    failed = e.getCondition()
+print(built, analysed, cols, rows, failed)
+"""
+
+
+def test_a_query_frame_is_sent_once_for_its_analysis(connect_server):
+    out = subprocess.run([sys.executable, "-c", FRAME, connect_server.url], capture_output=True, text=True,
+                         env=_env(), cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == (
+        "0 ['_analyze'] ['id', 'v'] [(1, 'v1'), (2, 'v2')] UNRESOLVED_COLUMN.WITH_SUGGESTION")
