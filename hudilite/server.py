@@ -305,7 +305,7 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
     if conf:
         builder = builder.config(map={k: str(v) for k, v in conf.items()})
     spark = builder.create()
-    atexit.register(_close_at_exit, spark)  # after the client's own handler: runs before it
+    atexit.register(_close_at_exit, spark.client)  # after the client's own handler: runs before it
     if is_loopback(host.strip("[]")):
         # a reattachable execution sends a ReleaseExecute after each reply: ~10 ms per query on 2 cores
         # (bench/README.md); reattaching only pays off over networks that cut long streams
@@ -323,10 +323,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _close_at_exit(spark) -> None:
+def _close_at_exit(client) -> None:
     """PySpark's client sends an ML-cache clean-up at interpreter exit and retries it for ten minutes when the
     server is gone (stopped, restarted, unreachable), so the process would not exit. A closed client skips
-    it; the server drops a session's ML cache with the session."""
-    client = getattr(spark, "client", None)
-    if client is not None and not client.is_closed:
+    it; the server drops a session's ML cache with the session. (The client, not the session: PySpark's own
+    exit handler keeps the client alive anyway, this one keeps nothing more.)"""
+    if not client.is_closed:
         client.close()

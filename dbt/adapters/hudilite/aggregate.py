@@ -123,7 +123,6 @@ def _incremental(env, q, schema, identifier, path, detail, start, end, spec, ent
     return response("upsert", result, path, strategy="aggregate")
 
 
-
 def _spark_errors(fn):
     try:
         return fn()

@@ -341,13 +341,14 @@ class MaterializeMixin:
                 df = df.withColumn(IS_DELETED, F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"),
                                                           F.lit(False)))
                 flagged = True
-            joined = bool(spec.predicates) or (strategy == "upsert" and bool(spec.update_columns
-                                                                             or spec.exclude_columns))
+            partial = strategy == "upsert" and bool(spec.update_columns or spec.exclude_columns)
             if spec.predicates:
                 df = self._protect(df, path, record_key, spec.predicates)
-            if strategy == "upsert" and (spec.update_columns or spec.exclude_columns):
+            if partial:
                 df = self._partial(df, path, record_key, spec, cfg)
-            if IS_DELETED in df.columns if joined else flagged:  # frames joined with stored rows: listed
+            if spec.predicates or partial:  # joined with stored rows: the flag is whatever the join kept
+                flagged = IS_DELETED in df.columns
+            if flagged:
                 df = latest_per_key(df, record_key, spec.precombine_field or cfg.precombine_field)
             op = "upsert"
         else:
