@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -206,15 +207,19 @@ def json_type_string(t: dict) -> str | None:
     return None
 
 
+_CHAR_TYPE = re.compile(r"\b(?:var)?char\(\d+\)")
+
+
 def _described(rows) -> tuple[list[tuple[str, str]], str]:
     """(name, type) of each column and the kind (TABLE | VIEW) from `DESCRIBE TABLE EXTENDED`'s rows: the
     columns come first, each with a type; the first row without one ends them (a partitioned table's
     "# Partition Information" header or the blank row before "# Detailed Table Information"). The detailed
-    section is one row per item; its `Type` row is VIEW, EXTERNAL or MANAGED."""
+    section is one row per item; its `Type` row is VIEW, EXTERNAL or MANAGED. DESCRIBE names the declared
+    `char(n)` / `varchar(n)` where the schema (and the simpleString compared with) has `string`."""
     types: list[tuple[str, str]] = []
     i = 0
     while i < len(rows) and rows[i][1]:
-        types.append((rows[i][0], rows[i][1]))
+        types.append((rows[i][0], _CHAR_TYPE.sub("string", rows[i][1])))
         i += 1
     kind = "TABLE"
     detailed = False
