@@ -196,12 +196,14 @@ def _remove_orphan_dumps(cache_dir: str) -> None:
                 pass
 
 
-def finish_class_cache(jvm, dump: str, archive: str, timeout: float = DUMP_WAIT_S) -> bool:
+def finish_class_cache(jvm, dump: str, archive: str, timeout: float = DUMP_WAIT_S, accumulators=None) -> bool:
     """At this process's exit: end the driver JVM (`jvm`: its Popen, PySpark's gateway process) by closing
     its stdin as PySpark's own exit does, wait for it to write its class archive, and move that into place.
     Waiting keeps the process - and so the warehouse - busy until the JVM is gone: a next dbt command on the
     warehouse does not find the metastore still held by the dumping JVM. A JVM that does not finish in time
-    or fails leaves no archive (the next session dumps again)."""
+    or fails leaves no archive (the next session dumps again). `accumulators`: the session's PySpark
+    accumulator server (see `_end_accumulator_updates`)."""
+    _end_accumulator_updates(accumulators)
     try:
         if jvm.stdin is not None:
             jvm.stdin.close()
@@ -209,6 +211,17 @@ def finish_class_cache(jvm, dump: str, archive: str, timeout: float = DUMP_WAIT_
     except Exception:  # noqa: BLE001 - the archive is an optimisation: never fail the process's exit for it
         clean = False
     return install_class_archive(dump, archive, clean)
+
+
+def _end_accumulator_updates(server) -> None:
+    """The JVM is ended here while this interpreter still runs, unlike at PySpark's own exit: the JVM's
+    connection to PySpark's accumulator server (made by any job with Python workers) then reads end of file,
+    which the server printed as an EOFError traceback on every session that dumped its classes. That end is
+    expected: stop taking updates and keep it quiet."""
+    if server is None:
+        return
+    server.server_shutdown = True  # the handler's poll loop ends at its next turn
+    server.handle_error = lambda request, client_address: None
 
 
 def install_class_archive(dump: str, archive: str, clean: bool) -> bool:
@@ -264,7 +277,8 @@ def open_session(master: str, warehouse: str, metastore_dir: str, spark_conf: di
     if dump and archive:
         jvm = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)  # the spark-submit'd JVM
         if jvm is not None:
-            atexit.register(finish_class_cache, jvm, dump, archive)
+            atexit.register(finish_class_cache, jvm, dump, archive,
+                            accumulators=getattr(spark.sparkContext, "_accumulatorServer", None))
     if not show_spark_logs:
         quiet_query_errors(spark)
     try:

@@ -1,0 +1,33 @@
+"""The exit of a process whose embedded session dumped its JVM class archive (its first session after an
+install: README's first command on a fresh machine). Ending the JVM at exit closes its connection to PySpark's
+accumulator server; that used to print an EOFError traceback on the console of every such run."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hudilite import warehouse
+
+SCRIPT = """
+import os, sys
+from pyspark.sql import functions as F
+from hudilite import warehouse
+w = sys.argv[1]
+spark = warehouse.open_session("local[1]", w, os.path.join(w, ".metastore"), {}, show_spark_logs=False,
+                               app_name="exit")
+plus_one = F.udf(lambda x: x + 1, "long")  # a job with Python workers: the JVM reports to the accumulator server
+print(sum(r[0] for r in spark.range(10).select(plus_one("id")).collect()))
+"""
+
+
+@pytest.mark.slow
+def test_a_session_that_dumps_its_class_archive_exits_quietly(tmp_path):
+    cache = tmp_path / "jvm"
+    env = {**os.environ, warehouse.CLASS_CACHE_ENV: str(cache), "PYSPARK_PYTHON": sys.executable}
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "wh")], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0 and out.stdout.strip() == "55", out.stderr[-3000:]
+    assert [n for n in os.listdir(cache) if n.endswith(".jsa")], "the session did not dump its class archive"
+    assert "Traceback" not in out.stderr and "EOFError" not in out.stderr, out.stderr[-3000:]
