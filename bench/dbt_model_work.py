@@ -6,7 +6,7 @@ dbt runs in this process (dbtRunner, `--threads 1`, so a model's round trips are
 `hudilite server` started on a fresh copy of the sample project: `dbt seed`, `dbt run` batch 1 (the first
 build), `dbt run` batch 2 (a small batch of change events through the 4 models).
 
-    python -m bench.dbt_model_work [--work DIR] [--out F] [--calls]
+    python -m bench.dbt_model_work [--work DIR] [--out F] [--calls [--stacks]]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
 
 from bench.dbt_latency import _free_port, make_project, model_engines
@@ -29,6 +30,7 @@ _counts: dict = collections.defaultdict(collections.Counter)
 _calls: dict = collections.defaultdict(list)
 _cpu: dict = collections.defaultdict(float)
 _phase = [""]  # the dbt command running
+_stacks = [False]  # --stacks: note the hudilite / adapter frames that issued each call
 
 
 def _what(req) -> str:
@@ -53,7 +55,12 @@ def _what(req) -> str:
 def _record(rpc: str, detail: str, seconds: float) -> None:
     model = getattr(_state, "model", None) or "(outside models)"
     _counts[model][rpc] += 1
-    _calls[model].append(f"{seconds * 1000:7.1f} ms  {rpc} {detail}")
+    line = f"{seconds * 1000:7.1f} ms  {rpc} {detail}"
+    if _stacks[0]:
+        ours = [f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in traceback.extract_stack()
+                if "/hudilite/" in f.filename and "/bench/" not in f.filename]
+        line += "  <- " + " < ".join(reversed(ours[-4:]))
+    _calls[model].append(line)
 
 
 def _timed(rpc: str, detail, call):
@@ -109,7 +116,9 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default=None)
     ap.add_argument("--out", default=None)
     ap.add_argument("--calls", action="store_true", help="list every round trip of each model with its wall time")
+    ap.add_argument("--stacks", action="store_true", help="with --calls: the hudilite frames that issued each")
     args = ap.parse_args(argv)
+    _stacks[0] = args.stacks
     from dbt.cli.main import dbtRunner
 
     base = Path(args.work or tempfile.mkdtemp(prefix="dbt-model-work-"))
