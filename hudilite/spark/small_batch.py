@@ -11,6 +11,8 @@ module decides cheaply whether an input is small and, if so, hands over its rows
 2. one job collecting at most `max_rows + 1` rows as Arrow (classic `toArrow`, Spark Connect `toArrow` in the
    client): more rows or more bytes than the limits is not small, and the input is then evaluated again by
    the Spark write. Otherwise these rows are the batch - evaluated once, as a persisted input would be.
+   Over Spark Connect the job's reply also gives the input's schema, so a write collects before it asks
+   for the input's columns (`WriteClient.run`): no analysis round trip of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import re
 
 import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from hudilite.spark.schema import spark_to_arrow
 from hudilite.spark.session import is_connect
@@ -56,10 +59,24 @@ def collect_small(df, max_rows: int, max_bytes: int, estimate: bool = True) -> p
     size = plan_size(df) if estimate else None
     if size is not None and size > max_bytes:
         return None
-    schema = spark_to_arrow(df.schema)
-    t = df.limit(max_rows + 1).toArrow()
+    t, spark_schema = _limited_arrow(df, max_rows + 1)
     if t.num_rows > max_rows or t.nbytes > max_bytes:
         return None
+    schema = spark_to_arrow(spark_schema)
     # collected types are Spark's Arrow conversion (e.g. the session time zone on timestamps): the write
     # validates and stores what the Spark path would, so the batch takes the schema the Spark path reads
     return pa.Table.from_arrays([c.cast(f.type) for c, f in zip(t.columns, schema)], schema=schema)
+
+
+def _limited_arrow(df, n: int):
+    """At most `n` rows of `df` as Arrow (what `toArrow` gives), and `df`'s Spark schema. Spark Connect's
+    `toArrow` analyses a frame whose schema it does not know first, a round trip of its own; the execution's
+    reply carries the schema anyway, so it is taken from there and kept on `df` for its later uses."""
+    lim = df.limit(n)
+    if is_connect(df.sparkSession) and getattr(df, "_cached_schema", False) is None and hasattr(lim, "_to_table"):
+        raw, schema = lim._to_table()
+        if schema is not None:
+            df._cached_schema = schema
+            return raw.cast(to_arrow_schema(schema, error_on_duplicated_field_names_in_struct=True,
+                                            timezone="UTC")), schema
+    return lim.toArrow(), df.schema

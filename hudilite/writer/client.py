@@ -86,6 +86,9 @@ def is_arrow(data) -> bool:
         isinstance(data, (list, tuple)) and bool(data) and all(isinstance(b, pa.RecordBatch) for b in data))
 
 
+_NOT_COLLECTED = object()  # WriteClient._small_batch: the input was not collected yet
+
+
 class WriteClient:
     def __init__(self, spark, wo: WriteOptions, *, transaction_factory=None, open_table=None,
                  storage_checked: bool = False):
@@ -108,6 +111,10 @@ class WriteClient:
         small_batch = not local and wo.get(o.SMALL_BATCH)
         if not local and not small_batch:
             check_workers(self.spark)  # once per session: workers without hudilite fail here, readably
+        collected = _NOT_COLLECTED
+        if small_batch and is_connect(self.spark):
+            # collected first: the job's reply gives the frame's columns without an analysis of their own
+            collected = self._collect_small(df)
         if local:
             df = local_write.as_table(df)
             df = df.drop_columns([c for c in META_FIELDS if c in df.column_names])
@@ -118,6 +125,8 @@ class WriteClient:
             if meta:  # a derived frame is analysed again (a Spark Connect round trip): only when it differs
                 df = df.drop(*meta)
                 columns = df.columns
+                if isinstance(collected, pa.Table):
+                    collected = collected.drop_columns(meta)
             incoming = None
         table, data_schema, new_config = self._prepare_table(columns, incoming if local else df)
         cfg = table.config if table is not None else new_config
@@ -125,7 +134,7 @@ class WriteClient:
         basis = read_basis(table)  # what the plan is built on: commits completed after it are conflict-checked
         spec = KeySpec(tuple(wo.record_key), tuple(wo.partition_by), wo.hive_style)
         if small_batch:
-            batch = self._small_batch(df, spec)
+            batch = self._small_batch(df, spec, collected)
             if batch is not None:  # from here on the write of an Arrow batch (hudilite/writer/local.py)
                 df, local = local_write.as_table(batch), True
             else:
@@ -231,11 +240,15 @@ class WriteClient:
         return WriteResult(inst.timestamp, summary)
 
     # ------------------------------------------------------------------------------------------
-    def _small_batch(self, df, spec: KeySpec) -> pa.Table | None:
+    def _small_batch(self, df, spec: KeySpec, collected=_NOT_COLLECTED) -> pa.Table | None:
         """`df` as Arrow when it is small enough to write without Spark jobs (`hudilite.write.small.batch.*`)
-        and its keys are ones the driver computes as Spark does; else None (the Spark write)."""
+        and its keys are ones the driver computes as Spark does; else None (the Spark write). `collected`:
+        `_collect_small`'s answer when it was asked already."""
         if arrow_keygen(spec, spark_to_arrow(df.schema)) is None:
             return None
+        return self._collect_small(df) if collected is _NOT_COLLECTED else collected
+
+    def _collect_small(self, df) -> pa.Table | None:
         return collect_small(df, self.wo.get(o.SMALL_BATCH_ROWS), self.wo.get(o.SMALL_BATCH_BYTES),
                              estimate=self.wo.get(o.SMALL_BATCH_ESTIMATE))
 
