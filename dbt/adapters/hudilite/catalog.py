@@ -29,8 +29,12 @@ class CatalogMixin:
 
     # ---- catalog ---------------------------------------------------------------------------
     def table_path(self, schema: str, identifier: str, spec: Optional[ModelSpec] = None) -> str:
-        if spec is not None and spec.location_root:
-            root = spec.location_root
+        return self.model_path(schema, identifier, spec.location_root if spec is not None else None)
+
+    def model_path(self, schema: str, identifier: str, location_root: Optional[str] = None) -> str:
+        """Where the model `schema.identifier` is written: under its `location_root`, else the schema's path."""
+        if location_root:
+            root = location_root
             if not is_local(root):
                 return normalize_path(f"{root.rstrip('/')}/{identifier}")
             if root.startswith("file://"):

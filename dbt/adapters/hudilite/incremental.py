@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 import hudilite
 from dbt.adapters.hudilite.run_state import model_key, resume_position
 from hudilite import metastore as ms
+from hudilite.storage import normalize_path
 
 CHECKPOINTED = ("incremental", "aggregate")
 _NOT_PERSISTED = ("view", "ephemeral")
@@ -60,7 +61,7 @@ def _view(env, kind: str, df) -> str:
 
 def changes_relation(env, this, relation, begin=None, end=None, include_deletes=True, before_image=False,
                      materialized: Optional[str] = None, full_refresh: bool = False,
-                     resource_type: Optional[str] = None) -> str:
+                     resource_type: Optional[str] = None, location_root: Optional[str] = None) -> str:
     mat = (materialized or "").lower()
     path = _upstream_path(env, relation)
     spark = env.spark
@@ -89,7 +90,10 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
     rebuilt = False
     if mat in CHECKPOINTED and not full_refresh:
         model_path = ms.table_path(env.spark, this.schema, this.identifier)
-        if model_path is not None:
+        # the checkpoint of the table the model is written to: a model that moves (a new location_root) is
+        # built at its new path (materialize.py), so it reads the full snapshot
+        if model_path is not None and normalize_path(model_path) == env.model_path(this.schema, this.identifier,
+                                                                                   location_root):
             start, rebuilt = resume_position(model_path, path, table_id)
             if state.rebuilding(key):  # another upstream of this model was rebuilt: the model is rebuilt
                 start = None
