@@ -30,6 +30,7 @@ _counts: dict = collections.defaultdict(collections.Counter)
 _calls: dict = collections.defaultdict(list)
 _cpu: dict = collections.defaultdict(float)
 _phase = [""]  # the dbt command running
+_node: list = [None, None]  # the node running and its start (dbt runs with --threads 1)
 _stacks = [False]  # --stacks: note the hudilite / adapter frames that issued each call
 
 
@@ -53,9 +54,16 @@ def _what(req) -> str:
 
 
 def _record(rpc: str, detail: str, seconds: float) -> None:
-    model = getattr(_state, "model", None) or "(outside models)"
+    model, start = getattr(_state, "model", None), getattr(_state, "wall0", None)
+    if model is None and threading.current_thread().name.startswith("hudilite-"):
+        model, start = _node[0], _node[1]  # a helper thread of the running node's (one dbt thread)
+        detail = f"{detail} [{threading.current_thread().name.split('_')[0]}]"
+    model = model or "(outside models)"
     _counts[model][rpc] += 1
-    line = f"{seconds * 1000:7.1f} ms  {rpc} {detail}"
+    inside = start is not None and model != "(outside models)"
+    at = f"+{(time.perf_counter() - seconds - start) * 1000:6.0f}" if inside \
+        else " " * 7
+    line = f"{at} {seconds * 1000:7.1f} ms  {rpc} {detail}"
     if _stacks[0]:
         ours = [f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in traceback.extract_stack()
                 if "/hudilite/" in f.filename and "/bench/" not in f.filename]
@@ -105,9 +113,11 @@ def on_event(e) -> None:
         return
     node = e.data.node_info.unique_id.split(".")[-1]
     if name == "NodeStart":
-        _state.model, _state.t0 = f"{_phase[0]}:{node}", time.thread_time()
+        _state.model, _state.t0, _state.wall0 = f"{_phase[0]}:{node}", time.thread_time(), time.perf_counter()
+        _node[:] = [_state.model, _state.wall0]
     elif getattr(_state, "model", None):
         _cpu[_state.model] += time.thread_time() - _state.t0
+        _calls[_state.model].append(f"+{(time.perf_counter() - _state.wall0) * 1000:6.0f} node finished")
         _state.model = None
 
 
@@ -115,7 +125,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--work", default=None)
     ap.add_argument("--out", default=None)
-    ap.add_argument("--calls", action="store_true", help="list every round trip of each model with its wall time")
+    ap.add_argument("--calls", action="store_true",
+                    help="list every round trip of each model: its start (ms after the node's) and wall time")
     ap.add_argument("--stacks", action="store_true", help="with --calls: the hudilite frames that issued each")
     args = ap.parse_args(argv)
     _stacks[0] = args.stacks
