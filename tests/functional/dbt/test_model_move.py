@@ -6,15 +6,8 @@ import pytest
 from dbt.tests.util import run_dbt
 
 from hudilite.table import HoodieTable
+from tests.functional.dbt.test_upstream_rebuild import DETAIL  # batch 1: ids 1-3; batch 2: 1 updated, 4 new
 
-DETAIL = """
-{{ config(materialized='incremental', unique_key='id') }}
-{% if var('batch', 1) == 1 %}
-select 1 as id, 'a' as g, 10 as amt union all select 2, 'a', 20 union all select 3, 'b', 5
-{% else %}
-select 1 as id, 'a' as g, 15 as amt union all select 4, 'a', 30
-{% endif %}
-"""
 CONSUMER = """
 {{ config(materialized='incremental', unique_key='id', location_root=var('root', none)) }}
 select id, g, amt, _change_op = 'D' as _hoodie_is_deleted from {{ hudilite.changes(ref('detail')) }}
