@@ -159,21 +159,16 @@ class SessionMixin:
                     pass
 
     def sql(self, sql: str, tag: Optional[str] = None):
-        with self.tagged(tag):
-            try:
-                return self.spark.sql(sql)
-            except PySparkException as e:
-                raise DbtRuntimeError(str(e)) from None
+        with self.tagged(tag), _dbt_errors():
+            return self.spark.sql(sql)
 
     def query(self, sql: str):
         """The frame of a model's query, analysed (its columns known), errors as `sql`'s: a Spark Connect
         session sends the query once, for its analysis (hudilite.spark.session.query_frame)."""
-        try:
+        with _dbt_errors():
             df = query_frame(self.spark, sql)
             df.columns  # noqa: B018 - the analysis, where a bad query fails
             return df
-        except PySparkException as e:
-            raise DbtRuntimeError(str(e)) from None
 
     def collect(self, df, tag: Optional[str] = None):
         with self.tagged(tag):
@@ -198,3 +193,12 @@ _STATIC_PREFIXES = ("spark.driver.", "spark.executor.", "spark.master", "spark.a
 
 def _is_static_conf(key: str) -> bool:
     return key.startswith(_STATIC_PREFIXES)
+
+
+@contextlib.contextmanager
+def _dbt_errors():
+    """Spark's errors in a statement or analysis as dbt's (the message without PySpark's traceback)."""
+    try:
+        yield
+    except PySparkException as e:
+        raise DbtRuntimeError(str(e)) from None
