@@ -178,9 +178,12 @@ SMALL_BATCH_ROWS = _o("hudilite.write.small.batch.max.rows", "int", 10000,
                       "most rows of an input written without Spark jobs")
 SMALL_BATCH_BYTES = _o("hudilite.write.small.batch.max.bytes", "int", 16 * MB,
                        "most bytes (plan estimate, then as Arrow) of an input written without Spark jobs")
-SMALL_BATCH_ESTIMATE = _o("hudilite.write.small.batch.estimate", "bool", True,
-                          "rule an input out by the optimized plan's size estimate before collecting it (false: the "
-                          "caller knows the input has few rows; joins estimate the product of their sides' sizes)")
+SMALL_BATCH_ESTIMATE = _o("hudilite.write.small.batch.estimate", "choice", "auto",
+                          "rule an input out by the optimized plan's size estimate before collecting it (true); "
+                          "false: the caller knows the input has few rows (joins estimate the product of their "
+                          "sides' sizes, a filter keeps its source's size); auto: false when the table's newest "
+                          "write took at most max.rows records, else true",
+                          choices=("auto", "true", "false"))
 WRITER_TAG = _o("hudilite.write.writer.tag", "string", None,
                 "who wrote a pending instant (the streaming sink sets stream:<query>): a restart rolls back its own "
                 "dead run's instants at once")

@@ -13,6 +13,7 @@ from hudilite.schema import SchemaError, avro_to_arrow, evolve
 from hudilite.storage import storage_for
 from hudilite.storage.paths import is_local, normalize_path, relative_to
 from hudilite.timeline import Timeline
+from hudilite.timeline.archive import SERVICE_OPERATIONS
 from hudilite.timeline.instant import parse_instant_file
 
 META_DIR = ".hoodie"
@@ -183,6 +184,22 @@ class HoodieTable:
             n = recorded[b.instant].get(rel)
             rows += n if n is not None else self.fs.parquet_metadata(b.path).num_rows
         return {"rows": rows, "bytes": size, "files": files}
+
+    def last_write_records(self) -> int | None:
+        """The records the newest completed write took (inserted, updated, deleted, and those that lost to a
+        stored newer version), from its commit metadata; table services (compaction, clustering) are not
+        writes. None: no write on the active timeline, or its metadata cannot be read."""
+        tl = self.timeline
+        for inst in reversed(tl.completed()):
+            try:
+                md = tl.read_metadata(inst)
+            except Exception:  # noqa: BLE001 - unknown is an answer here: the caller decides without it
+                return None
+            if str(md.get("operationType") or "").upper() in SERVICE_OPERATIONS:
+                continue
+            return sum(int(st.get(k) or 0) for sts in (md.get("partitionToWriteStats") or {}).values()
+                       for st in sts or () for k in ("numInserts", "numUpdateWrites", "numDeletes", "numIgnored"))
+        return None
 
     # ---- partition metadata ----------------------------------------------------------------
     def ensure_partition_metadata(self, partition: str, instant: str) -> None:

@@ -111,10 +111,13 @@ class WriteClient:
         small_batch = not local and wo.get(o.SMALL_BATCH)
         if not local and not small_batch:
             check_workers(self.spark)  # once per session: workers without hudilite fail here, readably
+        existing = self.open_table(wo.path) if HoodieTable.exists(wo.path) else None
         collected = _NOT_COLLECTED
         if small_batch and is_connect(self.spark):
             # collected first: the job's reply gives the frame's columns without an analysis of their own
-            collected = self._collect_small(df)
+            collected = self._collect_small(df, existing)
+            if existing is not None:  # the plan's basis is the timeline after the job: no wider conflict window
+                existing = self.open_table(wo.path)
         if local:
             df = local_write.as_table(df)
             df = df.drop_columns([c for c in META_FIELDS if c in df.column_names])
@@ -128,13 +131,13 @@ class WriteClient:
                 if isinstance(collected, pa.Table):
                     collected = collected.drop_columns(meta)
             incoming = None
-        table, data_schema, new_config = self._prepare_table(columns, incoming if local else df)
+        table, data_schema, new_config = self._prepare_table(columns, incoming if local else df, existing)
         cfg = table.config if table is not None else new_config
         check_nbcc_table(wo.options, cfg.table_type, cfg.version)  # before anything is written
         basis = read_basis(table)  # what the plan is built on: commits completed after it are conflict-checked
         spec = KeySpec(tuple(wo.record_key), tuple(wo.partition_by), wo.hive_style)
         if small_batch:
-            batch = self._small_batch(df, spec, collected)
+            batch = self._small_batch(df, spec, table, collected)
             if batch is not None:  # from here on the write of an Arrow batch (hudilite/writer/local.py)
                 df, local = local_write.as_table(batch), True
             else:
@@ -240,28 +243,36 @@ class WriteClient:
         return WriteResult(inst.timestamp, summary)
 
     # ------------------------------------------------------------------------------------------
-    def _small_batch(self, df, spec: KeySpec, collected=_NOT_COLLECTED) -> pa.Table | None:
+    def _small_batch(self, df, spec: KeySpec, table: HoodieTable | None,
+                     collected=_NOT_COLLECTED) -> pa.Table | None:
         """`df` as Arrow when it is small enough to write without Spark jobs (`hudilite.write.small.batch.*`)
         and its keys are ones the driver computes as Spark does; else None (the Spark write). `collected`:
         `_collect_small`'s answer when it was asked already."""
         if arrow_keygen(spec, spark_to_arrow(df.schema)) is None:
             return None
-        return self._collect_small(df) if collected is _NOT_COLLECTED else collected
+        return self._collect_small(df, table) if collected is _NOT_COLLECTED else collected
 
-    def _collect_small(self, df) -> pa.Table | None:
-        return collect_small(df, self.wo.get(o.SMALL_BATCH_ROWS), self.wo.get(o.SMALL_BATCH_BYTES),
-                             estimate=self.wo.get(o.SMALL_BATCH_ESTIMATE))
+    def _collect_small(self, df, table: HoodieTable | None) -> pa.Table | None:
+        max_rows = self.wo.get(o.SMALL_BATCH_ROWS)
+        estimate = self.wo.get(o.SMALL_BATCH_ESTIMATE)
+        if estimate == "auto":
+            # an incremental writer's batches are alike: after a small one the input is collected with the
+            # limit at once. The estimate costs a planning round trip, and it cannot see a filter's or a
+            # join's selectivity, so it rules out small batches read from large sources.
+            last = table.last_write_records() if table is not None else None
+            estimate = "true" if last is None or last > max_rows else "false"
+        return collect_small(df, max_rows, self.wo.get(o.SMALL_BATCH_BYTES), estimate=estimate == "true")
 
-    def _prepare_table(self, cols: list[str], data):
-        """Open or plan the table; validate keys, partition fields and the schema against the data (`data`: its
-        Arrow schema, or the Spark DataFrame)."""
+    def _prepare_table(self, cols: list[str], data, table: HoodieTable | None):
+        """Check the keys and partition fields of the data, and the table at the write's path (`table`, opened;
+        None: there is none yet) or plan a new one; validate the schema against the data (`data`: its Arrow
+        schema, or the Spark DataFrame)."""
         wo = self.wo
         for role, names in (("record key", wo.record_key), ("partition", wo.partition_by)):
             for n in names:
                 if n not in cols:
                     raise InvalidWriteError(
                         f"{role} field {n!r} is not a column of the data (columns: {', '.join(cols)})")
-        table = self.open_table(wo.path) if HoodieTable.exists(wo.path) else None
         if table is not None:
             cfg = table.config
             cfg.validate_writable(table.base_path)

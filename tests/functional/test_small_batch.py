@@ -97,3 +97,66 @@ def test_frames_without_statistics_are_collected(spark, tmp_path):
     assert size is None or size < 1 << 20
     r = hudilite.write(df, str(tmp_path / "t"), record_key="id", precombine_field="version", options=ON)
     assert r.stats["engine"] == "driver" and r.stats["inserted"] == 5
+
+
+def _source(spark, tmp_path, n=3000):
+    """A parquet source far above the tests' byte limit on disk: a filter of it is a small batch whose plan
+    estimate is still the source's size."""
+    rng = random.Random(11)
+    t = pa.table({"id": pa.array(range(n), pa.int64()),
+                  "version": pa.array([rng.randrange(100) for _ in range(n)], pa.int64()),
+                  "dt": pa.array([f"2024-01-0{1 + i % 2}" for i in range(n)], pa.string()),
+                  "name": pa.array([f"name-{rng.getrandbits(64):x}" for _ in range(n)], pa.string())})
+    path = str(tmp_path / "source")
+    spark.createDataFrame(t.to_pandas()).coalesce(1).write.parquet(path)
+    return spark.read.parquet(path)
+
+
+def test_an_input_like_the_last_small_write_skips_the_estimate(spark, tmp_path):
+    src = _source(spark, tmp_path)
+    limits = {**ON, "hudilite.write.small.batch.max.bytes": "8192", "hudilite.write.small.batch.max.rows": "10"}
+    kw = dict(record_key="id", precombine_field="version", partition_by="dt")
+    path = str(tmp_path / "t")
+
+    def batch(lo, hi):
+        df = src.where(f"id >= {lo} and id < {hi}")
+        assert plan_size(df) > 8192  # the estimate alone would rule every batch out
+        return df
+
+    # a new table: no write to go by, the estimate decides (the batch is not taken as small)
+    assert hudilite.write(batch(0, 5), path, options=limits, **kw).stats["engine"] == "spark"
+    assert HoodieTable.open(path).last_write_records() == 5
+    # the table's last write took 5 records: the next batch is collected with the limit at once
+    assert hudilite.write(batch(5, 10), path, options=limits, **kw).stats["engine"] == "driver"
+    # told to estimate, it does
+    r = hudilite.write(batch(10, 12), path, options={**limits, "hudilite.write.small.batch.estimate": "true"}, **kw)
+    assert r.stats["engine"] == "spark"
+    # a large batch takes the Spark write (the limited evaluation saw more rows than max.rows) ...
+    r = hudilite.write(batch(100, 130), path, options=limits, **kw)
+    assert r.stats["engine"] == "spark" and HoodieTable.open(path).last_write_records() == 30
+    # ... and after it the estimate is back: a small batch read from the large source is ruled out again
+    assert hudilite.write(batch(12, 15), path, options=limits, **kw).stats["engine"] == "spark"
+    assert hudilite.write(batch(15, 20), path, options=limits, **kw).stats["engine"] == "driver"
+    expected = sorted(tuple(r) for r in src.where("id < 20 or (id >= 100 and id < 130)").select(*COLS).collect())
+    assert _rows(spark, path) == expected
+    with pytest.raises(hudilite.InvalidWriteError, match="small.batch.estimate.*one of auto, true, false"):
+        hudilite.write(batch(20, 21), path, options={**limits, "hudilite.write.small.batch.estimate": "maybe"}, **kw)
+    assert _rows(spark, path) == expected
+
+
+def test_the_last_write_is_the_newest_commit_that_is_not_a_table_service(spark, tmp_path):
+    path = str(tmp_path / "mor")
+    kw = dict(record_key="id", precombine_field="version", partition_by="dt", table_type="MERGE_ON_READ")
+    hudilite.write(_batch(spark, random.Random(1), 30, 0).where("not _hoodie_is_deleted"), path, **kw)
+    first = HoodieTable.open(path).last_write_records()
+    assert first == len({r.id for r in hudilite.read(spark, path).collect()})  # 30 events, fewer keys
+    key, dt = min((r.id, r.dt) for r in hudilite.read(spark, path).collect())  # an update: a log file
+    second = hudilite.write(spark.createDataFrame([(key, 99, dt, "upd"), (999, 5, "2024-01-01", "new")],
+                                                  "id bigint, version bigint, dt string, name string"), path, **kw)
+    assert HoodieTable.open(path).last_write_records() == 2 == second.stats["inserted"] + second.stats["updated"]
+    table = hudilite.Table(path)
+    assert table.services.schedule_compaction(force=True) is not None
+    assert table.services.run_compaction()
+    tl = HoodieTable.open(path).timeline
+    assert str(tl.read_metadata(tl.completed()[-1]).get("operationType")).upper() == "COMPACT"
+    assert HoodieTable.open(path).last_write_records() == 2

@@ -102,23 +102,28 @@ orig = SparkConnectClient._analyze
 SparkConnectClient._analyze = lambda self, method, **k: analyses.append(method) or orig(self, method, **k)
 fast = hudilite.write(frame(), f"{base}/fast", options=small, **kw)
 fast_analyses = list(analyses)
+del analyses[:]
+again = hudilite.write(frame(), f"{base}/fast", options=small, **kw)  # the table's last write was small
+again_analyses = list(analyses)
 empty = hudilite.write(frame().filter("id < 0"), f"{base}/empty", options=small, **kw)
 SparkConnectClient._analyze = orig
 slow = hudilite.write(frame(), f"{base}/slow", **kw)
 print("RESULT " + json.dumps({"engines": [fast.stats["engine"], empty.stats["engine"], slow.stats["engine"]],
-                              "analyses": fast_analyses}))
+                              "analyses": fast_analyses, "again": [again.stats["engine"], again_analyses]}))
 """
 
 
 def test_a_small_write_over_connect_learns_its_schema_from_the_collect(spark, connect_server, tmp_path):
     """The small-batch collect's reply carries the frame's schema: a derived frame's write asks for no schema
-    analysis of its own (the size estimate's explain only), and stores what the Spark write stores - nested,
+    analysis of its own (the size estimate's explain only; none at all once the table's last write was small),
+    and stores what the Spark write stores - nested,
     decimal, timestamp and date columns included; an empty batch too."""
     base = str(tmp_path)
     out = run_client(["-c", DERIVED, connect_server.url, base])
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     res = json.loads(next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))[len("RESULT "):])
-    assert res == {"engines": ["driver", "driver", "spark"], "analyses": ["explain"]}
+    # a second batch into the same table: no size estimate (the table's last write was small), no analysis
+    assert res == {"engines": ["driver", "driver", "spark"], "analyses": ["explain"], "again": ["driver", []]}
 
     def rows(path):
         df = hudilite.read(spark, path)
