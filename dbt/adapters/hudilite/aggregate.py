@@ -40,11 +40,10 @@ def materialize_aggregate(env, schema: str, identifier: str, sql: str, cfg: Dict
         raise CompilationError(f"materialized='aggregate': partition_by {spec.partition_by} must name group keys")
     parts = q.relation_parts()
     d_schema = parts[-2] if len(parts) >= 2 else env.spark.catalog.currentDatabase()
-    d_entry = env.describe(d_schema, parts[-1])
-    if d_entry is None or not d_entry.is_hudilite:
+    detail = env.upstream_path(d_schema, parts[-1])
+    if detail is None:
         raise CompilationError(f"materialized='aggregate': {q.relation} is not a hudilite table (aggregate a "
                                "ref() to a hudilite model)")
-    detail = d_entry.path
     key = model_key(schema, identifier)
     state = env.run
     end, detail_id = state.fixed_position(key, detail)

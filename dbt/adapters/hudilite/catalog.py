@@ -17,6 +17,7 @@ from dbt_common.exceptions import DbtRuntimeError
 import hudilite
 from dbt.adapters.hudilite.model_config import ModelSpec
 from dbt.adapters.hudilite.response import error_text
+from dbt.adapters.hudilite.run_state import model_key
 from hudilite import metastore as ms
 from hudilite.metastore import CatalogEntry
 from hudilite.storage import is_local, normalize_path, storage_for
@@ -67,6 +68,31 @@ class CatalogMixin:
 
     def describe(self, schema: str, identifier: str) -> Optional[CatalogEntry]:
         return ms.describe(self.spark, schema, identifier)
+
+    def upstream_path(self, schema: str, identifier: str) -> Optional[str]:
+        """The table path of `schema.identifier` when it is a hudilite table, else None: as this invocation
+        published it (a model read by the next ones), else from its entry."""
+        known = self.known.path(model_key(schema, identifier))
+        if known is not None:
+            return known
+        entry = self.describe(schema, identifier)
+        return entry.path if entry is not None and entry.is_hudilite else None
+
+    def compile_entry(self, schema: str, identifier: str) -> Optional[CatalogEntry]:
+        """The model's own entry while its SQL is compiled (its `hudilite.changes()` checkpoint), noted for its
+        build (`build_entry`), which then asks the catalog no second time."""
+        key = model_key(schema, identifier)
+        entry = self.known.entry(key)
+        if entry is self.known.UNKNOWN:
+            entry = self.describe(schema, identifier)
+            self.known.note_entry(key, entry)
+        return entry
+
+    def build_entry(self, schema: str, identifier: str) -> Optional[CatalogEntry]:
+        """The model's entry at the start of its build: as its compilation described it when no statement has
+        run since (`KnownEntries`), else described now."""
+        entry = self.known.entry(model_key(schema, identifier), take=True)
+        return self.describe(schema, identifier) if entry is self.known.UNKNOWN else entry
 
     def snapshot_stats(self, schema: str, identifier: str) -> Optional[Dict[str, Any]]:
         """Docs catalog statistics of a hudilite table: its latest snapshot's rows and bytes, from commit
@@ -130,5 +156,9 @@ class CatalogMixin:
     def _publish(self, schema: str, identifier: str, path: str, visible: List[str],
                  props: Dict[str, str], entry: Optional[CatalogEntry]) -> None:
         t0 = time.perf_counter()
-        what = ms.publish(self.spark, schema, identifier, path, visible, props, entry, sql=self.sql)
+        key = model_key(schema, identifier)
+        self.known.published(key, None)  # while the entry changes
+        what = ms.publish(self.spark, schema, identifier, path, visible, props, entry,
+                          sql=lambda statement: self.sql(statement, entry_ddl=True))
+        self.known.published(key, path)
         logger.debug(f"hudilite: published {schema}.{identifier} {what} in {time.perf_counter() - t0:.2f}s")

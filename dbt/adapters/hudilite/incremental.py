@@ -32,7 +32,6 @@ from pyspark.sql import functions as F
 
 import hudilite
 from dbt.adapters.hudilite.run_state import model_key, resume_position
-from hudilite import metastore as ms
 from hudilite.storage import normalize_path
 
 CHECKPOINTED = ("incremental", "aggregate")
@@ -42,7 +41,7 @@ _AD_HOC = ("sql_operation", "sql", "analysis", "operation", "rpc")  # dbt resour
 
 def _upstream_path(env, relation) -> str:
     schema = relation.schema or env.spark.catalog.currentDatabase()
-    path = ms.table_path(env.spark, schema, relation.identifier)
+    path = env.upstream_path(schema, relation.identifier)
     if path is None:
         raise DbtRuntimeError(f"hudilite.changes/as_of: {schema}.{relation.identifier} is not a hudilite table "
                               "(build it first; views and foreign tables have no change history)")
@@ -89,7 +88,8 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
     start = None
     rebuilt = False
     if mat in CHECKPOINTED and not full_refresh:
-        model_path = ms.table_path(env.spark, this.schema, this.identifier)
+        entry = env.compile_entry(this.schema, this.identifier)
+        model_path = entry.path if entry is not None and entry.is_hudilite else None
         # the checkpoint of the table the model is written to: a model that moves (a new location_root) is
         # built at its new path (materialize.py), so it reads the full snapshot
         if model_path is not None and normalize_path(model_path) == env.model_path(this.schema, this.identifier,

@@ -142,7 +142,7 @@ class MaterializeMixin:
         # here but by the core's optimistic concurrency; only their catalog publish takes the lock
         batch_run = kind == "incremental" and spec.strategy == "microbatch" and not spec.full_refresh
         with contextlib.nullcontext() if batch_run else self._table_lock(schema, identifier):
-            entry = self.describe(schema, identifier)
+            entry = self.build_entry(schema, identifier)
             path = self.table_path(schema, identifier, spec)
             if entry is not None and entry.path and normalize_path(entry.path) != path:
                 logger.warning(f"hudilite: {schema}.{identifier} moves from {entry.path} to {path}")

@@ -147,3 +147,61 @@ class RunState:
         with self._lock:
             inv, audit, ready, tests = self._publish.get(model, ("", False, False, []))
         return (audit, ready, list(tests)) if inv == _invocation_id() else (False, False, [])
+
+
+_UNKNOWN = object()
+
+
+class KnownEntries:
+    """Catalog facts this dbt invocation already has, so it need not ask the catalog again (each ask is a round
+    trip to a Spark Connect server): the table paths of the models it published, and a model's own entry as
+    its `hudilite.changes()` described it while the model was compiled, for the model's build right after.
+    They hold until the process runs its next SQL statement through the adapter (a hook or macro may alter or
+    drop any entry; the adapter's own DDL is such a statement too), and only within the invocation. Another
+    process changing an entry meanwhile goes unseen, as it would between a describe and the write after it."""
+
+    UNKNOWN = _UNKNOWN
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inv = ""
+        self._paths: Dict[str, str] = {}
+        self._entries: Dict[str, Any] = {}
+
+    def _scoped(self) -> None:  # under the lock
+        inv = _invocation_id()
+        if inv != self._inv:
+            self._inv, self._paths, self._entries = inv, {}, {}
+
+    def forget(self) -> None:
+        with self._lock:
+            self._paths.clear()
+            self._entries.clear()
+
+    def published(self, model: str, path: Optional[str]) -> None:
+        """`model`'s entry now names the table at `path` (None: it is being changed); an entry of it noted
+        before is gone."""
+        with self._lock:
+            self._scoped()
+            self._entries.pop(model, None)
+            if path is None:
+                self._paths.pop(model, None)
+            else:
+                self._paths[model] = path
+
+    def path(self, model: str) -> Optional[str]:
+        """The table path this invocation published `model` at (None: not known)."""
+        with self._lock:
+            self._scoped()
+            return self._paths.get(model)
+
+    def note_entry(self, model: str, entry: Any) -> None:
+        with self._lock:
+            self._scoped()
+            self._entries[model] = entry
+
+    def entry(self, model: str, take: bool = False) -> Any:
+        """The noted entry of `model` (None: it has none), or `UNKNOWN`; `take`: removed as well."""
+        with self._lock:
+            self._scoped()
+            return self._entries.pop(model, _UNKNOWN) if take else self._entries.get(model, _UNKNOWN)

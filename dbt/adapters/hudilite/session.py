@@ -158,7 +158,11 @@ class SessionMixin:
                 except Exception:  # noqa: BLE001
                     pass
 
-    def sql(self, sql: str, tag: Optional[str] = None):
+    def sql(self, sql: str, tag: Optional[str] = None, entry_ddl: bool = False):
+        """Run a statement. `entry_ddl`: the adapter's own DDL of the entry it publishes, which changes no
+        other entry; any other statement may change any, so the catalog facts the invocation holds go."""
+        if not entry_ddl:
+            self.known.forget()
         with self.tagged(tag), _dbt_errors():
             return self.spark.sql(sql)
 
