@@ -186,9 +186,10 @@ class HoodieTable:
         return {"rows": rows, "bytes": size, "files": files}
 
     def last_write_records(self) -> int | None:
-        """The records the newest completed write took (inserted, updated, deleted, and those that lost to a
-        stored newer version), from its commit metadata; table services (compaction, clustering) are not
-        writes. None: no write on the active timeline, or its metadata cannot be read."""
+        """The records the newest completed write took, from its commit metadata: inserted, updated and deleted,
+        and the late ones its rewritten file slices counted as ignored (a file group the write left as it was
+        records none). Table services (compaction, clustering) are not writes. None: no write on the active
+        timeline, or its metadata cannot be read."""
         tl = self.timeline
         for inst in reversed(tl.completed()):
             try:

@@ -156,9 +156,10 @@ class KnownEntries:
     """Catalog facts this dbt invocation already has, so it need not ask the catalog again (each ask is a round
     trip to a Spark Connect server): the table paths of the models it published, and a model's own entry as
     its `hudilite.changes()` described it while the model was compiled, for the model's build right after.
-    They hold until the process runs its next SQL statement through the adapter (a hook or macro may alter or
-    drop any entry; the adapter's own DDL is such a statement too), and only within the invocation. Another
-    process changing an entry meanwhile goes unseen, as it would between a describe and the write after it."""
+    They hold until the process runs another SQL statement through the adapter (a hook or a macro may alter or
+    drop any entry; the DDL of a publish changes only the entry published, which is noted anew), and only
+    within the invocation. Another process changing an entry meanwhile goes unseen, as it would between a
+    describe and the write after it."""
 
     UNKNOWN = _UNKNOWN
 
