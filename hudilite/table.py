@@ -13,7 +13,7 @@ from hudilite.schema import SchemaError, avro_to_arrow, evolve
 from hudilite.storage import storage_for
 from hudilite.storage.paths import is_local, normalize_path, relative_to
 from hudilite.timeline import Timeline
-from hudilite.timeline.archive import SERVICE_OPERATIONS
+from hudilite.timeline.archive import is_service_commit
 from hudilite.timeline.instant import parse_instant_file
 
 META_DIR = ".hoodie"
@@ -196,7 +196,7 @@ class HoodieTable:
                 md = tl.read_metadata(inst)
             except Exception:  # noqa: BLE001 - unknown is an answer here: the caller decides without it
                 return None
-            if str(md.get("operationType") or "").upper() in SERVICE_OPERATIONS:
+            if is_service_commit(md):
                 continue
             return sum(int(st.get(k) or 0) for sts in (md.get("partitionToWriteStats") or {}).values()
                        for st in sts or () for k in ("numInserts", "numUpdateWrites", "numDeletes", "numIgnored"))

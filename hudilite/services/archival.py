@@ -57,7 +57,7 @@ from hudilite.timeline import (
     Timeline,
     lsm,
 )
-from hudilite.timeline.archive import SERVICE_OPERATIONS, append_archive_records, archive_dir
+from hudilite.timeline.archive import append_archive_records, archive_dir, is_service_commit
 from hudilite.timeline.avro_models import ARCHIVED_META_ENTRY, commit_metadata_record, from_container, parsed
 from hudilite.timeline.instant import LOG_COMPACTION, parse_instant_file
 from hudilite.timeline.lsm import HistoryRecord, history_dir
@@ -123,8 +123,7 @@ def instants_to_archive(table: HoodieTable, tl: Timeline, options: dict | None, 
     # completed before every kept one.
     # Compaction and clustering commits change no rows: ranges need nothing of them, they may leave late.
     def changes_rows(i: Instant) -> bool:
-        return i.action in WRITE_ACTIONS and str(tl.read_metadata(i).get("operationType") or "").upper() \
-            not in SERVICE_OPERATIONS
+        return i.action in WRITE_ACTIONS and not is_service_commit(tl.read_metadata(i))
 
     archived = {i.timestamp for i in out}
     kept = [tl.completion_time(i) for i in writes if i.timestamp not in archived and changes_rows(i)]

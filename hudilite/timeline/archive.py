@@ -40,6 +40,11 @@ MAX_ARCHIVE_FILE_BYTES = 128 * 1024 * 1024
 SERVICE_OPERATIONS = ("COMPACT", "CLUSTER", "LOG_COMPACT")  # commit operation types that keep every row as is
 
 
+def is_service_commit(metadata: dict | None) -> bool:
+    """Whether commit metadata is a table service's (compaction, clustering): it rewrites files, not rows."""
+    return str((metadata or {}).get("operationType") or "").upper() in SERVICE_OPERATIONS
+
+
 def archive_dir(meta_dir: str, folder: str = "archived") -> str:
     return os.path.join(meta_dir, folder or "archived")
 
@@ -148,8 +153,7 @@ class ArchivedTimeline:
     def service_times(self) -> frozenset:
         """Archived compaction and clustering commits: they rewrite files, not rows (change ranges need no
         detail of them)."""
-        return frozenset(e.timestamp for e in self.entries if e.state == COMPLETED and
-                         str((e.metadata or {}).get("operationType") or "").upper() in SERVICE_OPERATIONS)
+        return frozenset(e.timestamp for e in self.entries if e.state == COMPLETED and is_service_commit(e.metadata))
 
     @cached_property
     def first_time(self) -> str | None:

@@ -76,7 +76,7 @@ class CatalogMixin:
         if known is not None:
             return known
         entry = self.describe(schema, identifier)
-        return entry.path if entry is not None and entry.is_hudilite else None
+        return entry.path if entry is not None else None  # a path only on a hudilite table's entry
 
     def compile_entry(self, schema: str, identifier: str) -> Optional[CatalogEntry]:
         """The model's own entry while its SQL is compiled (its `hudilite.changes()` checkpoint), noted for its

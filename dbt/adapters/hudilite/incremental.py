@@ -89,7 +89,7 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
     rebuilt = False
     if mat in CHECKPOINTED and not full_refresh:
         entry = env.compile_entry(this.schema, this.identifier)
-        model_path = entry.path if entry is not None and entry.is_hudilite else None
+        model_path = entry.path if entry is not None else None
         # the checkpoint of the table the model is written to: a model that moves (a new location_root) is
         # built at its new path (materialize.py), so it reads the full snapshot
         if model_path is not None and normalize_path(model_path) == env.model_path(this.schema, this.identifier,
