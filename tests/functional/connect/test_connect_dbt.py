@@ -9,6 +9,7 @@ import os
 import textwrap
 
 import pytest
+from dbt.adapters.factory import reset_adapters
 from dbt.cli.main import dbtRunner
 
 import hudilite
@@ -117,6 +118,9 @@ def _build_both(roots, seed: str) -> None:
         res = dbtRunner().invoke(["build", "--project-dir", roots["session"], "--profiles-dir", roots["session"]])
         stdout, stderr = client.communicate(timeout=600)
     finally:
+        # dbt keeps the invocation's adapter registered, and dbt's test harness registers its own only when
+        # none is (a later harness test in this process would run on this project's profile)
+        reset_adapters()
         client.kill()
         client.wait()
     assert client.returncode == 0, stdout[-4000:] + stderr[-3000:]
