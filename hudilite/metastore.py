@@ -106,13 +106,14 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
     and the columns with their types), whose row comes with the reply (`command_result`: one round trip; a
     server before Spark 4.0: `SHOW TBLPROPERTIES` and the text `DESCRIBE TABLE EXTENDED`); only an entry that
     is not a copy-on-write hudilite table (merge-on-read entries keep their properties in the schema's field
-    metadata; views and other tables) has its schema analysed too.
+    metadata; views and other tables) has its schema analysed too, and only a data source table that is not a
+    merge-on-read entry has its `SHOW TBLPROPERTIES` asked.
     A classic session asks the catalog API for the kind first, then `SHOW TBLPROPERTIES` and the analysed
     schema: a missing entry must fail in the API, not in SQL - Spark logs a SQL statement that fails analysis
     at ERROR with its Java stack (SQLQueryContextLogger), on the dbt user's console for every model built the
     first time (under Connect the server's; PySpark's client logs it too, which the adapter quiets)."""
     name = qualified(schema, identifier)
-    json_types = None
+    json_types, v2 = None, False
     try:  # no entry (or no schema): AnalysisException, no tableExists first
         if is_connect(spark):
             props, kind, json_types = _described_json(spark, name)
@@ -120,8 +121,7 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
                 types = json_types
                 cow = PROP_PATH in props and kind == "TABLE" and all(t is not None for _, t in types)
             elif kind == "TABLE":  # a data source (v2) table: a merge-on-read entry's schema says the rest
-                props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
-                cow = False
+                props, cow, v2 = {}, False, True  # SHOW TBLPROPERTIES only when the schema is no entry's
             else:  # a server before Spark 4.0: two statements, DESCRIBE's text rows
                 props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
                 types, kind = _described(command_rows(spark, f"DESCRIBE TABLE EXTENDED {name}"))
@@ -132,6 +132,10 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
             kind, cow = ("VIEW" if (t.tableType or "").upper() == "VIEW" else "TABLE"), False
             props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
         fields = None if cow else spark.table(name).schema.fields
+        # Spark shows no properties of a Python data source table (even ones set by ALTER TABLE: measured);
+        # a merge-on-read entry's are in its schema
+        if v2 and merged_entry_props(fields) is None:
+            props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
     except AnalysisException:
         return None
     exact = json_types is None

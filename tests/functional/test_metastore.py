@@ -91,7 +91,8 @@ def test_describe_equals_the_catalog_api(spark, db, tmp_path, monkeypatch, text)
               "d map<string, decimal(5,1)>, e date, f binary, g boolean, h float, i smallint, j tinyint, "
               "k varchar(4), l char(2), m string collate UNICODE_CI, n double, o int) USING parquet "
               f"TBLPROPERTIES ('hudilite.path' = '{tmp_path}/nowhere')")
-    for ident in ("cow", "mor", "vw", "plain", "part", "typed"):
+    spark.sql(f"CREATE TABLE {db}.src USING hudilite LOCATION '{mor}'")  # a data source table, not an entry
+    for ident in ("cow", "mor", "vw", "plain", "part", "typed", "src"):
         entry = ms.describe(spark, db, ident)
         assert entry is not None, ident
         said, ref = _said(entry), _reference(spark, db, ident)
@@ -104,6 +105,15 @@ def test_describe_equals_the_catalog_api(spark, db, tmp_path, monkeypatch, text)
     assert ms.describe(spark, db, "mor").merged and ms.describe(spark, db, "vw").kind == "VIEW"
     assert ms.describe(spark, db, "missing") is None
     assert ms.describe(spark, "no_such_schema_here", "t") is None
+    if is_connect(spark) and not text:
+        # a merge-on-read entry: its DESCRIBE (which Spark refuses for a data source table) and its schema; Spark
+        # shows no properties of such a table, so SHOW TBLPROPERTIES is asked only for one that is no entry
+        asked = []
+        real = ms.command_rows
+        monkeypatch.setattr(ms, "command_rows", lambda s, st: asked.append(st.split()[0]) or real(s, st))
+        assert ms.describe(spark, db, "mor").merged and asked == ["DESCRIBE"]
+        asked.clear()
+        assert not ms.describe(spark, db, "src").merged and asked == ["DESCRIBE", "SHOW"]
     assert ms.table_path(spark, db, "cow") == cow and ms.table_path(spark, db, "mor") == mor
     assert ms.table_path(spark, db, "missing") is None and ms.table_path(spark, db, "vw") is None
 
