@@ -243,23 +243,6 @@ def command_rows(spark, statement: str) -> list:
     return held.rows if held is not None else df.collect()
 
 
-def table_path(spark, schema: str, identifier: str) -> str | None:
-    """The table path of the catalog entry `schema.identifier` when it is a hudilite table, else None: what
-    `describe(...).path` gives, in one catalog statement for a copy-on-write entry (its properties name the
-    path). Other entries (merge-on-read ones keep the path in their schema) are described in full."""
-    name = qualified(schema, identifier)
-    if not is_connect(spark) and not spark.catalog.tableExists(name):
-        return None  # asked through the catalog API first, as in `describe`
-    try:
-        props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
-    except AnalysisException:
-        return None  # no such table or view
-    if props.get(PROP_PATH):
-        return props[PROP_PATH]
-    entry = describe(spark, schema, identifier)
-    return entry.path if entry is not None and entry.is_hudilite else None
-
-
 def publish(spark, schema: str, identifier: str, path: str, visible: list[str], props: dict[str, str],
             entry: CatalogEntry | None, sql=None) -> str:
     """Point the catalog entry `schema.identifier` (now `entry`) at the latest committed snapshot of the table

@@ -191,8 +191,7 @@ class HudiliteAdapter(SparkAdapter):
 
     @available
     def hudilite_table_path(self, relation) -> Optional[str]:
-        entry = self.env.describe(relation.schema, relation.identifier)
-        return entry.path if entry is not None else None
+        return self.env.upstream_path(relation.schema, relation.identifier)
 
     @available
     def hudilite_visible_columns(self, names: List[str]) -> List[str]:

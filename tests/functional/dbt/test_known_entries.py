@@ -5,9 +5,10 @@ the way the consumer does. A statement in between (here a pre-hook that changes 
 build describe the entry again."""
 
 import pytest
-from dbt.tests.util import run_dbt
+from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from hudilite import metastore as ms
+from tests.functional.dbt.conftest import table_dir
 from tests.functional.dbt.test_upstream_rebuild import DETAIL  # batch 1: ids 1-3; batch 2: 1 updated, 4 new
 
 CONSUMER = """
@@ -19,6 +20,12 @@ AGG = """
 select g, count(*) as n, sum(amt) as total from {{ ref('consumer') }} group by g
 """
 EXPECTED = [(1, "a", 15), (2, "a", 20), (3, "b", 5), (4, "a", 30)]
+SHOW_PATH = """
+{% macro show_path(name) %}
+  {% set rel = api.Relation.create(schema=target.schema, identifier=name) %}
+  {% do log('PATH=' ~ adapter.hudilite_table_path(rel), info=True) %}
+{% endmacro %}
+"""
 
 
 @pytest.fixture
@@ -32,7 +39,6 @@ def described(monkeypatch):
         return real(spark, schema, identifier)
 
     monkeypatch.setattr(ms, "describe", counting)
-    monkeypatch.setattr(ms, "table_path", lambda *a: pytest.fail("the adapter reads paths from entries it describes"))
     return seen
 
 
@@ -40,6 +46,10 @@ class TestKnownEntries:
     @pytest.fixture(scope="class")
     def models(self):
         return {"detail.sql": DETAIL, "consumer.sql": CONSUMER, "agg.sql": AGG}
+
+    @pytest.fixture(scope="class")
+    def macros(self):
+        return {"show_path.sql": SHOW_PATH}
 
     def test_a_run_asks_the_catalog_once_per_entry(self, project, described):
         s = project.test_schema
@@ -63,3 +73,10 @@ class TestKnownEntries:
         assert "hudilite.hook" not in props and props.get("hudilite.path")
         assert sorted(tuple(r) for r in project.run_sql(f"select id, g, amt from {s}.consumer", fetch="all")) \
             == EXPECTED
+
+    def test_the_table_path_macro_method_asks_the_catalog_in_a_new_invocation(self, project, described):
+        # `adapter.hudilite_table_path` in a run-operation: nothing published in this invocation, so it describes
+        for name, want in (("detail", table_dir(project, "detail")), ("nowhere", "None")):
+            _, out = run_dbt_and_capture(["run-operation", "show_path", "--args", f"{{name: {name}}}"])
+            assert f"PATH={want}" in out, out[-2000:]
+        assert described == {"detail": 1, "nowhere": 1}
