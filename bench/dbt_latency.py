@@ -3,9 +3,12 @@
 Each dbt command is a command-line subprocess (`python -m dbt.cli.main ...`), wall time included process and
 Spark start. Per system and repeat, on a fresh warehouse: `dbt seed`; `dbt run` (batch 1: the first build of
 the 4 models); `dbt run` (batch 2: one small batch of change events through the 4 models); `dbt test`.
-Reported: medians over the repeats of each command's wall time, of dbt's own time of the small-batch run
+Then, as the day goes on: `dbt run` batch 3 (not reported), `dbt run` batch 4 (`run #4`: the JVM has run
+these plans a few times) and batch 4 again with the same `--vars` (`again`: dbt parses partially; every
+changed var makes dbt parse the whole project, ~1.5 s here).
+Reported: medians over the repeats of each command's wall time, of dbt's own time of the small-batch runs
 (`(dbt)`: run_results.json's elapsed_time - session, cache, models; not process start, imports, parse) and of
-its per-model execution times.
+their per-model execution times.
 
     hudilite-session   the sample project as shipped (embedded SparkSession, Hudi tables, incremental models)
     hudilite-session-cold  the same with the class archive off (HUDILITE_JVM_CLASS_CACHE=off): the cold start
@@ -149,7 +152,8 @@ def run_system(system: str, base: Path, repeat: int) -> dict:
     port = _free_port()
     env = {warehouse.CLASS_CACHE_ENV: "off"} if system == "hudilite-session-cold" else None
     server_dir = None
-    out: dict = {"seed": [], "run_first": [], "run_batch": [], "run_batch_dbt": [], "test": [], "models": []}
+    out: dict = {"seed": [], "run_first": [], "run_batch": [], "run_batch_dbt": [], "test": [], "models": [],
+                 "run_later": [], "run_later_dbt": [], "models_later": [], "run_same": [], "run_same_dbt": []}
     try:
         for i in range(repeat):
             work = make_project(system, base / f"{system}-{i}", port)
@@ -163,15 +167,27 @@ def run_system(system: str, base: Path, repeat: int) -> dict:
             out["run_batch_dbt"].append(run_elapsed(work))
             engines = model_engines(work)
             out["test"].append(dbt(work, "test", "--vars", "{batch: 2}", env_extra=env))
+            # later small batches, as the day goes on: batch 3, then batch 4 measured (the JVM has run these
+            # plans a few times: its JIT has compiled more of them), then batch 4 again with the same --vars,
+            # which dbt parses partially instead of in full (a changed var makes dbt parse everything again)
+            dbt(work, "run", "--vars", "{batch: 3}", env_extra=env)
+            out["run_later"].append(dbt(work, "run", "--vars", "{batch: 4}", env_extra=env))
+            out["run_later_dbt"].append(run_elapsed(work))
+            out["models_later"].append(model_times(work))
+            out["run_same"].append(dbt(work, "run", "--vars", "{batch: 4}", env_extra=env))
+            out["run_same_dbt"].append(run_elapsed(work))
             if server_dir:
                 server.stop(server_dir)
                 server_dir = None
     finally:
         if server_dir:
             server.stop(server_dir)
-    med: dict = {k: round(statistics.median(v), 2) for k, v in out.items() if k != "models"}
+    per_model = ("models", "models_later")
+    med: dict = {k: round(statistics.median(v), 2) for k, v in out.items() if k not in per_model}
     med["models_batch"] = {m: round(statistics.median(r[m] for r in out["models"]), 2) for m in out["models"][0]}
-    med["all"] = {k: [round(x, 2) for x in v] for k, v in out.items() if k != "models"}
+    med["models_later"] = {m: round(statistics.median(r[m] for r in out["models_later"]), 2)
+                           for m in out["models_later"][0]}
+    med["all"] = {k: [round(x, 2) for x in v] for k, v in out.items() if k not in per_model}
     med["engines_batch"] = engines
     return med
 
@@ -224,15 +240,18 @@ def main(argv=None) -> int:
     print(f"\ncores: {os.cpu_count()}, load average (1/5/15 min) at the start {results['load']['start']}, at the "
           f"end {results['load']['end']} (other work on the machine slows every system alike); class archives "
           f"in place: {results['class_archives']}")
-    print(f"{'system':<18}{'seed':>8}{'run #1':>8}{'run #2':>8}{'(dbt)':>8}{'test':>8}  small-batch run per model (s)")
+    print(f"{'system':<18}{'seed':>8}{'run #1':>8}{'run #2':>8}{'(dbt)':>8}{'test':>8}{'run #4':>8}{'(dbt)':>8}"
+          f"{'again':>8}{'(dbt)':>8}  small-batch run per model (s): #2; #4")
     for system in systems:
         r = results[system]
         if "skipped" in r:
             print(f"{system:<18}  skipped: {r['skipped']}")
             continue
         models = ", ".join(f"{m} {t}" for m, t in r["models_batch"].items())
+        later = ", ".join(f"{m} {t}" for m, t in r["models_later"].items())
         print(f"{system:<18}{r['seed']:>8}{r['run_first']:>8}{r['run_batch']:>8}{r['run_batch_dbt']:>8}{r['test']:>8}"
-              f"  {models}")
+              f"{r['run_later']:>8}{r['run_later_dbt']:>8}{r['run_same']:>8}{r['run_same_dbt']:>8}"
+              f"  {models}; {later}")
     return 0
 
 
