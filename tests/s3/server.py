@@ -113,6 +113,7 @@ class SeaweedServer:
                 "-webdav=false", "-volume.max=8", f"-metricsPort={metrics}"]
         env = dict(os.environ, TMPDIR=tmp)
         log = open(self.log_path, "ab")
+        start = log.tell()  # this attempt's output only (the log keeps every attempt's)
         try:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=env, cwd=self.root, start_new_session=True,
@@ -125,8 +126,11 @@ class SeaweedServer:
         while True:
             if self.proc.poll() is not None:
                 with open(self.log_path, "rb") as f:
+                    f.seek(start)
                     text = f.read().decode(errors="replace")
-                if "address already in use" in text:
+                # a port another process took after _free_ports chose it: the bind fails, or weed's own check
+                # before binding ("Port allocation failed: port N for S3 ... is not available")
+                if "address already in use" in text or "Port allocation failed" in text:
                     raise _PortTaken()
                 raise RuntimeError(f"SeaweedFS exited with {self.proc.returncode}:\n{text[-3000:]}")
             if self._answers():
