@@ -184,9 +184,8 @@ def run_system(system: str, base: Path, repeat: int) -> dict:
             server.stop(server_dir)
     per_model = ("models", "models_later")
     med: dict = {k: round(statistics.median(v), 2) for k, v in out.items() if k not in per_model}
-    med["models_batch"] = {m: round(statistics.median(r[m] for r in out["models"]), 2) for m in out["models"][0]}
-    med["models_later"] = {m: round(statistics.median(r[m] for r in out["models_later"]), 2)
-                           for m in out["models_later"][0]}
+    for key, runs in (("models_batch", out["models"]), ("models_later", out["models_later"])):
+        med[key] = {m: round(statistics.median(r[m] for r in runs), 2) for m in runs[0]}
     med["all"] = {k: [round(x, 2) for x in v] for k, v in out.items() if k not in per_model}
     med["engines_batch"] = engines
     return med

@@ -132,9 +132,10 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
             kind, cow = ("VIEW" if (t.tableType or "").upper() == "VIEW" else "TABLE"), False
             props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
         fields = None if cow else spark.table(name).schema.fields
+        merged = None if fields is None else merged_entry_props(fields)
         # Spark shows no properties of a Python data source table (even ones set by ALTER TABLE: measured);
         # a merge-on-read entry's are in its schema
-        if v2 and merged_entry_props(fields) is None:
+        if v2 and merged is None:
             props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
     except AnalysisException:
         return None
@@ -142,7 +143,6 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
     if fields is None:
         return CatalogEntry(schema, identifier, kind, props, [n for n, _ in types if not is_system_column(n)],
                             types=types, props_exact=exact)
-    merged = merged_entry_props(fields)
     if merged is not None:
         props = {**props, **merged}
     return CatalogEntry(schema, identifier, kind, props, [f.name for f in fields if not is_system_column(f.name)],
