@@ -20,7 +20,8 @@ DELETE_COL = "_hl_delete"
 SEQ_COL = "_hl_seq"
 FID_COL = "_hl_fid"
 MOVED_COL = "_hl_moved"  # global index: the row is one side of a key changing partition
-INTERNAL_COLS = (DELETE_COL, SEQ_COL, FID_COL, MOVED_COL)
+ARRIVAL_COL = "_hl_arrival"  # hudilite.write.newest.per.key: a collected row's arrival order in Spark
+INTERNAL_COLS = (DELETE_COL, SEQ_COL, FID_COL, MOVED_COL, ARRIVAL_COL)
 IS_DELETED_FIELD = "_hoodie_is_deleted"
 
 #: The record key hudilite generates for tables written without one (the core needs a key column).

@@ -184,6 +184,11 @@ SMALL_BATCH_ESTIMATE = _o("hudilite.write.small.batch.estimate", "choice", "auto
                           "sides' sizes, a filter keeps its source's size); auto: false when the table's newest "
                           "write took at most max.rows records, else true",
                           choices=("auto", "true", "false"))
+NEWEST_PER_KEY = _o("hudilite.write.newest.per.key", "bool", False,
+                    "reduce the input to each record key's newest row first (highest precombine value, then the "
+                    "latest arrival), deletes included: the newest event per key decides, so a key inserted and "
+                    "deleted in one batch is not written (without it a delete of a key not stored yet is dropped "
+                    "before the batch is de-duplicated)")
 WRITER_TAG = _o("hudilite.write.writer.tag", "string", None,
                 "who wrote a pending instant (the streaming sink sets stream:<query>): a restart rolls back its own "
                 "dead run's instants at once")

@@ -20,7 +20,9 @@ from __future__ import annotations
 import re
 
 import pyarrow as pa
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
 
 from hudilite.spark.schema import spark_to_arrow
 from hudilite.spark.session import is_connect
@@ -49,20 +51,31 @@ def plan_size(df) -> int | None:
     return None if size >= _UNKNOWN else size
 
 
-def collect_small(df, max_rows: int, max_bytes: int, estimate: bool = True) -> pa.Table | None:
+def collect_small(df, max_rows: int, max_bytes: int, estimate: bool = True,
+                  arrival: str | None = None) -> pa.Table | None:
     """`df`'s rows as an Arrow table with the schema a Spark write would see (`spark_to_arrow`), when it has
     at most `max_rows` rows and `max_bytes` bytes in Arrow; else None. `estimate=False` skips step 1, for a
     caller that knows the input has few rows: a join's estimate is the product of its sides' sizes, so a few
-    groups folded from joined frames can be estimated at gigabytes."""
+    groups folded from joined frames can be estimated at gigabytes. `arrival`: the rows also carry Spark's
+    `monotonically_increasing_id()` in a column of that name, the arrival order a de-duplication of `df` in
+    Spark would see (the collected order is not that when a limit gathers several partitions)."""
     if max_rows <= 0 or max_bytes <= 0:
         return None
     size = plan_size(df) if estimate else None
     if size is not None and size > max_bytes:
         return None
-    t, spark_schema = _limited_arrow(df, max_rows + 1)
+    src = df.withColumn(arrival, F.monotonically_increasing_id()) if arrival else df
+    t, spark_schema = _limited_arrow(src, max_rows + 1)
+    if arrival:
+        spark_schema = StructType([f for f in spark_schema.fields if f.name != arrival])
+        if getattr(src, "_cached_schema", None) is not None and getattr(df, "_cached_schema", False) is None:
+            df._cached_schema = spark_schema  # Connect: the reply's schema, so `df` needs no analysis of its own
+        t = t.select([c for c in t.column_names if c != arrival] + [arrival])
     if t.num_rows > max_rows or t.nbytes > max_bytes:
         return None
     schema = spark_to_arrow(spark_schema)
+    if arrival:
+        schema = schema.append(pa.field(arrival, pa.int64(), nullable=False))
     # collected types are Spark's Arrow conversion (e.g. the session time zone on timestamps): the write
     # validates and stores what the Spark path would, so the batch takes the schema the Spark path reads
     return pa.Table.from_arrays([c.cast(f.type) for c, f in zip(t.columns, schema)], schema=schema)

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from hudilite import change_images
 from hudilite import options as o
-from hudilite.columns import DELETE_COL, IS_DELETED_FIELD, KEY_COL, META_FIELDS, PART_COL, SEQ_COL
+from hudilite.columns import ARRIVAL_COL, DELETE_COL, IS_DELETED_FIELD, KEY_COL, META_FIELDS, PART_COL, SEQ_COL
 from hudilite.config import MERGE_ON_READ, TableConfig
 from hudilite.errors import HudiliteError, InvalidWriteError, UnsupportedTableError
 from hudilite.index.global_index import META_KEY as INDEX_META_KEY
@@ -45,13 +45,14 @@ from hudilite.spark.session import (
 )
 from hudilite.spark.small_batch import collect_small
 from hudilite.spark.write import SparkPlanner, collect_stats, stat_struct
+from hudilite.sql_merge import latest_per_key
 from hudilite.storage import capture_bindings, install_bindings, normalize_path, relative_to, storage_for
 from hudilite.table import PROPS_FILE, HoodieTable
 from hudilite.timeline import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant
 from hudilite.writer import local as local_write
 from hudilite.writer.conflict import read_basis
 from hudilite.writer.context import WriteContext
-from hudilite.writer.handle import StreamingBaseFileWriter, stats_table
+from hudilite.writer.handle import StreamingBaseFileWriter, newest_per_key, stats_table
 from hudilite.writer.log_handle import block_format_option, state_spec
 from hudilite.writer.options import UNSET, WriteOptions, resolve
 from hudilite.writer.pending import PendingWrite, WriteResult
@@ -142,6 +143,14 @@ class WriteClient:
                 df, local = local_write.as_table(batch), True
             else:
                 check_workers(self.spark)
+        if self._newest_first():  # after _prepare_table: the table's precombine field is known
+            if local:
+                arrival = ARRIVAL_COL if ARRIVAL_COL in df.column_names else None
+                df = newest_per_key(df, wo.record_key, wo.precombine_field, arrival)
+                if arrival:
+                    df = df.drop_columns([arrival])
+            else:
+                df = latest_per_key(df, wo.record_key, wo.precombine_field)
         mor = (table.config.table_type if table else wo.table_type) == MERGE_ON_READ
         if mor and wo.get(o.PARTIAL_UPDATE):
             raise UnsupportedTableError("partial updates are not supported on merge-on-read tables")
@@ -261,7 +270,12 @@ class WriteClient:
             # join's selectivity, so it rules out small batches read from large sources.
             last = table.last_write_records() if table is not None else None
             estimate = "true" if last is None or last > max_rows else "false"
-        return collect_small(df, max_rows, self.wo.get(o.SMALL_BATCH_BYTES), estimate=estimate == "true")
+        return collect_small(df, max_rows, self.wo.get(o.SMALL_BATCH_BYTES), estimate=estimate == "true",
+                             arrival=ARRIVAL_COL if self._newest_first() else None)
+
+    def _newest_first(self) -> bool:
+        """`hudilite.write.newest.per.key`: the input is reduced to each key's newest row before the write."""
+        return bool(self.wo.record_key) and self.wo.operation != "delete" and bool(self.wo.get(o.NEWEST_PER_KEY))
 
     def _prepare_table(self, cols: list[str], data, table: HoodieTable | None):
         """Check the keys and partition fields of the data, and the table at the write's path (`table`, opened;

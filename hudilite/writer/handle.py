@@ -103,6 +103,29 @@ def dedup_latest(tbl: pa.Table, ctx: WriteContext) -> pa.Table:
     return t.filter(pa.array(last))
 
 
+def newest_per_key(tbl: pa.Table, record_key: list[str], precombine: str | None,
+                   arrival: str | None = None) -> pa.Table:
+    """Each record key's newest row of `tbl` (`hudilite.write.newest.per.key`): the highest `precombine`
+    value (nulls lowest), then the latest arrival - the values of the column `arrival`, else the row order.
+    What `hudilite.sql_merge.latest_per_key` computes in Spark; null keys are one key, as there. The rows
+    kept stay in their order."""
+    n = tbl.num_rows
+    if n <= 1 or not record_key:
+        return tbl
+    pos = pa.array(np.arange(n, dtype=np.int64))
+    cols = {f"k{i}": tbl.column(k) for i, k in enumerate(record_key)}
+    order = ([("pc", "descending")] if precombine else []) + [("arrival", "descending")]
+    work = pa.table({**cols, **({"pc": tbl.column(precombine)} if precombine else {}),
+                     "arrival": tbl.column(arrival) if arrival else pos, "pos": pos})
+    ranked = work.take(sort_indices(work, order, "at_end"))
+    ranked = ranked.append_column("rank", pa.array(np.arange(n, dtype=np.int64)))
+    first = ranked.select([*cols, "rank"]).group_by(list(cols), use_threads=False).aggregate([("rank", "min")])
+    if first.num_rows == n:
+        return tbl
+    kept = ranked.column("pos").take(first.column("rank_min"))
+    return tbl.take(kept.take(pc.sort_indices(kept)))
+
+
 def key_columns(ctx: WriteContext, stored: pa.Table, incoming: pa.Table) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
     """The columns that identify the records of `stored` rows and `incoming` rows, of one type: a simple
     integer record key compares as int64 (hashing integers costs a fraction of hashing the key strings), any

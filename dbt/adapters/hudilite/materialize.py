@@ -41,7 +41,6 @@ from dbt.adapters.hudilite.run_state import model_key
 from dbt.adapters.hudilite.strategies import with_row_id
 from hudilite import metastore as ms
 from hudilite import options as o
-from hudilite.sql_merge import latest_per_key
 from hudilite.storage import normalize_path
 
 logger = AdapterLogger("Hudilite")
@@ -232,9 +231,10 @@ class MaterializeMixin:
             deleted = F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"), F.lit(False))
         elif IS_DELETED in df.columns:
             deleted = F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False))
+        newest = deleted is not None and keyed  # the newest event per key decides, deletes included
         if deleted is not None:
-            if keyed:  # the newest event per key decides, deletes included
-                df = latest_per_key(df.withColumn(IS_DELETED, deleted), record_key, spec.precombine_field)
+            if keyed:
+                df = df.withColumn(IS_DELETED, deleted)
             else:
                 df = df.filter(~deleted)
                 if IS_DELETED in df.columns:
@@ -245,7 +245,7 @@ class MaterializeMixin:
             self._microbatch_check(df, spec, schema, identifier)
         if not keyed:
             df = with_row_id(df)
-        options = self._options(spec, identifier)
+        options = self._options(spec, identifier, newest)
         exists = hudilite.Table.exists(path)
         removed = self._snapshot_rows(path) if exists else None  # the rows this build replaces
         if exists and self._compatible(path, spec, record_key, df):
@@ -348,8 +348,8 @@ class MaterializeMixin:
                 df = self._partial(df, path, record_key, spec, cfg)
             if spec.predicates or partial:  # joined with stored rows: the flag is whatever the join kept
                 flagged = IS_DELETED in df.columns
-            if flagged:
-                df = latest_per_key(df, record_key, spec.precombine_field or cfg.precombine_field)
+            if flagged:  # the newest event per key decides, deletes included
+                options[o.NEWEST_PER_KEY.key] = "true"
             op = "upsert"
         else:
             if spec.delete_condition:
@@ -400,8 +400,12 @@ class MaterializeMixin:
                     raise DbtRuntimeError(
                         f"{role} column {n!r} is not a column of the model (columns: {', '.join(df.columns)})")
 
-    def _options(self, spec: ModelSpec, identifier: str) -> Dict[str, str]:
+    def _options(self, spec: ModelSpec, identifier: str, newest: bool = False) -> Dict[str, str]:
+        """The write options of a model's commit. `newest`: its rows are change events, deletes among them;
+        the writer reduces them to each key's newest first (in the client for a small batch: no shuffle)."""
         opts = dict(spec.hoodie_options)
+        if newest:
+            opts[o.NEWEST_PER_KEY.key] = "true"
         # The core evaluates its input twice unless told to persist it; model SQL is often non-deterministic
         # (current_timestamp() in snapshots' dbt_scd_id, uuid(), rand(), our row ids), and two different
         # evaluations lose or duplicate rows. Persist by default; `options: {hoodie.write.input.persist: false}`
