@@ -187,8 +187,8 @@ SMALL_BATCH_ESTIMATE = _o("hudilite.write.small.batch.estimate", "choice", "auto
 NEWEST_PER_KEY = _o("hudilite.write.newest.per.key", "bool", False,
                     "reduce the input to each record key's newest row first (highest precombine value, then the "
                     "latest arrival), deletes included: the newest event per key decides, so a key inserted and "
-                    "deleted in one batch is not written (without it a delete of a key not stored yet is dropped "
-                    "before the batch is de-duplicated)")
+                    "deleted in one batch is not written. A small batch is reduced in the client after its "
+                    "collect, a Spark input by a window (the dbt adapter sets it for change events)")
 WRITER_TAG = _o("hudilite.write.writer.tag", "string", None,
                 "who wrote a pending instant (the streaming sink sets stream:<query>): a restart rolls back its own "
                 "dead run's instants at once")
