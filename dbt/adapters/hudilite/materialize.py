@@ -245,7 +245,9 @@ class MaterializeMixin:
             self._microbatch_check(df, spec, schema, identifier)
         if not keyed:
             df = with_row_id(df)
-        options = self._options(spec, identifier, newest)
+        options = self._options(spec, identifier)
+        if newest:
+            options[o.NEWEST_PER_KEY.key] = "true"
         exists = hudilite.Table.exists(path)
         removed = self._snapshot_rows(path) if exists else None  # the rows this build replaces
         if exists and self._compatible(path, spec, record_key, df):
@@ -400,12 +402,8 @@ class MaterializeMixin:
                     raise DbtRuntimeError(
                         f"{role} column {n!r} is not a column of the model (columns: {', '.join(df.columns)})")
 
-    def _options(self, spec: ModelSpec, identifier: str, newest: bool = False) -> Dict[str, str]:
-        """The write options of a model's commit. `newest`: its rows are change events, deletes among them;
-        the writer reduces them to each key's newest first (in the client for a small batch: no shuffle)."""
+    def _options(self, spec: ModelSpec, identifier: str) -> Dict[str, str]:
         opts = dict(spec.hoodie_options)
-        if newest:
-            opts[o.NEWEST_PER_KEY.key] = "true"
         # The core evaluates its input twice unless told to persist it; model SQL is often non-deterministic
         # (current_timestamp() in snapshots' dbt_scd_id, uuid(), rand(), our row ids), and two different
         # evaluations lose or duplicate rows. Persist by default; `options: {hoodie.write.input.persist: false}`
