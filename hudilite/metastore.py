@@ -46,6 +46,7 @@ import os
 import re
 import shutil
 import uuid
+import weakref
 from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException, ParseException
@@ -150,7 +151,9 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
                         types=[(f.name, f.dataType.simpleString()) for f in fields], props_exact=exact)
 
 
-_NO_JSON_DESCRIBE: set[str] = set()  # Connect sessions whose server has no DESCRIBE ... AS JSON (Spark < 4.0)
+# the Connect sessions whose server has no DESCRIBE ... AS JSON (Spark < 4.0); weak, so a process that opens
+# many sessions does not keep one entry per session it has closed
+_NO_JSON_DESCRIBE: "weakref.WeakSet" = weakref.WeakSet()
 
 
 def _described_json(spark, name: str) -> tuple[dict[str, str], str, list | None]:
@@ -159,13 +162,12 @@ def _described_json(spark, name: str) -> tuple[dict[str, str], str, list | None]
     or ({}, "", None) when the server does not know the syntax, ({}, "TABLE", None) for a data source (v2)
     table, which it does not describe. A type with no simple string here is None (the caller analyses the
     schema then). A missing entry raises AnalysisException as the statement does."""
-    sid = getattr(spark, "session_id", None) or ""
-    if sid in _NO_JSON_DESCRIBE:
+    if spark in _NO_JSON_DESCRIBE:
         return {}, "", None
     try:
         rows = command_rows(spark, f"DESCRIBE TABLE EXTENDED {name} AS JSON")
     except ParseException:
-        _NO_JSON_DESCRIBE.add(sid)
+        _NO_JSON_DESCRIBE.add(spark)
         return {}, "", None
     except AnalysisException as e:
         if e.getCondition() == "NOT_SUPPORTED_COMMAND_FOR_V2_TABLE":

@@ -71,7 +71,7 @@ def test_describe_equals_the_catalog_api(spark, db, tmp_path, monkeypatch, text)
     if text:  # a server before Spark 4.0 (no DESCRIBE ... AS JSON): SHOW TBLPROPERTIES and the text DESCRIBE
         if not is_connect(spark):
             pytest.skip("a Spark Connect session's fallback")
-        monkeypatch.setattr(ms, "_NO_JSON_DESCRIBE", {spark.session_id})
+        monkeypatch.setattr(ms, "_NO_JSON_DESCRIBE", {spark})
     cow, mor = str(tmp_path / "cow"), str(tmp_path / "mor")
     _write(cow, [1, 2], 1)
     _write(mor, [1, 2], 1, "MERGE_ON_READ")
