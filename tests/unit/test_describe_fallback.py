@@ -2,6 +2,7 @@
 session lives (hudilite/metastore.py `_described_json`)."""
 
 import gc
+import weakref
 
 from pyspark.errors import ParseException
 
@@ -20,6 +21,7 @@ def test_the_text_fallback_is_remembered_per_session_and_dropped_with_it(monkeyp
         raise ParseException(message=f"[PARSE_SYNTAX_ERROR] Syntax error at or near 'AS': {statement}")
 
     monkeypatch.setattr(ms, "command_rows", old_server)
+    monkeypatch.setattr(ms, "_NO_JSON_DESCRIBE", weakref.WeakSet())
     a, b = _Session(), _Session()
     assert ms._described_json(a, "s.t") == ({}, "", None)
     assert ms._described_json(a, "s.u") == ({}, "", None)
