@@ -55,7 +55,7 @@ from pyspark.sql.types import ArrayType, MapType, StructField, StructType
 from hudilite import auxfiles
 from hudilite.columns import is_system_column
 from hudilite.reader.planner import plan_read
-from hudilite.spark.datasource import PATH_KEY  # field metadata the data source reads the table path from
+from hudilite.spark.datasource import PATH_KEY, SOURCE_NAME  # PATH_KEY: field metadata naming the table path
 from hudilite.spark.results import command_result
 from hudilite.spark.schema import arrow_to_spark
 from hudilite.spark.session import is_connect
@@ -109,6 +109,9 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
     is not a copy-on-write hudilite table (merge-on-read entries keep their properties in the schema's field
     metadata; views and other tables) has its schema analysed too, and only a data source table that is not a
     merge-on-read entry has its `SHOW TBLPROPERTIES` asked.
+    Only a table of the hudilite data source is a merge-on-read entry: a view or a table made from one with
+    `select *` carries the same field metadata (Spark keeps a column's metadata through a projection) but
+    is not the table, so its rows are not the table's rows.
     A classic session asks the catalog API for the kind first, then `SHOW TBLPROPERTIES` and the analysed
     schema: a missing entry must fail in the API, not in SQL - Spark logs a SQL statement that fails analysis
     at ERROR with its Java stack (SQLQueryContextLogger), on the dbt user's console for every model built the
@@ -118,22 +121,27 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
     try:  # no entry (or no schema): AnalysisException, no tableExists first
         if is_connect(spark):
             props, kind, json_types = _described_json(spark, name)
-            if json_types is not None:
-                types = json_types
+            if json_types is not None:  # a view or a table Spark describes (v1): no merge-on-read entry
+                types, may_merge = json_types, False
                 cow = PROP_PATH in props and kind == "TABLE" and all(t is not None for _, t in types)
             elif kind == "TABLE":  # a data source (v2) table: a merge-on-read entry's schema says the rest
-                props, cow, v2 = {}, False, True  # SHOW TBLPROPERTIES only when the schema is no entry's
+                props, cow, v2, may_merge = {}, False, True, True  # SHOW TBLPROPERTIES only when no entry's
             else:  # a server before Spark 4.0: two statements, DESCRIBE's text rows
                 props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
-                types, kind = _described(command_rows(spark, f"DESCRIBE TABLE EXTENDED {name}"))
+                types, kind, provider = _described(command_rows(spark, f"DESCRIBE TABLE EXTENDED {name}"))
                 # DESCRIBE abbreviates a struct of more than 25 fields (spark.sql.debug.maxToStringFields)
                 cow = PROP_PATH in props and kind == "TABLE" and not any(" more fields>" in t for _, t in types)
+                # a table Spark describes itself (v1) names its provider; a data source (v2) table's names none
+                may_merge = kind == "TABLE" and (provider or SOURCE_NAME).lower() == SOURCE_NAME
         else:  # in-process calls: the catalog API and the schema cost a fifth of a DESCRIBE (measured)
             t = spark.catalog.getTable(name)
             kind, cow = ("VIEW" if (t.tableType or "").upper() == "VIEW" else "TABLE"), False
             props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
+            may_merge = kind == "TABLE"  # and its provider, asked below only when its schema has an entry's
         fields = None if cow else spark.table(name).schema.fields
-        merged = None if fields is None else merged_entry_props(fields)
+        merged = merged_entry_props(fields) if fields is not None and may_merge else None
+        if merged is not None and not is_connect(spark) and _classic_provider(spark, name) != SOURCE_NAME:
+            merged = None
         # Spark shows no properties of a Python data source table (even ones set by ALTER TABLE: measured);
         # a merge-on-read entry's are in its schema
         if v2 and merged is None:
@@ -216,26 +224,33 @@ def json_type_string(t: dict) -> str | None:
 _CHAR_TYPE = re.compile(r"\b(?:var)?char\(\d+\)")
 
 
-def _described(rows) -> tuple[list[tuple[str, str]], str]:
-    """(name, type) of each column and the kind (TABLE | VIEW) from `DESCRIBE TABLE EXTENDED`'s rows: the
-    columns come first, each with a type; the first row without one ends them (a partitioned table's
-    "# Partition Information" header or the blank row before "# Detailed Table Information"). The detailed
-    section is one row per item; its `Type` row is VIEW, EXTERNAL or MANAGED. DESCRIBE names the declared
-    `char(n)` / `varchar(n)` where the schema (and the simpleString compared with) has `string`."""
+def _described(rows) -> tuple[list[tuple[str, str]], str, str | None]:
+    """(name, type) of each column, the kind (TABLE | VIEW) and the provider (None for a view) from `DESCRIBE
+    TABLE EXTENDED`'s rows: the columns come first, each with a type; the first row without one ends them (a
+    partitioned table's "# Partition Information" header or the blank row before "# Detailed Table
+    Information"). The detailed section is one row per item; its `Type` row is VIEW, EXTERNAL or MANAGED, its
+    `Provider` row the table's source. DESCRIBE names the declared `char(n)` / `varchar(n)` where the schema
+    (and the simpleString compared with) has `string`."""
     types: list[tuple[str, str]] = []
     i = 0
     while i < len(rows) and rows[i][1]:
         types.append((rows[i][0], _CHAR_TYPE.sub("string", rows[i][1])))
         i += 1
-    kind = "TABLE"
-    detailed = False
+    detailed, items = False, {}
     for r in rows[i:]:
         if r[0] == "# Detailed Table Information":
             detailed = True
-        elif detailed and r[0] == "Type":
-            kind = "VIEW" if (r[1] or "").strip().upper() == "VIEW" else "TABLE"
-            break
-    return types, kind
+        elif detailed and r[0] in ("Type", "Provider"):
+            items.setdefault(r[0], (r[1] or "").strip())
+    kind = "VIEW" if items.get("Type", "").upper() == "VIEW" else "TABLE"
+    return types, kind, items.get("Provider") or None
+
+
+def _classic_provider(spark, name: str) -> str | None:
+    """The provider of the table `name` in a classic session, lower case (the catalog API does not say it)."""
+    state = spark._jsparkSession.sessionState()
+    provider = state.catalog().getTableMetadata(state.sqlParser().parseTableIdentifier(name)).provider()
+    return provider.get().lower() if provider.isDefined() else None
 
 
 def command_rows(spark, statement: str) -> list:
@@ -320,7 +335,7 @@ def _publish_merged(spark, schema: str, identifier: str, path: str, cols, props:
         sql(f"DROP {'VIEW' if entry.kind == 'VIEW' else 'TABLE'} IF EXISTS {name}")
     # DDL has no syntax for field metadata: the catalog API stores the schema as given (EXTERNAL: dropping
     # the entry never deletes the table directory)
-    spark.catalog.createTable(f"{schema}.{identifier}", source="hudilite", schema=struct, path=path)
+    spark.catalog.createTable(f"{schema}.{identifier}", source=SOURCE_NAME, schema=struct, path=path)
 
 
 def _entry_fields(spark, name: str, entry: CatalogEntry):

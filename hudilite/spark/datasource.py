@@ -57,6 +57,7 @@ from hudilite.storage.local import normalize_path, storage_for
 from hudilite.table import HoodieTable
 
 PATH_KEY = "hudilite.path"  # field metadata naming the table (catalog tables; see HudiliteDataSource.path)
+SOURCE_NAME = "hudilite"  # the data source's name: `USING hudilite`, a catalog table's provider
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 PARTITION_BYTES = READ_PARTITION_BYTES.default
 WINDOW_BYTES = 16 << 20  # base files read and concatenated together in a task (on-disk bytes)
@@ -93,7 +94,7 @@ class HudiliteDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
-        return "hudilite"
+        return SOURCE_NAME
 
     def path(self, schema=None) -> str:
         """The table path: the `path` option, else the `hudilite.path` metadata of the schema Spark hands the

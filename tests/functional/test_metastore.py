@@ -116,6 +116,29 @@ def test_describe_equals_the_catalog_api(spark, db, tmp_path, monkeypatch, text)
         assert not ms.describe(spark, db, "src").merged and asked == ["DESCRIBE", "SHOW"]
 
 
+@pytest.mark.parametrize("text", [False, True], ids=["json", "text"])
+def test_a_view_or_copy_of_a_merge_on_read_entry_is_not_the_entry(spark, db, tmp_path, monkeypatch, text):
+    """A merge-on-read entry keeps its properties in its schema's field metadata, which a projection keeps:
+    a view or a table made from the entry with `select *` has the same metadata but holds other rows."""
+    if text:
+        if not is_connect(spark):
+            pytest.skip("a Spark Connect session's fallback")
+        monkeypatch.setattr(ms, "_NO_JSON_DESCRIBE", {spark})
+    mor = str(tmp_path / "mor")
+    _write(mor, [1, 2, 3], 1, "MERGE_ON_READ")
+    ms.publish(spark, db, "mor", mor, ["id", "v", "name"], {"hudilite.table_type": "mor"}, None)
+    spark.sql(f"CREATE VIEW {db}.vw AS SELECT * FROM {db}.mor WHERE id > 1")
+    spark.sql(f"CREATE TABLE {db}.copy USING parquet AS SELECT * FROM {db}.mor WHERE id > 1")
+    assert ms.merged_entry_props(spark.table(f"{db}.vw").schema.fields) is not None  # what misled describe
+    entry = ms.describe(spark, db, "mor")
+    assert entry.merged and entry.is_hudilite and entry.path == mor
+    for ident, kind in (("vw", "VIEW"), ("copy", "TABLE")):
+        entry = ms.describe(spark, db, ident)
+        assert entry is not None and entry.kind == kind, ident
+        assert not entry.merged and not entry.is_hudilite and entry.path is None, (ident, entry.props)
+        assert entry.columns == ["id", "v", "name"], ident
+
+
 def _location(spark, db, ident):
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {db}.{ident}").collect()
     return next(r[1] for r in rows if r[0] == "Location")

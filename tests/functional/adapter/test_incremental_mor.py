@@ -16,7 +16,7 @@ from dbt.tests.adapter.incremental.test_incremental_microbatch import BaseMicrob
 from dbt.tests.adapter.incremental.test_incremental_on_schema_change import BaseIncrementalOnSchemaChange
 from dbt.tests.adapter.incremental.test_incremental_predicates import BaseIncrementalPredicates
 from dbt.tests.adapter.incremental.test_incremental_unique_id import BaseIncrementalUniqueKey
-from dbt.tests.util import run_dbt
+from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 import hudilite
 
@@ -101,3 +101,50 @@ class TestMorInlineCompactionHudilite:
         # (a completed compaction is a `commit` on a merge-on-read timeline)
         assert actions.count("deltacommit") == 4, actions
         assert "commit" in actions, actions
+
+
+_UP = """
+{{ config(materialized='incremental', unique_key='id') }}
+select id, v from {{ ref('source') }}
+"""
+_FILTERED_VIEW = """
+{{ config(materialized='view') }}
+select * from {{ ref('mor_up') }} where v > 1
+"""
+_CHANGES_OF_VIEW = """
+{{ config(materialized='incremental', unique_key='id') }}
+select id, v from {{ hudilite.changes(ref('filtered')) }}
+"""
+_AGGREGATE_OF_VIEW = """
+{{ config(materialized='aggregate') }}
+select v, count(*) as n from {{ ref('filtered') }} group by v
+"""
+
+
+class TestViewOverMorModelIsNotTheModel:
+    """A view selecting `*` from a merge-on-read model carries the model's catalog entry in its columns'
+    metadata (Spark keeps it through the projection). It is still a view: change reads and aggregates of it
+    fail as for any view, instead of reading the model's table and dropping the view's filter."""
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return {"models": dict(_MOR)}
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"source.sql": _SOURCE, "mor_up.sql": _UP, "filtered.sql": _FILTERED_VIEW,
+                "changes_of_view.sql": _CHANGES_OF_VIEW, "aggregate_of_view.sql": _AGGREGATE_OF_VIEW}
+
+    def test_a_view_is_no_hudilite_upstream(self, project):
+        run_dbt(["run", "--select", "source", "mor_up", "filtered", "--vars", "{rows: '(1, 1), (2, 2), (3, 3)'}"])
+        got = sorted(project.run_sql(f"select id, v from {project.test_schema}.filtered", fetch="all"))
+        assert [tuple(r) for r in got] == [(2, 2), (3, 3)]
+        results, log = run_dbt_and_capture(["run", "--select", "changes_of_view", "aggregate_of_view",
+                                            "--vars", "{rows: '(1, 1)'}"], expect_pass=False)
+        assert len(results) == 2 and all(r.status == "error" for r in results), log
+        name = f"{project.test_schema}.filtered"
+        assert f"hudilite.changes/as_of: {name} is not a hudilite table" in log, log
+        assert f"materialized='aggregate': {name} is not a hudilite table" in log, log
+        for name in ("changes_of_view", "aggregate_of_view"):  # nothing was written
+            path = os.path.join(str(project.project_root), "warehouse", project.test_schema, name)
+            assert not hudilite.Table.exists(path)
