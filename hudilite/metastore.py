@@ -86,6 +86,10 @@ class CatalogEntry:
     types: list[tuple[str, str]] | None = None  # (column, type's simpleString) as `describe` read them
     # False when read from DESCRIBE ... AS JSON, which leaves out properties whose value is empty
     props_exact: bool = True
+    # a `CREATE TABLE ... USING hudilite` table made outside the adapter (a dbt source): the table it reads.
+    # Not one of the adapter's entries (`path` stays None): read as that table, never published to or dropped
+    # with its data
+    source_path: str | None = None
 
     @property
     def is_hudilite(self) -> bool:
@@ -94,6 +98,11 @@ class CatalogEntry:
     @property
     def path(self) -> str | None:
         return self.props.get(PROP_PATH)
+
+    @property
+    def table_path(self) -> str | None:
+        """The hudilite table the entry reads: its own (`path`), or a data source table's."""
+        return self.path or self.source_path
 
 
 def qualified(schema: str, identifier: str) -> str:
@@ -111,7 +120,8 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
     merge-on-read entry has its `SHOW TBLPROPERTIES` asked.
     Only a table of the hudilite data source is a merge-on-read entry: a view or a table made from one with
     `select *` carries the same field metadata (Spark keeps a column's metadata through a projection) but
-    is not the table, so its rows are not the table's rows.
+    is not the table, so its rows are not the table's rows. A data source table that is no entry (`CREATE
+    TABLE ... USING hudilite LOCATION ...`, its path on every field) has that path as `source_path`.
     A classic session asks the catalog API for the kind first, then `SHOW TBLPROPERTIES` and the analysed
     schema: a missing entry must fail in the API, not in SQL - Spark logs a SQL statement that fails analysis
     at ERROR with its Java stack (SQLQueryContextLogger), on the dbt user's console for every model built the
@@ -139,9 +149,10 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
             props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
             may_merge = kind == "TABLE"  # and its provider, asked below only when its schema has an entry's
         fields = None if cow else spark.table(name).schema.fields
-        merged = merged_entry_props(fields) if fields is not None and may_merge else None
-        if merged is not None and not is_connect(spark) and _classic_provider(spark, name) != SOURCE_NAME:
-            merged = None
+        located = _fields_path(fields) if fields is not None and may_merge else None
+        if located is not None and not is_connect(spark) and _classic_provider(spark, name) != SOURCE_NAME:
+            located = None
+        merged = merged_entry_props(fields) if located is not None else None
         # Spark shows no properties of a Python data source table (even ones set by ALTER TABLE: measured);
         # a merge-on-read entry's are in its schema
         if v2 and merged is None:
@@ -156,7 +167,8 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
         props = {**props, **merged}
     return CatalogEntry(schema, identifier, kind, props, [f.name for f in fields if not is_system_column(f.name)],
                         merged=merged is not None, fields=list(fields),
-                        types=[(f.name, f.dataType.simpleString()) for f in fields], props_exact=exact)
+                        types=[(f.name, f.dataType.simpleString()) for f in fields], props_exact=exact,
+                        source_path=located if merged is None else None)
 
 
 # the Connect sessions whose server has no DESCRIBE ... AS JSON (Spark < 4.0); weak, so a process that opens
@@ -361,6 +373,12 @@ def merged_entry_schema(path: str, fields, props: dict):
             meta[ENTRY_KEY] = json.dumps(props, sort_keys=True)
         out.append(StructField(f.name, f.dataType, True, meta))
     return StructType(out)
+
+
+def _fields_path(fields) -> str | None:
+    """The table path a hudilite data source table's schema names on every field, else None."""
+    paths = {f.metadata.get(PATH_KEY) for f in fields}
+    return paths.pop() if len(paths) == 1 and None not in paths and "" not in paths else None
 
 
 def merged_entry_props(fields) -> dict | None:

@@ -1,9 +1,9 @@
 """The catalog entry of a hudilite table (hudilite/metastore.py): `describe` from two catalog statements equals
 what Spark's catalog API and the entry's schema say, on copy-on-write, merge-on-read, view, plain-table and
-missing entries; a publish whose properties are unchanged only moves the location, changed ones are set,
-the per-commit properties of older entries are unset once; plain Spark (this session and another) reads the
-new snapshot. Runs on the suite's session: classic here, Spark Connect in
-tests/functional/connect/test_connect_metastore.py."""
+missing entries, and a view or table copied from a merge-on-read entry is not taken for it; a publish whose
+properties are unchanged only moves the location, changed ones are set, the per-commit properties of older
+entries are unset once; plain Spark (this session and another) reads the new snapshot. Runs on the suite's
+session: classic here, Spark Connect in tests/functional/connect/test_connect_metastore.py."""
 
 import os
 import uuid
@@ -137,6 +137,33 @@ def test_a_view_or_copy_of_a_merge_on_read_entry_is_not_the_entry(spark, db, tmp
         assert entry is not None and entry.kind == kind, ident
         assert not entry.merged and not entry.is_hudilite and entry.path is None, (ident, entry.props)
         assert entry.columns == ["id", "v", "name"], ident
+
+
+@pytest.mark.parametrize("text", [False, True], ids=["json", "text"])
+def test_a_data_source_table_reads_its_table_and_is_no_entry(spark, db, tmp_path, monkeypatch, text):
+    """A table registered outside the adapter (`CREATE TABLE ... USING hudilite LOCATION`, say a dbt source)
+    reads the hudilite table there: `describe` names it as the entry's `source_path`, not as the path of one of
+    the adapter's entries (which the adapter publishes to and drops with its data). A view of it reads none."""
+    if text:
+        if not is_connect(spark):
+            pytest.skip("a Spark Connect session's fallback")
+        monkeypatch.setattr(ms, "_NO_JSON_DESCRIBE", {spark})
+    cow, mor = str(tmp_path / "raw_cow"), str(tmp_path / "raw_mor")
+    _write(cow, [1, 2], 1)
+    _write(mor, [1, 2], 1, "MERGE_ON_READ")
+    spark.sql(f"CREATE TABLE {db}.raw_cow USING hudilite LOCATION '{cow}'")
+    spark.sql(f"CREATE TABLE {db}.raw_mor USING hudilite LOCATION '{mor}'")
+    spark.sql(f"CREATE VIEW {db}.raw_view AS SELECT * FROM {db}.raw_cow WHERE id > 1")
+    ms.publish(spark, db, "entry", mor, ["id", "v", "name"], {"hudilite.table_type": "mor"}, None)
+    for ident, path in (("raw_cow", cow), ("raw_mor", mor)):
+        entry = ms.describe(spark, db, ident)
+        assert entry.kind == "TABLE" and not entry.merged, ident
+        assert not entry.is_hudilite and entry.path is None, (ident, entry.props)
+        assert entry.source_path == path and entry.table_path == path, ident
+    view = ms.describe(spark, db, "raw_view")
+    assert view.kind == "VIEW" and view.source_path is None and view.table_path is None
+    entry = ms.describe(spark, db, "entry")
+    assert entry.merged and entry.source_path is None and entry.table_path == entry.path == mor
 
 
 def _location(spark, db, ident):

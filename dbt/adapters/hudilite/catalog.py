@@ -76,7 +76,7 @@ class CatalogMixin:
         if known is not None:
             return known
         entry = self.describe(schema, identifier)
-        return entry.path if entry is not None else None  # a path only on a hudilite table's entry
+        return entry.table_path if entry is not None else None  # a path only on a hudilite table's entry
 
     def compile_entry(self, schema: str, identifier: str) -> Optional[CatalogEntry]:
         """The model's own entry while its SQL is compiled (its `hudilite.changes()` checkpoint), noted for its
@@ -98,9 +98,9 @@ class CatalogMixin:
         """Docs catalog statistics of a hudilite table: its latest snapshot's rows and bytes, from commit
         metadata and file sizes (no data read). Rows are left out where only a merge would count them."""
         entry = self.describe(schema, identifier)
-        if entry is None or not entry.path:
+        if entry is None or not entry.table_path:
             return None
-        st = hudilite.Table.open(entry.path).stats()
+        st = hudilite.Table.open(entry.table_path).stats()
         out: Dict[str, Any] = {}
         for key, label, value, what in (("rows", "Rows", st["rows"], "rows in the latest snapshot"),
                                         ("bytes", "Bytes", st["bytes"], "size of the latest snapshot's base files")):

@@ -79,12 +79,12 @@ def resolve_upstreams(env, refs: Sequence[dict], where: str) -> List[Upstream]:
     for r in filtered:
         name = f"{r['schema']}.{r['identifier']}"
         entry = env.describe(r["schema"], r["identifier"])
-        if entry is None or not entry.is_hudilite or not entry.path:
+        if entry is None or not entry.table_path:
             raise DbtRuntimeError(
                 f"microbatch_source 'changes' of {where}: upstream {name} is not a hudilite table (a view, a "
                 "foreign table or not built yet), so it has no committed changes to drive the batches; build it "
                 "as a hudilite table or use the default microbatch_source 'time'")
-        out.append(Upstream(name, entry.path, str(r["event_time"])))
+        out.append(Upstream(name, entry.table_path, str(r["event_time"])))
     return out
 
 

@@ -26,9 +26,9 @@ def clone_table(env, schema: str, identifier: str, source_schema: str, source_id
     """Write the source table's latest snapshot as the table `schema.identifier` (a build, or a rebuild of an
     existing clone as one commit); returns the adapter response."""
     entry = env.describe(source_schema, source_identifier)
-    if entry is None or not entry.is_hudilite or not entry.path:
+    if entry is None or not entry.table_path:
         raise DbtRuntimeError(f"dbt clone: {source_schema}.{source_identifier} is not a hudilite table")
-    layout = hudilite.Table.open(entry.path).layout()
+    layout = hudilite.Table.open(entry.table_path).layout()
     keyed = layout.record_key != [ROW_ID]
     unique_key = entry.props.get("hudilite.unique_key") or None  # a delete+insert table keyed by the row id
     cfg: Dict[str, Any] = {
