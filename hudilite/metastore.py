@@ -131,25 +131,26 @@ def describe(spark, schema: str, identifier: str) -> CatalogEntry | None:
     try:  # no entry (or no schema): AnalysisException, no tableExists first
         if is_connect(spark):
             props, kind, json_types = _described_json(spark, name)
-            if json_types is not None:  # a view or a table Spark describes (v1): no merge-on-read entry
-                types, may_merge = json_types, False
+            # of_source: may be a table of the hudilite data source (a merge-on-read entry, a source table)
+            if json_types is not None:  # a view or a table Spark describes (v1): neither
+                types, of_source = json_types, False
                 cow = PROP_PATH in props and kind == "TABLE" and all(t is not None for _, t in types)
             elif kind == "TABLE":  # a data source (v2) table: a merge-on-read entry's schema says the rest
-                props, cow, v2, may_merge = {}, False, True, True  # SHOW TBLPROPERTIES only when no entry's
+                props, cow, v2, of_source = {}, False, True, True  # SHOW TBLPROPERTIES only when no entry's
             else:  # a server before Spark 4.0: two statements, DESCRIBE's text rows
                 props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
                 types, kind, provider = _described(command_rows(spark, f"DESCRIBE TABLE EXTENDED {name}"))
                 # DESCRIBE abbreviates a struct of more than 25 fields (spark.sql.debug.maxToStringFields)
                 cow = PROP_PATH in props and kind == "TABLE" and not any(" more fields>" in t for _, t in types)
                 # a table Spark describes itself (v1) names its provider; a data source (v2) table's names none
-                may_merge = kind == "TABLE" and (provider or SOURCE_NAME).lower() == SOURCE_NAME
+                of_source = kind == "TABLE" and (provider or SOURCE_NAME).lower() == SOURCE_NAME
         else:  # in-process calls: the catalog API and the schema cost a fifth of a DESCRIBE (measured)
             t = spark.catalog.getTable(name)
             kind, cow = ("VIEW" if (t.tableType or "").upper() == "VIEW" else "TABLE"), False
             props = {r[0]: r[1] for r in command_rows(spark, f"SHOW TBLPROPERTIES {name}")}
-            may_merge = kind == "TABLE"  # and its provider, asked below only when its schema has an entry's
+            of_source = kind == "TABLE"  # and its provider, asked below only when its schema names a path
         fields = None if cow else spark.table(name).schema.fields
-        located = _fields_path(fields) if fields is not None and may_merge else None
+        located = _fields_path(fields) if fields is not None and of_source else None
         if located is not None and not is_connect(spark) and _classic_provider(spark, name) != SOURCE_NAME:
             located = None
         merged = merged_entry_props(fields) if located is not None else None
