@@ -2,7 +2,7 @@
 models are all merge-on-read (`+table_type: mor` in dbt_project.yml), so every incremental run after the first
 is a delta commit whose updates and deletes live in log files that `ref()` / the tests' comparisons only see
 through the merged read. Plus: a merge-on-read incremental model with inline compaction keeps its rows across
-the runs that compact.
+the runs that compact; a filtered view of a merge-on-read model is not read as the model.
 
 The only overrides are the `project_config_update` fixtures: the classes that set one themselves
 (BaseIncrementalPredicates) get theirs with `+table_type: mor` added; the others get it alone.
@@ -145,6 +145,6 @@ class TestViewOverMorModelIsNotTheModel:
         name = f"{project.test_schema}.filtered"
         assert f"hudilite.changes/as_of: {name} is not a hudilite table" in log, log
         assert f"materialized='aggregate': {name} is not a hudilite table" in log, log
-        for name in ("changes_of_view", "aggregate_of_view"):  # nothing was written
-            path = os.path.join(str(project.project_root), "warehouse", project.test_schema, name)
-            assert not hudilite.Table.exists(path)
+        for model in ("changes_of_view", "aggregate_of_view"):  # nothing was written
+            path = os.path.join(str(project.project_root), "warehouse", project.test_schema, model)
+            assert not hudilite.Table.exists(path), model
