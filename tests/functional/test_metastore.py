@@ -27,6 +27,17 @@ def db(spark, tmp_path):
     spark.sql(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
+@pytest.fixture(params=["json", "text"])
+def statements(request, spark, monkeypatch):
+    """The statements `describe` reads an entry with under Spark Connect: `DESCRIBE ... AS JSON`, or (a server
+    before Spark 4.0) SHOW TBLPROPERTIES and the text DESCRIBE. A classic session has its own: no text variant."""
+    if request.param == "text":
+        if not is_connect(spark):
+            pytest.skip("a Spark Connect session's fallback")
+        monkeypatch.setattr(ms, "_NO_JSON_DESCRIBE", {spark})
+    return request.param
+
+
 def _rows(ids, version):
     return pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array([version] * len(ids), pa.int64()),
                      "name": pa.array([f"n{i}" for i in ids])})
@@ -66,12 +77,7 @@ def _said(entry):
             "types": entry.types}
 
 
-@pytest.mark.parametrize("text", [False, True], ids=["json", "text"])
-def test_describe_equals_the_catalog_api(spark, db, tmp_path, monkeypatch, text):
-    if text:  # a server before Spark 4.0 (no DESCRIBE ... AS JSON): SHOW TBLPROPERTIES and the text DESCRIBE
-        if not is_connect(spark):
-            pytest.skip("a Spark Connect session's fallback")
-        monkeypatch.setattr(ms, "_NO_JSON_DESCRIBE", {spark})
+def test_describe_equals_the_catalog_api(spark, db, tmp_path, monkeypatch, statements):
     cow, mor = str(tmp_path / "cow"), str(tmp_path / "mor")
     _write(cow, [1, 2], 1)
     _write(mor, [1, 2], 1, "MERGE_ON_READ")
@@ -105,7 +111,7 @@ def test_describe_equals_the_catalog_api(spark, db, tmp_path, monkeypatch, text)
     assert ms.describe(spark, db, "mor").merged and ms.describe(spark, db, "vw").kind == "VIEW"
     assert ms.describe(spark, db, "missing") is None
     assert ms.describe(spark, "no_such_schema_here", "t") is None
-    if is_connect(spark) and not text:
+    if is_connect(spark) and statements == "json":
         # a merge-on-read entry: its DESCRIBE (which Spark refuses for a data source table) and its schema; Spark
         # shows no properties of such a table, so SHOW TBLPROPERTIES is asked only for one that is no entry
         asked = []
@@ -116,14 +122,9 @@ def test_describe_equals_the_catalog_api(spark, db, tmp_path, monkeypatch, text)
         assert not ms.describe(spark, db, "src").merged and asked == ["DESCRIBE", "SHOW"]
 
 
-@pytest.mark.parametrize("text", [False, True], ids=["json", "text"])
-def test_a_view_or_copy_of_a_merge_on_read_entry_is_not_the_entry(spark, db, tmp_path, monkeypatch, text):
+def test_a_view_or_copy_of_a_merge_on_read_entry_is_not_the_entry(spark, db, tmp_path, statements):
     """A merge-on-read entry keeps its properties in its schema's field metadata, which a projection keeps:
     a view or a table made from the entry with `select *` has the same metadata but holds other rows."""
-    if text:
-        if not is_connect(spark):
-            pytest.skip("a Spark Connect session's fallback")
-        monkeypatch.setattr(ms, "_NO_JSON_DESCRIBE", {spark})
     mor = str(tmp_path / "mor")
     _write(mor, [1, 2, 3], 1, "MERGE_ON_READ")
     ms.publish(spark, db, "mor", mor, ["id", "v", "name"], {"hudilite.table_type": "mor"}, None)
@@ -139,15 +140,10 @@ def test_a_view_or_copy_of_a_merge_on_read_entry_is_not_the_entry(spark, db, tmp
         assert entry.columns == ["id", "v", "name"], ident
 
 
-@pytest.mark.parametrize("text", [False, True], ids=["json", "text"])
-def test_a_data_source_table_reads_its_table_and_is_no_entry(spark, db, tmp_path, monkeypatch, text):
+def test_a_data_source_table_reads_its_table_and_is_no_entry(spark, db, tmp_path, statements):
     """A table registered outside the adapter (`CREATE TABLE ... USING hudilite LOCATION`, say a dbt source)
     reads the hudilite table there: `describe` names it as the entry's `source_path`, not as the path of one of
     the adapter's entries (which the adapter publishes to and drops with its data). A view of it reads none."""
-    if text:
-        if not is_connect(spark):
-            pytest.skip("a Spark Connect session's fallback")
-        monkeypatch.setattr(ms, "_NO_JSON_DESCRIBE", {spark})
     cow, mor = str(tmp_path / "raw_cow"), str(tmp_path / "raw_mor")
     _write(cow, [1, 2], 1)
     _write(mor, [1, 2], 1, "MERGE_ON_READ")
