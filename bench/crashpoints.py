@@ -208,10 +208,16 @@ def _setup_failed_write(table_type):
     return setup
 
 
-def _op_rollback(path):
+def _cli_rollback(path: str) -> int:
+    """`hudilite rollback --force` with the scenarios' short lock lease: a rollback killed holding the lock
+    would otherwise keep the next writer waiting out the default lease (a minute)."""
     from hudilite.cli import main
 
-    if main(["rollback", path, "--force"]) != 0:
+    return main(["rollback", path, "--force", *[a for k, v in BASE_OPTIONS.items() for a in ("-o", f"{k}={v}")]])
+
+
+def _op_rollback(path):
+    if _cli_rollback(path) != 0:
         raise SystemExit(3)
 
 
@@ -233,7 +239,8 @@ def _op_stream_prepared(path):
 
     wo = resolve(path, "id", "v", ("dt",), "upsert", "MERGE_ON_READ",
                  {**BASE_OPTIONS, WRITER_TAG_KEY: f"stream:{QUERY_ID}"})
-    WriteClient(None, wo, transaction_factory=Preparing).run(_rows(3, 12, 80), {QUERY_ID_KEY: QUERY_ID, BATCH_ID_KEY: "7"})
+    WriteClient(None, wo, transaction_factory=Preparing).run(_rows(3, 12, 80),
+                                                             {QUERY_ID_KEY: QUERY_ID, BATCH_ID_KEY: "7"})
     for txn, inst in prepared:
         txn.complete_prepared(inst)
 
@@ -602,9 +609,7 @@ def _recover(sc: Scenario, path: str) -> None:
         return _recover_aggregate(sc, path)
 
     if sc.recover == "rollback" and HoodieTable.exists(path):
-        from hudilite.cli import main
-
-        if main(["rollback", path, "--force"]) != 0:
+        if _cli_rollback(path) != 0:
             raise CheckFailed("hudilite rollback failed")
     if sc.recover == "compaction":
         from hudilite.services.compaction import run_compaction
@@ -667,7 +672,6 @@ def leftovers(path: str) -> list[str]:
         rel_root = os.path.relpath(root, path)
         for f in files:
             rel = os.path.normpath(os.path.join(rel_root, f))
-            full = os.path.join(root, f)
             if f.endswith(".tmp") or ".tmp-" in f or ".release." in f or ".broken." in f:
                 bad.append(f"temp file {rel}")
             elif root == meta or rel.startswith(os.path.join(".hoodie", "archived")):

@@ -56,7 +56,7 @@ def _timeline(args) -> int:
 
 
 def _rollback(args) -> int:
-    t = Table.open(args.path)
+    t = Table.open(args.path, options=_options(args) or None)
     if args.instant:
         try:
             files = t.services.rollback_instant(args.instant, force=args.force)
@@ -216,6 +216,7 @@ def main(argv=None) -> int:
     s.add_argument("instant", nargs="?")
     s.add_argument("--force", action="store_true",
                    help="also roll back writes whose writer looks alive (only when no writer is running)")
+    s.add_argument("-o", "--option", action="append", metavar="KEY=VALUE", help="a hoodie.* option (the lock)")
     s.set_defaults(fn=_rollback)
     s = sub.add_parser("upgrade", help="upgrade a version-6 table to version 9 (Apache Hudi 1.x)")
     s.add_argument("path")

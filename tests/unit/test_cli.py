@@ -86,3 +86,27 @@ def test_timeline_archived_shows_completion_and_operation(tmp_path, capsys):
         before = active[r["instant"]]
         assert (r["completed"], r["operation"]) == (before["completed"], before["operation"])
         assert r["completed"] >= r["instant"] and r["operation"] in ops
+
+
+def test_rollback_takes_the_lock_options(tmp_path, capsys):
+    """`hudilite rollback -o ...` configures the table lock like the other services: with the lock held
+    elsewhere it gives up after the given wait (the default is ten minutes), and the pending write stays."""
+    from hudilite.lock.base import lock_for
+
+    cfg = TableConfig.new(name="t", table_type="COPY_ON_WRITE", record_key_fields=["id"], precombine_field=None,
+                          partition_fields=[], hive_style=True, create_schema=None)
+    t = HoodieTable.create(str(tmp_path / "t"), cfg)
+    pending = Transaction(t).start()
+    os.unlink(heartbeat_path(t.base_path, pending.timestamp))  # its writer died
+    held = lock_for(t.base_path)
+    held.acquire()
+    try:
+        assert main(["rollback", t.base_path, "-o", "hoodie.write.lock.wait_time_ms=300"]) == 2
+        assert "within 300 ms" in capsys.readouterr().err
+        assert main(["rollback", t.base_path, "-o", "hoodie.write.lock.wait_tme_ms=300"]) == 2
+        assert "hoodie.write.lock.wait_tme_ms" in capsys.readouterr().err
+    finally:
+        held.release()
+    assert t.reload().get(pending.timestamp) is not None
+    assert main(["rollback", t.base_path, "-o", "hoodie.write.lock.wait_time_ms=300"]) == 0
+    assert t.reload().get(pending.timestamp) is None
