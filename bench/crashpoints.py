@@ -865,36 +865,39 @@ def run(names: list[str], sample: int | None = None, seed: int = 0, workers: int
     own_root = root is None
     root = root or tempfile.mkdtemp(prefix="crashpoints-")
     try:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            prepared = dict(zip(names, pool.map(_prepare, names, [root] * len(names))))
-        for n in names:
-            log(f"{n}: {len(prepared[n][2])} crash points")
-        tasks = []
-        for n, (template, oracle, points, _ops) in prepared.items():
-            tasks += [(n, template, oracle, c) for c in points]
-        if sample is not None and sample < len(tasks):
-            tasks = _sample(names, tasks, {n: prepared[n][3] for n in names}, sample, seed, spark_sample)
-        else:  # round robin over the scenarios: an interrupted run has covered every one of them
-            per = [[t for t in tasks if t[0] == n] for n in names]
-            tasks = [t for i in range(max(map(len, per), default=0)) for p in per if i < len(p) for t in [p[i]]]
-        counts: dict[str, int] = {}
-        failures = []
-        work = [(n, tpl, orc, c, os.path.join(root, n, f"w{i}")) for i, (n, tpl, orc, c) in enumerate(tasks)]
-        # spawn: the parent has hudi-rs's runtime threads running (a fork would copy their locks, held)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            for i, (name, crash, err, secs) in enumerate(pool.map(_run_one, work), 1):
-                counts[name] = counts.get(name, 0) + 1
-                if i % 50 == 0:
-                    log(f"{i}/{len(work)} crash points checked, {len(failures)} failed, "
-                        f"{time.monotonic() - t0:.0f} s")
-                if err:
-                    failures.append((name, crash, err))
-                    log(f"FAIL {name} crash at {crash}: {err}")
-        return {"points": counts, "failures": failures, "seconds": time.monotonic() - t0}
+        # spawn: the parent has hudi-rs's runtime threads running (a fork would copy their locks, held); one
+        # pool for both phases: a worker that built an aggregate template keeps its Spark for the recoveries
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            return _run_pooled(pool, names, sample, seed, root, log, spark_sample, t0)
     finally:
         if own_root:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _run_pooled(pool, names, sample, seed, root, log, spark_sample, t0) -> dict:
+    prepared = dict(zip(names, pool.map(_prepare, names, [root] * len(names))))
+    for n in names:
+        log(f"{n}: {len(prepared[n][2])} crash points")
+    tasks = []
+    for n, (template, oracle, points, _ops) in prepared.items():
+        tasks += [(n, template, oracle, c) for c in points]
+    if sample is not None and sample < len(tasks):
+        tasks = _sample(names, tasks, {n: prepared[n][3] for n in names}, sample, seed, spark_sample)
+    else:  # round robin over the scenarios: an interrupted run has covered every one of them
+        per = [[t for t in tasks if t[0] == n] for n in names]
+        tasks = [t for i in range(max(map(len, per), default=0)) for p in per if i < len(p) for t in [p[i]]]
+    counts: dict[str, int] = {}
+    failures = []
+    work = [(n, tpl, orc, c, os.path.join(root, n, f"w{i}")) for i, (n, tpl, orc, c) in enumerate(tasks)]
+    for i, (name, crash, err, secs) in enumerate(pool.map(_run_one, work), 1):
+        counts[name] = counts.get(name, 0) + 1
+        if i % 50 == 0:
+            log(f"{i}/{len(work)} crash points checked, {len(failures)} failed, "
+                f"{time.monotonic() - t0:.0f} s")
+        if err:
+            failures.append((name, crash, err))
+            log(f"FAIL {name} crash at {crash}: {err}")
+    return {"points": counts, "failures": failures, "seconds": time.monotonic() - t0}
 
 
 def main(argv=None) -> int:
