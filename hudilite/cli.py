@@ -56,7 +56,7 @@ def _timeline(args) -> int:
 
 
 def _rollback(args) -> int:
-    t = Table.open(args.path, options=_options(args) or None)
+    t = Table.open(args.path, options=_options(args))
     if args.instant:
         try:
             files = t.services.rollback_instant(args.instant, force=args.force)

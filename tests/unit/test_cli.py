@@ -3,6 +3,7 @@ import os
 
 from hudilite.cli import main
 from hudilite.config import TableConfig
+from hudilite.lock.base import lock_for
 from hudilite.table import HoodieTable
 from hudilite.timeline.heartbeat import heartbeat_path
 from hudilite.writer.transaction import Transaction
@@ -91,8 +92,6 @@ def test_timeline_archived_shows_completion_and_operation(tmp_path, capsys):
 def test_rollback_takes_the_lock_options(tmp_path, capsys):
     """`hudilite rollback -o ...` configures the table lock like the other services: with the lock held
     elsewhere it gives up after the given wait (the default is ten minutes), and the pending write stays."""
-    from hudilite.lock.base import lock_for
-
     cfg = TableConfig.new(name="t", table_type="COPY_ON_WRITE", record_key_fields=["id"], precombine_field=None,
                           partition_fields=[], hive_style=True, create_schema=None)
     t = HoodieTable.create(str(tmp_path / "t"), cfg)
