@@ -123,6 +123,9 @@ def check_metastore_lock(db: str, warehouse: str) -> None:
 
 CLASS_CACHE_ENV = "HUDILITE_JVM_CLASS_CACHE"  # a directory for the driver JVM's class archive, or "off"
 DUMP_WAIT_S = 600.0  # at most this long at exit for the first session's JVM to write the archive
+# archives kept in the cache, the most recently used: each install of pyspark or JDK (each venv) has its own
+# (~200-270 MB each, a driver's and a Connect server's per install), which nothing else would ever remove
+KEEP_ARCHIVES = 4
 
 
 def class_cache_key(main_class: str | None = None) -> str | None:
@@ -172,6 +175,7 @@ def class_cache_options(cache_dir: str | None = None, *, main_class: str | None 
     quiet = "-Xlog:cds*=off"  # archive mismatches are not worth a console line: the JVM just loads classes
     archive = os.path.join(cache_dir, f"{key}.jsa")
     if os.path.isfile(archive):
+        _mark_used(archive)
         return f"-XX:SharedArchiveFile={archive} {quiet}", None, None
     try:
         os.makedirs(cache_dir, exist_ok=True)
@@ -180,6 +184,39 @@ def class_cache_options(cache_dir: str | None = None, *, main_class: str | None 
         return "", None, None
     dump = os.path.join(cache_dir, f"{key}.{owner or os.getpid()}.jsa.part")
     return f"-XX:ArchiveClassesAtExit={dump} {quiet}", dump, archive
+
+
+def _mark_used(archive: str) -> None:
+    """Record a use of `archive` in its modification time: the cache keeps the most recently used ones."""
+    try:
+        os.utime(archive)
+    except OSError:  # another user's archive: mapped all the same, just not marked
+        pass
+
+
+def prune_class_cache(cache_dir: str, keep: int = KEEP_ARCHIVES) -> list[str]:
+    """Remove all but the `keep` most recently used archives of `cache_dir` (dumps in progress are not
+    archives). A JVM that has one mapped keeps its mapping; a session about to map a removed one starts
+    without it (`-Xshare:auto`) and dumps it again. Returns the removed paths."""
+    try:
+        names = [n for n in os.listdir(cache_dir) if n.endswith(".jsa")]
+    except OSError:
+        return []
+    aged = []
+    for n in names:
+        p = os.path.join(cache_dir, n)
+        try:
+            aged.append((os.stat(p).st_mtime_ns, p))
+        except OSError:  # removed meanwhile
+            pass
+    removed = []
+    for _t, p in sorted(aged, reverse=True)[max(keep, 1):]:
+        try:
+            os.remove(p)
+            removed.append(p)
+        except OSError:  # another user's, or removed meanwhile
+            pass
+    return removed
 
 
 def _remove_orphan_dumps(cache_dir: str) -> None:
@@ -231,6 +268,8 @@ def install_class_archive(dump: str, archive: str, clean: bool) -> bool:
         ok = clean and os.path.isfile(dump)
         if ok:
             os.replace(dump, archive)
+            _mark_used(archive)  # newest: kept by the pruning below
+            prune_class_cache(os.path.dirname(archive))
         return ok
     except OSError:
         return False

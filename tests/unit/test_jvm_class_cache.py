@@ -150,3 +150,29 @@ def test_another_install_of_the_same_jars_has_its_own_key(tmp_path, monkeypatch)
     monkeypatch.setenv("SPARK_HOME", str(tmp_path / "spark"))
     os.utime(jars / "a.jar", ns=(1_000_000_000, 1_000_000_000))
     assert warehouse.class_cache_key() != here  # rewritten in place
+
+
+def test_cache_keeps_the_most_recently_used_archives(tmp_path):
+    """Every install (venv, pyspark or JDK upgrade) dumps its own ~200-270 MB archive: installing one prunes the
+    cache to the KEEP_ARCHIVES most recently used, a use counting as mapping one; dumps in progress stay."""
+    key = _key()
+    old = []
+    for i in range(warehouse.KEEP_ARCHIVES + 2):
+        a = tmp_path / f"old{i}.jsa"
+        a.write_bytes(b"a")
+        os.chmod(a, 0o444)  # as the JVM leaves them
+        os.utime(a, (1_000_000 + i, 1_000_000 + i))
+        old.append(a)
+    mine = tmp_path / f"{key}.jsa"
+    mine.write_bytes(b"a")
+    os.utime(mine, (999_000, 999_000))  # the oldest of all, until it is used
+    live = tmp_path / f"other.{os.getpid()}.jsa.part"
+    live.write_bytes(b"x")
+    assert warehouse.class_cache_options(str(tmp_path))[0].startswith(f"-XX:SharedArchiveFile={mine} ")
+    dump = tmp_path / "new.1.jsa.part"
+    dump.write_bytes(b"archive")
+    assert warehouse.install_class_archive(str(dump), str(tmp_path / "new.jsa"), True)
+    kept = sorted(os.listdir(tmp_path))
+    newest_old = [a.name for a in old[-(warehouse.KEEP_ARCHIVES - 2):]]
+    assert kept == sorted(["new.jsa", mine.name, live.name] + newest_old)
+    assert warehouse.prune_class_cache(str(tmp_path / "absent")) == []
