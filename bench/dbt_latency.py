@@ -42,7 +42,8 @@ from pathlib import Path
 
 import yaml
 
-from hudilite import server, warehouse
+from hudilite import server
+from hudilite.spark import class_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_project"
@@ -150,7 +151,7 @@ def model_engines(work: Path) -> dict[str, str | None]:
 
 def run_system(system: str, base: Path, repeat: int) -> dict:
     port = _free_port()
-    env = {warehouse.CLASS_CACHE_ENV: "off"} if system == "hudilite-session-cold" else None
+    env = {class_cache.CLASS_CACHE_ENV: "off"} if system == "hudilite-session-cold" else None
     server_dir = None
     out: dict = {"seed": [], "run_first": [], "run_batch": [], "run_batch_dbt": [], "test": [], "models": [],
                  "run_later": [], "run_later_dbt": [], "models_later": [], "run_same": [], "run_same_dbt": []}
@@ -193,9 +194,9 @@ def run_system(system: str, base: Path, repeat: int) -> dict:
 
 def archives() -> dict[str, bool]:
     """Whether the class archives session and Connect mode map are in place."""
-    cache = os.environ.get(warehouse.CLASS_CACHE_ENV) or os.path.join(
+    cache = os.environ.get(class_cache.CLASS_CACHE_ENV) or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "hudilite", "jvm")
-    return {name: os.path.isfile(os.path.join(cache, f"{warehouse.class_cache_key(main)}.jsa"))
+    return {name: os.path.isfile(os.path.join(cache, f"{class_cache.class_cache_key(main)}.jsa"))
             for name, main in (("driver", None), ("server", server.SERVER_CLASS))}
 
 

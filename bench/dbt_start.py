@@ -41,7 +41,8 @@ import hudilite
 from bench.dbt_latency import make_project
 from dbt.adapters.hudilite.connections import HudiliteCursor
 from dbt.adapters.hudilite.environment import HudiliteEnvironment
-from hudilite import server, warehouse
+from hudilite import server
+from hudilite.spark import class_cache
 
 IMPORT_PROBE = """
 import resource, sys
@@ -166,7 +167,7 @@ def cold(base: Path, repeat: int, runs: bool) -> dict:
     dbt(work, "seed", reap=True)  # the tables, and the driver archive if there was none (its JVM dumps at exit)
     res: dict = {"off": {"debug": [], "run1": []}, "on": {"debug": [], "run1": []}}
     for _ in range(repeat):
-        for mode, env in (("off", {warehouse.CLASS_CACHE_ENV: "off"}), ("on", None)):
+        for mode, env in (("off", {class_cache.CLASS_CACHE_ENV: "off"}), ("on", None)):
             res[mode]["debug"].append(dbt(work, "debug", env_extra=env, reap=True)[:2])
             if runs:
                 res[mode]["run1"].append(dbt(work, "run", "-s", "ods_orders", "--vars", "{batch: 1}",

@@ -22,7 +22,8 @@ import sys
 import tempfile
 import time
 
-from hudilite import server, warehouse
+from hudilite import server
+from hudilite.spark import class_cache
 
 
 def _free_port() -> int:
@@ -41,12 +42,12 @@ def cpu_seconds(pid: int) -> float:
 def start_stop(base: str, name: str, cache: str) -> tuple[float, dict]:
     """One server start on a fresh warehouse, timed, then its stop (not timed); (seconds, what it used and
     the JVM's CPU seconds)."""
-    os.environ[warehouse.CLASS_CACHE_ENV] = cache
+    os.environ[class_cache.CLASS_CACHE_ENV] = cache
     wh = os.path.join(base, name)
     t0 = time.perf_counter()
     info = server.start(wh, port=_free_port(), master="local[2]", timeout=1800)  # a loaded machine
     dt = time.perf_counter() - t0
-    archive = os.path.join(cache, f"{warehouse.class_cache_key(server.SERVER_CLASS)}.jsa")
+    archive = os.path.join(cache, f"{class_cache.class_cache_key(server.SERVER_CLASS)}.jsa")
     try:
         with open(f"/proc/{info.pid}/maps") as f:
             maps = f.read()
@@ -63,7 +64,7 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
     args = ap.parse_args(argv)
     base = args.work or tempfile.mkdtemp(prefix="server-start-")
-    cache = os.environ.get(warehouse.CLASS_CACHE_ENV) or os.path.join(
+    cache = os.environ.get(class_cache.CLASS_CACHE_ENV) or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "hudilite", "jvm")
     load0 = os.getloadavg()
     _, used = start_stop(base, "prepare", cache)  # writes the archive if missing; mapped otherwise

@@ -26,16 +26,9 @@ import time
 from dataclasses import asdict, dataclass
 
 from hudilite.errors import HudiliteError
+from hudilite.spark.class_cache import DUMP_WAIT_S, class_cache_options, install_class_archive
 from hudilite.spark.session import session_conf
-from hudilite.warehouse import (
-    DUMP_WAIT_S,
-    WAREHOUSE_LOCK,
-    WarehouseLockedError,
-    class_cache_options,
-    install_class_archive,
-    locked_message,
-    spark_log_config,
-)
+from hudilite.warehouse import WAREHOUSE_LOCK, WarehouseLockedError, locked_message, spark_log_config
 
 DEFAULT_PORT = 15002  # Spark Connect's own default
 STATE_FILE = "connect-server.json"  # in <warehouse>/.metastore

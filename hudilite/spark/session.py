@@ -14,6 +14,7 @@ import uuid
 import weakref
 
 from hudilite.errors import StorageAccessError, WorkerEnvironmentError
+from hudilite.spark.class_cache import map_options
 from hudilite.storage import storage_for
 
 # SparkContext (Spark Connect: the session) -> the worker interpreters that passed. Keyed by the context, not
@@ -22,6 +23,7 @@ from hudilite.storage import storage_for
 _CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _CHECKED_GUARD = threading.Lock()
 SQL_WORKER_PYTHON = "spark.sql.execution.pyspark.python"
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 def session_conf(conf: dict | None = None, hive_dir: str | None = None) -> dict:
@@ -50,13 +52,19 @@ def session_conf(conf: dict | None = None, hive_dir: str | None = None) -> dict:
 
 def local_session(master: str = "local[2]", *, app_name: str = "hudilite", conf: dict | None = None,
                   hive_dir: str | None = None):
-    """Get or create a SparkSession whose Python workers run this interpreter (so they import hudilite)."""
+    """Get or create a SparkSession whose Python workers run this interpreter (so they import hudilite). A new
+    driver JVM maps the class archive of an earlier embedded session when there is one (hudilite.spark.
+    class_cache: some seconds less to start); it never writes one itself."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     b = SparkSession.builder.master(master).appName(app_name)
-    for k, v in session_conf(conf, hive_dir).items():
+    settings = session_conf(conf, hive_dir)
+    java = settings.get(DRIVER_JAVA_OPTIONS, "")
+    if "SharedArchiveFile" not in java and "ArchiveClassesAtExit" not in java:  # not chosen by the caller
+        settings[DRIVER_JAVA_OPTIONS] = f"{java} {map_options()}".strip()
+    for k, v in settings.items():
         b = b.config(k, v)  # with hive_dir: catalogImplementation hive, what enableHiveSupport() sets
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

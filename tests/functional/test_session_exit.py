@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from hudilite import warehouse
+from hudilite.spark import class_cache
 
 SCRIPT = """
 import os, sys
@@ -25,9 +25,36 @@ print(sum(r[0] for r in spark.range(10).select(plus_one("id")).collect()))
 @pytest.mark.slow
 def test_a_session_that_dumps_its_class_archive_exits_quietly(tmp_path):
     cache = tmp_path / "jvm"
-    env = {**os.environ, warehouse.CLASS_CACHE_ENV: str(cache), "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, class_cache.CLASS_CACHE_ENV: str(cache), "PYSPARK_PYTHON": sys.executable}
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "wh")], env=env, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0 and out.stdout.strip() == "55", out.stderr[-3000:]
     assert [n for n in os.listdir(cache) if n.endswith(".jsa")], "the session did not dump its class archive"
     assert "Traceback" not in out.stderr and "EOFError" not in out.stderr, out.stderr[-3000:]
+
+
+LOCAL = """
+from hudilite.spark.session import local_session
+spark = local_session("local[1]", app_name="maps")
+print(spark.sparkContext.getConf().get("spark.driver.extraJavaOptions"))
+print(spark.range(5).count())
+"""
+
+
+@pytest.mark.slow
+def test_a_local_session_maps_the_archive_and_starts_without_a_usable_one(tmp_path):
+    """`local_session` maps the install's archive when there is one; one the JVM cannot use (here not an
+    archive at all: another JDK's, a torn copy) is ignored and the session starts as without it."""
+    cache = tmp_path / "jvm"
+    cache.mkdir()
+    key = class_cache.class_cache_key()
+    if key is None:
+        pytest.skip("no pyspark jars or java here")
+    (cache / f"{key}.jsa").write_bytes(b"not a class archive")
+    env = {**os.environ, class_cache.CLASS_CACHE_ENV: str(cache), "PYSPARK_PYTHON": sys.executable}
+    out = subprocess.run([sys.executable, "-c", LOCAL], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    opts, count = out.stdout.strip().splitlines()[-2:]
+    assert f"-XX:SharedArchiveFile={cache / (key + '.jsa')}" in opts and "ArchiveClassesAtExit" not in opts
+    assert count == "5"
+    assert sorted(os.listdir(cache)) == [f"{key}.jsa"]  # nothing dumped

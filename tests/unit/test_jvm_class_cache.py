@@ -1,4 +1,4 @@
-"""The driver JVM's class data sharing archive (hudilite.warehouse.class_cache_options / finish_class_cache):
+"""The driver JVM's class data sharing archive (hudilite.class_cache.class_cache_options / finish_class_cache):
 dumped by the first session's JVM when it exits, moved into place only once that JVM has exited cleanly, and
 mapped by the sessions after; the same for the Spark Connect server's JVM (its own archive), whose dump
 `hudilite server stop` waits for."""
@@ -12,7 +12,8 @@ from dataclasses import asdict
 
 import pytest
 
-from hudilite import server, warehouse
+from hudilite import server
+from hudilite.spark import class_cache
 
 # stands in for the driver JVM: runs until its stdin closes (as PySpark's gateway JVM does), then writes
 # its "archive" and exits with the given code
@@ -25,7 +26,7 @@ sys.exit(int(sys.argv[2]))
 
 
 def _key():
-    key = warehouse.class_cache_key()
+    key = class_cache.class_cache_key()
     if key is None:
         pytest.skip("no pyspark jars or java here")
     return key
@@ -33,20 +34,20 @@ def _key():
 
 def test_first_session_dumps_then_later_ones_map(tmp_path):
     key = _key()
-    opts, dump, archive = warehouse.class_cache_options(str(tmp_path))
+    opts, dump, archive = class_cache.class_cache_options(str(tmp_path))
     assert dump == str(tmp_path / f"{key}.{os.getpid()}.jsa.part") and archive == str(tmp_path / f"{key}.jsa")
     assert opts.startswith(f"-XX:ArchiveClassesAtExit={dump} ")
     (tmp_path / f"{key}.jsa").write_bytes(b"archive")
-    assert warehouse.class_cache_options(str(tmp_path)) == (
+    assert class_cache.class_cache_options(str(tmp_path)) == (
         f"-XX:SharedArchiveFile={archive} -Xlog:cds*=off", None, None)
-    assert warehouse.class_cache_options("off") == ("", None, None)
+    assert class_cache.class_cache_options("off") == ("", None, None)
 
 
 @pytest.mark.parametrize("code", [0, 1])
 def test_archive_is_moved_into_place_only_after_a_clean_exit(tmp_path, code):
     dump, archive = str(tmp_path / "k.1.jsa.part"), str(tmp_path / "k.jsa")
     jvm = subprocess.Popen([sys.executable, "-c", FAKE_JVM, dump, str(code)], stdin=subprocess.PIPE)
-    assert warehouse.finish_class_cache(jvm, dump, archive, timeout=60) is (code == 0)
+    assert class_cache.finish_class_cache(jvm, dump, archive, timeout=60) is (code == 0)
     assert jvm.returncode == code  # it was waited for: the archive was complete when moved
     assert os.listdir(tmp_path) == (["k.jsa"] if code == 0 else [])
 
@@ -59,23 +60,23 @@ def test_dumps_of_killed_processes_are_removed(tmp_path):
     live = tmp_path / f"{key}.{os.getpid()}.jsa.part"  # a live process's dump in progress
     orphan.write_bytes(b"x")
     live.write_bytes(b"x")
-    warehouse.class_cache_options(str(tmp_path))
+    class_cache.class_cache_options(str(tmp_path))
     assert not orphan.exists() and live.exists()
 
 
 
 def test_a_server_jvm_has_its_own_archive_and_a_dump_named_by_its_owner(tmp_path):
     key = _key()
-    skey = warehouse.class_cache_key("org.example.Server")
-    assert skey not in (None, key) and skey == warehouse.class_cache_key("org.example.Server")
+    skey = class_cache.class_cache_key("org.example.Server")
+    assert skey not in (None, key) and skey == class_cache.class_cache_key("org.example.Server")
     (tmp_path / f"{key}.jsa").write_bytes(b"the driver's archive")  # not the server's: it dumps its own
-    opts, dump, archive = warehouse.class_cache_options(str(tmp_path), main_class="org.example.Server",
+    opts, dump, archive = class_cache.class_cache_options(str(tmp_path), main_class="org.example.Server",
                                                        owner="server-15002")
     assert (dump, archive) == (str(tmp_path / f"{skey}.server-15002.jsa.part"), str(tmp_path / f"{skey}.jsa"))
     assert opts.startswith(f"-XX:ArchiveClassesAtExit={dump} ")
     # a dump named by an owner other than a pid is that owner's to clean up, never another process's orphan
     (tmp_path / f"{skey}.server-15002.jsa.part").write_bytes(b"x")
-    warehouse.class_cache_options(str(tmp_path))
+    class_cache.class_cache_options(str(tmp_path))
     assert (tmp_path / f"{skey}.server-15002.jsa.part").exists()
 
 
@@ -126,9 +127,9 @@ def test_server_stop_waits_for_the_dump_and_installs_it_after_a_clean_exit(tmp_p
 def test_install_class_archive(tmp_path, clean):
     dump, archive = tmp_path / "k.x.jsa.part", tmp_path / "k.jsa"
     dump.write_bytes(b"archive")
-    assert warehouse.install_class_archive(str(dump), str(archive), clean) is clean
+    assert class_cache.install_class_archive(str(dump), str(archive), clean) is clean
     assert os.listdir(tmp_path) == (["k.jsa"] if clean else [])
-    assert warehouse.install_class_archive(str(dump), str(archive), True) is False  # no dump: nothing moved
+    assert class_cache.install_class_archive(str(dump), str(archive), True) is False  # no dump: nothing moved
 
 
 def test_another_install_of_the_same_jars_has_its_own_key(tmp_path, monkeypatch):
@@ -139,17 +140,17 @@ def test_another_install_of_the_same_jars_has_its_own_key(tmp_path, monkeypatch)
     jars.mkdir(parents=True)
     (jars / "a.jar").write_bytes(b"jar")
     monkeypatch.setenv("SPARK_HOME", str(tmp_path / "spark"))
-    here = warehouse.class_cache_key()
-    assert here not in (None, key) and warehouse.class_cache_key() == here
+    here = class_cache.class_cache_key()
+    assert here not in (None, key) and class_cache.class_cache_key() == here
     other = tmp_path / "other" / "jars"
     other.mkdir(parents=True)
     (other / "a.jar").write_bytes(b"jar")
     os.utime(other / "a.jar", ns=(os.stat(jars / "a.jar").st_atime_ns, os.stat(jars / "a.jar").st_mtime_ns))
     monkeypatch.setenv("SPARK_HOME", str(tmp_path / "other"))
-    assert warehouse.class_cache_key() != here  # same names, sizes and times, another place
+    assert class_cache.class_cache_key() != here  # same names, sizes and times, another place
     monkeypatch.setenv("SPARK_HOME", str(tmp_path / "spark"))
     os.utime(jars / "a.jar", ns=(1_000_000_000, 1_000_000_000))
-    assert warehouse.class_cache_key() != here  # rewritten in place
+    assert class_cache.class_cache_key() != here  # rewritten in place
 
 
 def test_cache_keeps_the_most_recently_used_archives(tmp_path):
@@ -157,7 +158,7 @@ def test_cache_keeps_the_most_recently_used_archives(tmp_path):
     cache to the KEEP_ARCHIVES most recently used, a use counting as mapping one; dumps in progress stay."""
     key = _key()
     old = []
-    for i in range(warehouse.KEEP_ARCHIVES + 2):
+    for i in range(class_cache.KEEP_ARCHIVES + 2):
         a = tmp_path / f"old{i}.jsa"
         a.write_bytes(b"a")
         os.chmod(a, 0o444)  # as the JVM leaves them
@@ -168,11 +169,25 @@ def test_cache_keeps_the_most_recently_used_archives(tmp_path):
     os.utime(mine, (999_000, 999_000))  # the oldest of all, until it is used
     live = tmp_path / f"other.{os.getpid()}.jsa.part"
     live.write_bytes(b"x")
-    assert warehouse.class_cache_options(str(tmp_path))[0].startswith(f"-XX:SharedArchiveFile={mine} ")
+    assert class_cache.class_cache_options(str(tmp_path))[0].startswith(f"-XX:SharedArchiveFile={mine} ")
     dump = tmp_path / "new.1.jsa.part"
     dump.write_bytes(b"archive")
-    assert warehouse.install_class_archive(str(dump), str(tmp_path / "new.jsa"), True)
+    assert class_cache.install_class_archive(str(dump), str(tmp_path / "new.jsa"), True)
     kept = sorted(os.listdir(tmp_path))
-    newest_old = [a.name for a in old[-(warehouse.KEEP_ARCHIVES - 2):]]
+    newest_old = [a.name for a in old[-(class_cache.KEEP_ARCHIVES - 2):]]
     assert kept == sorted(["new.jsa", mine.name, live.name] + newest_old)
-    assert warehouse.prune_class_cache(str(tmp_path / "absent")) == []
+    assert class_cache.prune_class_cache(str(tmp_path / "absent")) == []
+
+
+def test_map_options_name_this_installs_archive_only_when_there_is_one(tmp_path, monkeypatch):
+    """What `local_session` adds to a new driver JVM: the archive to map, never a dump (its JVM may be killed
+    or live for days); nothing when there is no archive or the cache is off."""
+    key = _key()
+    assert class_cache.map_options(str(tmp_path)) == "" and os.listdir(tmp_path) == []
+    archive = tmp_path / f"{key}.jsa"
+    archive.write_bytes(b"archive")
+    os.utime(archive, (1_000_000, 1_000_000))
+    assert class_cache.map_options(str(tmp_path)) == f"-XX:SharedArchiveFile={archive} -Xlog:cds*=off"
+    assert os.stat(archive).st_mtime > 1_000_000  # marked used
+    monkeypatch.setenv(class_cache.CLASS_CACHE_ENV, "off")
+    assert class_cache.map_options() == ""

@@ -20,6 +20,7 @@ ALLOWLIST = {
     ("hudilite.lock.file_lock", "*"): "the POSIX lock provider: O_EXCL lease files, links and fence directories",
     ("hudilite.replace", "*"): "a table swap: flock and directory renames on the local file system (URIs skip it)",
     ("hudilite.warehouse", "*"): "the local Spark warehouse and its Derby metastore lock",
+    ("hudilite.spark.class_cache", "*"): "the driver JVM's class archives in this user's cache directory",
     ("hudilite.server", "*"): "the local Connect server's pid file, log and lock: process state, not table storage",
     ("hudilite.metastore", "publish_snapshot"): "catalog snapshots are directories of hard links to data files",
     ("hudilite.metastore", "prune_snapshots"): "removes those link directories",

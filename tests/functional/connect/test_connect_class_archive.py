@@ -7,7 +7,8 @@ import socket
 
 import pytest
 
-from hudilite import server, warehouse
+from hudilite import server
+from hudilite.spark import class_cache
 from tests.functional.connect.conftest import run_client
 
 CLIENT = """
@@ -33,7 +34,7 @@ def _mapped(pid: int, path: str) -> bool:
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads the server's memory map from /proc")
 def test_second_server_start_maps_the_first_ones_class_archive(tmp_path, monkeypatch):
     cache = tmp_path / "jvm"
-    monkeypatch.setenv(warehouse.CLASS_CACHE_ENV, str(cache))
+    monkeypatch.setenv(class_cache.CLASS_CACHE_ENV, str(cache))
     wh = str(tmp_path / "wh")
     first = server.start(wh, port=_free_port(), master="local[1]")
     try:
