@@ -13,3 +13,5 @@ site=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 [ -e "$site/dbt/adapters/hudilite" ] || ln -s "$PWD/dbt/adapters/hudilite" "$site/dbt/adapters/hudilite"
 # Apache Hudi itself (1.2, Spark 3.5 bundle) in .venv-judge, the live format judge of tests/judge (cached; tests only)
 ./scripts/setup_judge.sh
+# the driver JVM class archive (docs/dbt-adapter.md): written once here rather than at the end of the first dbt command
+python scripts/warm_class_archive.py
