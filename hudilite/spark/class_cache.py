@@ -16,6 +16,7 @@ DUMP_WAIT_S = 600.0  # at most this long at exit for the first session's JVM to 
 # archives kept in the cache, the most recently used: each install of pyspark or JDK (each venv) has its own
 # (~200-270 MB each, a driver's and a Connect server's per install), which nothing else would ever remove
 KEEP_ARCHIVES = 4
+QUIET = "-Xlog:cds*=off"  # archive mismatches are not worth a console line: the JVM just loads classes
 
 
 def class_cache_key(main_class: str | None = None) -> str | None:
@@ -80,9 +81,6 @@ def map_options(cache_dir: str | None = None) -> str:
         return ""
     _mark_used(archive)
     return _map_options(archive)
-
-
-QUIET = "-Xlog:cds*=off"  # archive mismatches are not worth a console line: the JVM just loads classes
 
 
 def _map_options(archive: str) -> str:
