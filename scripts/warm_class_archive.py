@@ -17,7 +17,7 @@ from hudilite.spark import class_cache
 if __name__ == "__main__":
     opts, dump, _archive = class_cache.class_cache_options()
     if not dump:
-        print("JVM class archive: " + ("in place" if opts else "off"))
+        print("JVM class archive: " + ("in place" if opts else "off, or no writable cache directory"))
         sys.exit(0)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     t0 = time.monotonic()
