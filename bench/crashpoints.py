@@ -29,16 +29,20 @@ test) over a detail table beside it; their recovery is the next refresh (with va
 after a further upstream commit), each equal to a recomputation from the detail snapshot, and no state file of
 the aggregate is left that no completed commit names.
 
-Children run two at a time. Exit status 1 if any crash point failed.
+Children run two at a time; a driver-local scenario's child is forked from a server process that has imported
+hudilite once (`fork_server`), a Spark scenario's is a new interpreter. Exit status 1 if any crash point failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import json
 import multiprocessing
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
@@ -324,8 +328,6 @@ def _write_detail(table_dir: str, step: int) -> None:
 
 def _refresh(spark, kind: str, path: str):
     """Refresh the aggregate table at `path` from the detail beside it (from their directory)."""
-    import contextlib
-
     aggregate, _ = _aggregate_engine()
     path = os.path.abspath(path)
     with contextlib.chdir(os.path.dirname(path)):
@@ -456,11 +458,93 @@ def _child(op: str, path: str, crash: str | None = None, log_path: str | None = 
     if log_path is not None:
         env[faults.LOG_ENV] = log_path
     sc = SCENARIOS.get(op)
-    if sc is not None and sc.spark:  # one sequence for the driver and its tasks' workers, kept next to the table
-        env[faults.COUNTER_ENV] = _counter_path(path)
-        env["PYTHONPATH"] = os.pathsep.join([ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    if sc is None or not sc.spark:
+        return _forked_child(op, path, {k: env[k] for k in (faults.CRASH_AT_ENV, faults.LOG_ENV) if k in env})
+    # one sequence for the driver and its tasks' workers, kept next to the table
+    env[faults.COUNTER_ENV] = _counter_path(path)
+    env["PYTHONPATH"] = os.pathsep.join([ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return subprocess.run([sys.executable, "-m", "bench.crashpoints", "--child", op, path], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=600, start_new_session=True)
+
+
+# A driver-local child is forked from a server that has imported what it needs: a fresh interpreter's imports
+# (~1 s) were half of a crash point's time. A forked child is a new process (own pid and session, random state
+# reseeded at fork) with the modules loaded and nothing else done, as PySpark's daemon forks its workers; Spark
+# children still start from scratch (a JVM cannot be forked).
+_FORK_SERVER: dict = {}
+_PRELOAD = ["hudilite", "hudilite.table", "hudilite.aggregate", "hudilite.streaming", "hudilite.services.clean",
+            "hudilite.services.compaction", "hudilite.services.clustering", "hudilite.services.archival",
+            "hudilite.services.upgrade"]
+
+
+def _forked_child(op: str, path: str, env: dict) -> subprocess.CompletedProcess:
+    """`child_main(op, path)` in a process forked by this process's fork server, with `env` (the crash point
+    or the counting log) set: the same exit status, output and storage operations as a child started with
+    `python -m bench.crashpoints --child`."""
+    server = _FORK_SERVER.get("proc")
+    if server is None or server.poll() is not None:
+        server = _FORK_SERVER["proc"] = subprocess.Popen(
+            [sys.executable, "-c", "from bench.crashpoints import fork_server; fork_server()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])})
+    fd, out = tempfile.mkstemp(prefix="crashchild-", suffix=".log")
+    os.close(fd)
+    try:
+        server.stdin.write(json.dumps([op, path, env, out]) + "\n")
+        server.stdin.flush()
+        code = int(server.stdout.readline())
+        with open(out, errors="replace") as f:
+            text = f.read()
+        return subprocess.CompletedProcess(["--child", op, path], code, text, text)
+    finally:
+        os.unlink(out)
+
+
+def fork_server() -> None:
+    """Serve `_forked_child`: per request line [op, path, env, output file], fork a child and answer its exit
+    status (negative: the signal that killed it; a child still running after 10 minutes is killed, like the
+    subprocess timeout). Ends when the harness closes its stdin."""
+    for m in _PRELOAD:
+        importlib.import_module(m)
+    for line in sys.stdin:
+        op, path, env, out = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _forked_main(op, path, env, out)
+        done = os.pidfd_open(pid)
+        if not select.select([done], [], [], 600)[0]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        os.close(done)
+        print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+
+
+def _forked_main(op: str, path: str, env: dict, out: str) -> None:
+    from hudilite.storage import faults
+
+    code = 1
+    try:
+        os.setsid()  # as start_new_session: the crash kills this process only
+        fd = os.open(out, os.O_WRONLY | os.O_TRUNC)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)  # not the server's requests
+        os.close(null)
+        for k in (faults.CRASH_AT_ENV, faults.LOG_ENV, faults.COUNTER_ENV, faults.SESSION_ENV):
+            os.environ.pop(k, None)
+        os.environ.update(env)
+        child_main(op, path)
+        code = 0
+    except BaseException:  # noqa: BLE001 - reported as the child's exit status and output, like a subprocess
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # never back into the server's loop; no atexit handlers of the server's imports
 
 
 def _counter_path(path: str) -> str:
