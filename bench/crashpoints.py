@@ -36,6 +36,7 @@ hudilite once (`fork_server`), a Spark scenario's is a new interpreter. Exit sta
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import importlib
 import json
@@ -483,6 +484,8 @@ def _forked_child(op: str, path: str, env: dict) -> subprocess.CompletedProcess:
     `python -m bench.crashpoints --child`."""
     server = _FORK_SERVER.get("proc")
     if server is None or server.poll() is not None:
+        if server is None:
+            atexit.register(_stop_fork_server)
         server = _FORK_SERVER["proc"] = subprocess.Popen(
             [sys.executable, "-c", "from bench.crashpoints import fork_server; fork_server()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
@@ -492,12 +495,23 @@ def _forked_child(op: str, path: str, env: dict) -> subprocess.CompletedProcess:
     try:
         server.stdin.write(json.dumps([op, path, env, out]) + "\n")
         server.stdin.flush()
-        code = int(server.stdout.readline())
+        answer = server.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the crash-point fork server stopped (exit status {server.wait()}) running {op}")
+        code = int(answer)
         with open(out, errors="replace") as f:
             text = f.read()
         return subprocess.CompletedProcess(["--child", op, path], code, text, text)
     finally:
         os.unlink(out)
+
+
+def _stop_fork_server() -> None:
+    server = _FORK_SERVER.pop("proc", None)
+    if server is not None:
+        server.stdin.close()  # its loop ends
+        server.wait()
+        server.stdout.close()
 
 
 def fork_server() -> None:

@@ -51,6 +51,41 @@ def test_injector_numbers_every_mutating_operation_and_costs_nothing_uninstalled
     assert faults.install_from_env({}) is None and type(fs).fault is None
 
 
+def test_forked_children_exit_and_report_like_new_interpreters(tmp_path):
+    """A driver-local scenario's children are forked from one preloaded server (bench.crashpoints.fork_server):
+    the uncrashed run's numbered storage operations, a crash point's exit status and a failure's status and
+    traceback are what a child started as `python -m bench.crashpoints --child` gives."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from hudilite.storage import faults
+
+    template = str(tmp_path / "template")
+    crashpoints.SCENARIOS["cow_upsert"].setup(template)
+    forked = crashpoints._count_ops("cow_upsert", template, dry=True)
+    server = crashpoints._FORK_SERVER["proc"]
+    copy, log = str(tmp_path / "copy"), tmp_path / "ops.json"
+    shutil.copytree(template, copy)
+    env = {**os.environ, faults.LOG_ENV: str(log), "PYTHONPATH": crashpoints.ROOT}
+    p = subprocess.run([sys.executable, "-m", "bench.crashpoints", "--child", "cow_upsert", copy], env=env,
+                       cwd=crashpoints.ROOT, capture_output=True, text=True, timeout=300, start_new_session=True)
+    assert p.returncode == 0, p.stderr
+    # the same operations (their order varies run to run: a write's data files are written in parallel)
+    assert len(forked) > 10 and sorted(o["op"] for o in forked) == sorted(o["op"] for o in json.loads(log.read_text()))
+
+    before = crashpoints.read_own(template)
+    crashed = crashpoints._child("cow_upsert", template, crash="3")
+    assert crashed.returncode == faults.EXIT_CODE, crashed.stderr
+    assert crashpoints.read_own(template) == before
+
+    (tmp_path / "not-a-table").write_text("x")
+    failed = crashpoints._child("cow_upsert", str(tmp_path / "not-a-table"))
+    assert failed.returncode == 1 and "Traceback" in failed.stderr, failed.stderr
+    assert crashpoints._FORK_SERVER["proc"] is server and server.poll() is None, "one server, reused"
+
+
 _SESSION_CHILD = """
 import os, subprocess, sys, time
 from hudilite.storage import faults, storage_for
