@@ -256,7 +256,7 @@ SPARK: dict = {}  # the child's session, once started
 
 
 def _spark_session(workdir: str):
-    from hudilite.spark.session import local_session
+    from hudilite.spark.session import DRIVER_JAVA_OPTIONS, local_session, session_conf
 
     # Python workers forked by bench/crash_daemon.py install the injector; Spark's scratch files (a killed JVM
     # leaves them) go to the crash point's work directory, which the parent removes; a JVM that lives for one
@@ -265,7 +265,7 @@ def _spark_session(workdir: str):
         "spark.python.daemon.module": "bench.crash_daemon",
         "spark.local.dir": os.path.join(workdir, "spark-local"),
         "spark.sql.shuffle.partitions": "2",
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:-UsePerfData -XX:TieredStopAtLevel=1",
+        DRIVER_JAVA_OPTIONS: f"{session_conf()[DRIVER_JAVA_OPTIONS]} -XX:-UsePerfData -XX:TieredStopAtLevel=1",
     })
 
 
@@ -450,17 +450,15 @@ def child_main(op: str, path: str) -> None:
 def _child(op: str, path: str, crash: str | None = None, log_path: str | None = None) -> subprocess.CompletedProcess:
     from hudilite.storage import faults
 
+    point = {k: v for k, v in ((faults.CRASH_AT_ENV, crash), (faults.LOG_ENV, log_path)) if v is not None}
+    sc = SCENARIOS.get(op)
+    if sc is None or not sc.spark:
+        return _forked_child(op, path, point)
     env = {k: v for k, v in os.environ.items()
            if k not in (faults.CRASH_AT_ENV, faults.LOG_ENV, faults.COUNTER_ENV, faults.SESSION_ENV,
                         "PYTHONDONTWRITEBYTECODE")}
-    env["PYTHONPYCACHEPREFIX"] = PYCACHE  # thousands of children: compile the modules once, outside the tree
-    if crash is not None:
-        env[faults.CRASH_AT_ENV] = crash
-    if log_path is not None:
-        env[faults.LOG_ENV] = log_path
-    sc = SCENARIOS.get(op)
-    if sc is None or not sc.spark:
-        return _forked_child(op, path, {k: env[k] for k in (faults.CRASH_AT_ENV, faults.LOG_ENV) if k in env})
+    env["PYTHONPYCACHEPREFIX"] = PYCACHE  # many children: compile the modules once, outside the tree
+    env.update(point)
     # one sequence for the driver and its tasks' workers, kept next to the table
     env[faults.COUNTER_ENV] = _counter_path(path)
     env["PYTHONPATH"] = os.pathsep.join([ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
