@@ -168,3 +168,25 @@ def test_event_time_bounds_select_windows():
     assert ModelSpec.from_config({}).event_time_bounds == (None, None)
     with pytest.raises(DbtRuntimeError, match="is not a date or timestamp"):
         ModelSpec.from_config({"event_time_start": "yesterday"}).event_time_bounds
+
+
+def test_adapter_import_freezes_the_long_lived_objects_and_later_garbage_is_still_collected():
+    """The adapter freezes what exists when dbt loads it (dbt's, PySpark's and hudilite's modules): full
+    collections stop re-scanning them; cyclic garbage made afterwards is collected as before."""
+    import subprocess
+    import sys
+
+    code = """
+import gc, weakref
+import dbt.cli.main
+import dbt.adapters.hudilite
+assert gc.get_freeze_count() > 50000, gc.get_freeze_count()
+class Node: pass
+a, b = Node(), Node(); a.other, b.other = b, a
+gone = weakref.ref(a); del a, b
+gc.collect()
+assert gone() is None, "a cycle made after the import was not collected"
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
