@@ -1,6 +1,8 @@
 """The dbt adapter's pure-Python parts: config resolution, profile, catalog snapshot directories."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 from dbt_common.exceptions import DbtRuntimeError
@@ -173,9 +175,6 @@ def test_event_time_bounds_select_windows():
 def test_adapter_import_freezes_the_long_lived_objects_and_later_garbage_is_still_collected():
     """The adapter freezes what exists when dbt loads it (dbt's, PySpark's and hudilite's modules): full
     collections stop re-scanning them; cyclic garbage made afterwards is collected as before."""
-    import subprocess
-    import sys
-
     code = """
 import gc, weakref
 import dbt.cli.main
