@@ -331,8 +331,10 @@ def _refresh(spark, kind: str, path: str):
     """Refresh the aggregate table at `path` from the detail beside it (from their directory)."""
     aggregate, _ = _aggregate_engine()
     path = os.path.abspath(path)
+    # the Spark kind's upsert stays a Spark write (tasks write its files), small as its detail is
+    opts = {**BASE_OPTIONS, "hudilite.write.small.batch.enabled": "false"} if kind == "spark" else dict(BASE_OPTIONS)
     with contextlib.chdir(os.path.dirname(path)):
-        return aggregate.refresh(spark, aggregate.parse(AGGREGATES[kind]), DETAIL, path, options=dict(BASE_OPTIONS))
+        return aggregate.refresh(spark, aggregate.parse(AGGREGATES[kind]), DETAIL, path, options=opts)
 
 
 def _parent_spark():

@@ -17,10 +17,10 @@ the driver with pyarrow for small ranges), `where` (a WHERE clause as a pyarrow 
 """
 
 from hudilite.aggregate.local import full_state, incremental_arrow
-from hudilite.aggregate.maintain import refresh, session_time_zone, stored_signature
+from hudilite.aggregate.maintain import refresh, session_time_zone, stored_signature, write_options
 from hudilite.aggregate.query import GROUP_KEY, ROWS, SIGNATURE_KEY, AggregateQuery, AggregateQueryError, Item, parse
 from hudilite.aggregate.spark import full_frame, incremental_frame
 
 __all__ = ["GROUP_KEY", "ROWS", "SIGNATURE_KEY", "AggregateQuery", "AggregateQueryError", "Item", "full_frame",
            "full_state", "incremental_arrow", "incremental_frame", "parse", "refresh", "session_time_zone",
-           "stored_signature"]
+           "stored_signature", "write_options"]

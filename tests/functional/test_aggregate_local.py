@@ -189,6 +189,31 @@ def test_where_drops_every_change_of_a_batch(spark, tmp_path, monkeypatch):
     assert refresh(spark, q, detail, agg) is None  # the range was consumed
 
 
+def test_aggregate_of_a_small_detail_is_written_on_the_driver(spark, tmp_path, monkeypatch):
+    """`refresh` writes the aggregate's rows of a Spark fold (full builds, Spark refreshes) with the driver-local
+    writer when the detail has at most `hudilite.write.small.batch.max.rows` rows (commit metadata), and with a
+    Spark write when the caller turns small batches off or the detail has more rows: the same aggregate."""
+    runs = _spy(monkeypatch)
+    where = "x + 0 > 1"  # outside the Arrow fold's subset: every refresh folds in Spark
+    q = parse(f"{SELECT} where {where} group by g")
+    rng = random.Random(5)
+    live: dict = {}
+    detail = str(tmp_path / "detail")
+    hudilite.write(_batch(rng, live, 30), detail, record_key="id")
+    off = {"hudilite.write.small.batch.enabled": "false"}
+    few = {"hudilite.write.small.batch.max.rows": str(len(live) - 1)}  # the detail has more rows than this
+    aggs = {name: str(tmp_path / name) for name in ("default", "off", "few")}
+    opts = {"default": None, "off": off, "few": few}
+    engines: dict = {name: [] for name in aggs}
+    for step in range(2):
+        for name, agg in aggs.items():
+            engines[name].append(refresh(spark, q, detail, agg, opts[name]).stats["engine"])
+            assert _rows(hudilite.read(spark, agg)) == _recomputed(spark, detail, where), (name, step)
+        hudilite.write(_batch(rng, live, 6), detail, record_key="id")
+    assert runs == [None, None, None], "the incremental refreshes fold in Spark"
+    assert engines == {"default": ["driver", "driver"], "off": ["spark", "spark"], "few": ["spark", "spark"]}
+
+
 MOR = {"hoodie.datasource.write.table.type": "MERGE_ON_READ"}
 
 

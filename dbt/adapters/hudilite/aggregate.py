@@ -20,7 +20,6 @@ from dbt.adapters.hudilite.model_config import ModelSpec
 from dbt.adapters.hudilite.response import no_change, response
 from dbt.adapters.hudilite.run_state import model_key, resume_position
 from hudilite import aggregate
-from hudilite import options as o
 from hudilite.aggregate import GROUP_KEY, SIGNATURE_KEY
 
 logger = AdapterLogger("Hudilite")
@@ -65,17 +64,9 @@ def materialize_aggregate(env, schema: str, identifier: str, sql: str, cfg: Dict
 
 
 def _write_options(env, spec, identifier, detail) -> Dict[str, str]:
-    """The model's write options; a detail of few rows (its snapshot's row count from commit metadata) has
-    few groups, so the aggregate's rows go to the driver-local writer without the plan's size estimate: the
-    frames join (state, stored groups, recomputed values) and Spark estimates a join at the product of its
-    sides' sizes, which ruled out batches of a few rows. A wrong guess costs one evaluation limited to
-    `max.rows` + 1 rows, then the Spark write as before."""
-    options = env._options(spec, identifier)
-    if o.SMALL_BATCH.get(options) and o.SMALL_BATCH_ESTIMATE.key not in options:
-        rows = hudilite.Table(detail).stats()["rows"]
-        if rows is not None and rows <= o.SMALL_BATCH_ROWS.get(options):
-            options[o.SMALL_BATCH_ESTIMATE.key] = "false"
-    return options
+    """The model's write options, with the core's small-batch choice for a detail of few rows
+    (`aggregate.write_options`)."""
+    return aggregate.write_options(detail, env._options(spec, identifier))
 
 
 def _full(env, q, schema, identifier, path, detail, end, spec, entry):
