@@ -53,8 +53,9 @@ SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string()), ("v", pa.int64()), (
                     ("_hoodie_is_deleted", pa.bool_())])
 KEYS = 16
 RAN: Counter = Counter()  # rule -> times run (this process)
+# a lock left by a crashed step is broken once its lease ran out: 5 s, not the default minute of waiting
 OPTS = {"hoodie.write.fsync": "false", "hoodie.client.heartbeat.interval_in_ms": "200",
-        "hoodie.client.heartbeat.tolerable.misses": "2"}
+        "hoodie.client.heartbeat.tolerable.misses": "2", "hoodie.write.lock.filesystem.expire.ms": "5000"}
 OCC = {**OPTS, "hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
 SERVICE_OPTS = {"hoodie.cleaner.commits.retained": "3", "hoodie.keep.min.commits": "4",
                 "hoodie.keep.max.commits": "5"}
