@@ -256,7 +256,7 @@ SPARK: dict = {}  # the child's session, once started
 
 
 def _spark_session(workdir: str):
-    from hudilite.spark.session import DRIVER_JAVA_OPTIONS, local_session, session_conf
+    from hudilite.spark.session import DRIVER_JAVA_OPTIONS, local_session
 
     # Python workers forked by bench/crash_daemon.py install the injector; Spark's scratch files (a killed JVM
     # leaves them) go to the crash point's work directory, which the parent removes; a JVM that lives for one
@@ -265,7 +265,7 @@ def _spark_session(workdir: str):
         "spark.python.daemon.module": "bench.crash_daemon",
         "spark.local.dir": os.path.join(workdir, "spark-local"),
         "spark.sql.shuffle.partitions": "2",
-        DRIVER_JAVA_OPTIONS: f"{session_conf()[DRIVER_JAVA_OPTIONS]} -XX:-UsePerfData -XX:TieredStopAtLevel=1",
+        DRIVER_JAVA_OPTIONS: "-XX:-UsePerfData -XX:TieredStopAtLevel=1",
     })
 
 

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 
 from hudilite.errors import HudiliteError
 from hudilite.spark.class_cache import DUMP_WAIT_S, class_cache_options, install_class_archive
-from hudilite.spark.session import session_conf
+from hudilite.spark.session import DRIVER_JAVA_OPTIONS, merge_conf, session_conf
 from hudilite.warehouse import WAREHOUSE_LOCK, WarehouseLockedError, locked_message, spark_log_config
 
 DEFAULT_PORT = 15002  # Spark Connect's own default
@@ -127,15 +127,15 @@ def _remove_state(warehouse: str) -> None:
 
 def _server_conf(warehouse: str, host: str, port: int, spark_conf: dict | None, cds: str = "") -> dict:
     ms = metastore_dir(warehouse)
-    java_opts = (f"-Duser.timezone=UTC -Dderby.stream.error.file={os.path.join(ms, 'derby.log')} "
+    java_opts = (f"-Dderby.stream.error.file={os.path.join(ms, 'derby.log')} "
                  f"-Dlog4j2.configurationFile={spark_log_config(ms)} {cds}").rstrip()
-    conf = session_conf({"spark.ui.showConsoleProgress": "false", "spark.sql.ansi.enabled": "false",
-                         "spark.driver.extraJavaOptions": java_opts,
-                         "spark.sql.execution.pyspark.python": sys.executable,
-                         "spark.connect.grpc.binding.address": host,
-                         "spark.connect.grpc.binding.port": str(port)}, hive_dir=ms)
-    conf.update(spark_conf or {})
-    return conf
+    own = {"spark.ui.showConsoleProgress": "false", "spark.sql.ansi.enabled": "false",
+           DRIVER_JAVA_OPTIONS: java_opts,
+           "spark.sql.execution.pyspark.python": sys.executable,
+           "spark.connect.grpc.binding.address": host,
+           "spark.connect.grpc.binding.port": str(port)}
+    # the caller's settings last, over the catalog's too (as before), Java options appended
+    return merge_conf(session_conf(own, hive_dir=ms), spark_conf)
 
 
 def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", master: str = "local[*]",

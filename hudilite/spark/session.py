@@ -26,11 +26,24 @@ SQL_WORKER_PYTHON = "spark.sql.execution.pyspark.python"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
+JAVA_OPTION_KEYS = (DRIVER_JAVA_OPTIONS, "spark.executor.extraJavaOptions")
+
+
+def merge_conf(base: dict, extra: dict | None) -> dict:
+    """`base` with `extra`'s settings over it, except the JVMs' extra Java options: `extra`'s are appended to
+    `base`'s (a caller's heap or GC flag must not drop hudilite's time zone, logging or class-archive flags;
+    for a flag given twice the JVM takes the last, the caller's)."""
+    out = dict(base)
+    for k, v in (extra or {}).items():
+        out[k] = f"{out[k]} {v}".strip() if k in JAVA_OPTION_KEYS and out.get(k) else v
+    return out
+
+
 def session_conf(conf: dict | None = None, hive_dir: str | None = None) -> dict:
     """The Spark settings of a hudilite session (`local_session`, and the `hudilite server` Connect server):
-    Python workers run this interpreter (so they import hudilite); `conf` over them; with `hive_dir`, a
-    persistent catalog in an embedded Derby metastore there."""
-    out = {
+    Python workers run this interpreter (so they import hudilite); `conf` over them (`merge_conf`: extra Java
+    options appended); with `hive_dir`, a persistent catalog in an embedded Derby metastore there."""
+    out = merge_conf({
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "4",
@@ -38,10 +51,9 @@ def session_conf(conf: dict | None = None, hive_dir: str | None = None) -> dict:
         "spark.pyspark.python": sys.executable,
         # the hudilite data source prunes partitions in pushFilters, which PySpark refuses unless this is on
         "spark.sql.python.filterPushdown.enabled": "true",
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        DRIVER_JAVA_OPTIONS: "-Duser.timezone=UTC",
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
-    }
-    out.update(conf or {})
+    }, conf)
     if hive_dir:
         out.update({"spark.sql.warehouse.dir": os.path.join(hive_dir, "warehouse"),
                     "spark.hadoop.javax.jdo.option.ConnectionURL":

@@ -292,12 +292,12 @@ def main(argv: list[str]) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")]))
 
     import hudilite
-    from hudilite.spark.session import DRIVER_JAVA_OPTIONS, local_session, session_conf
+    from hudilite.spark.session import DRIVER_JAVA_OPTIONS, local_session
 
     install_driver_hooks(point)
     # a JVM that lives for one small write: C1 alone compiles less than tiered C1 + C2 (~1.5-2.5 s of ~15 s)
     spark = local_session("local[1]", app_name=f"crash-writer-{point}",
-                          conf={DRIVER_JAVA_OPTIONS: f"{session_conf()[DRIVER_JAVA_OPTIONS]} -XX:TieredStopAtLevel=1"})
+                          conf={DRIVER_JAVA_OPTIONS: "-XX:TieredStopAtLevel=1"})
     line = sys.stdin.readline()
     if not line:  # the test ended without handing this writer a job
         spark.stop()

@@ -57,7 +57,8 @@ def session(jar: str):
             .config("spark.sql.shuffle.partitions", "1")
             .config("spark.default.parallelism", "1")
             .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC")
+            # one small JVM doing many short, different jobs: C1 alone (tests/conftest.py C1_ONLY)
+            .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
             .getOrCreate())
 
 

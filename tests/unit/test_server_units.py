@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from hudilite import cli, server
+from hudilite.spark.session import DRIVER_JAVA_OPTIONS, session_conf
 
 
 def _free_port() -> int:
@@ -62,3 +63,20 @@ def test_start_replaces_a_stale_record_and_reports_a_failed_start(tmp_path):
         server.start(str(tmp_path), port=_free_port(), spark_conf={"spark.driver.memory": "not-a-size"},
                      timeout=120)
     assert not state.exists()
+
+
+def test_a_callers_java_options_are_appended_to_hudilites(tmp_path):
+    """A heap or GC flag in a server's (or session's) settings must not drop hudilite's own JVM flags (time
+    zone, the metastore's log, the class archive): the caller's come last, so a repeated flag is theirs."""
+    os.makedirs(tmp_path / ".metastore")
+    conf = server._server_conf(str(tmp_path), "127.0.0.1", 15002, {
+        DRIVER_JAVA_OPTIONS: "-Xmx3g -XX:TieredStopAtLevel=1", "spark.sql.shuffle.partitions": "8"},
+        cds="-XX:SharedArchiveFile=/x.jsa")
+    java = conf[DRIVER_JAVA_OPTIONS].split()
+    assert java[0] == "-Duser.timezone=UTC" and java[-2:] == ["-Xmx3g", "-XX:TieredStopAtLevel=1"], java
+    assert "-XX:SharedArchiveFile=/x.jsa" in java and any(j.startswith("-Dderby.stream.error.file=") for j in java)
+    assert conf["spark.sql.shuffle.partitions"] == "8" and conf["spark.sql.catalogImplementation"] == "hive"
+    assert server._server_conf(str(tmp_path), "127.0.0.1", 15002, None)[DRIVER_JAVA_OPTIONS].count("-Duser.") == 1
+    local = session_conf({"spark.executor.extraJavaOptions": "-Xss4m", "spark.ui.enabled": "true"})
+    assert local["spark.executor.extraJavaOptions"] == "-Duser.timezone=UTC -Xss4m"
+    assert local[DRIVER_JAVA_OPTIONS] == "-Duser.timezone=UTC" and local["spark.ui.enabled"] == "true"

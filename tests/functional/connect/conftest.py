@@ -10,6 +10,8 @@ import sys
 import pytest
 
 from hudilite import server
+from hudilite.spark.session import DRIVER_JAVA_OPTIONS
+from tests.conftest import C1_ONLY
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
@@ -24,7 +26,8 @@ def _free_port() -> int:
 def connect_server(tmp_path_factory):
     warehouse = str(tmp_path_factory.mktemp("connect-warehouse"))
     # two cores shared with the suite's own session: the server's tasks on two threads
-    info = server.start(warehouse, port=_free_port(), master="local[2]")
+    info = server.start(warehouse, port=_free_port(), master="local[2]",
+                        spark_conf={DRIVER_JAVA_OPTIONS: C1_ONLY})
     try:
         yield info
     finally:
