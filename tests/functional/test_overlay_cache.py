@@ -47,6 +47,14 @@ def _write(spark, path, rows, operation="upsert", prepare=False, options=None):
                           options={overlay_cache.WRITE_OPTION: str(prepare).lower(), **(options or {})})
 
 
+def _first_rows(n):
+    """`n` rows over both regions, plus n // 2 more in `us` (even ids from 10,000): the two base files then
+    differ in size, so reads key their slices by base file size as the writer's entries are keyed (equal sizes
+    make reads hash file names instead: the writer's entries would be missed, by design, and these tests that
+    look for them would fail by chance)."""
+    return [(i, 10, f"n{i}") for i in range(n)] + [(10_000 + 2 * k, 10, f"x{k}") for k in range(n // 2)]
+
+
 def _entries(path) -> dict[str, float]:
     """Complete entries (rows files) of the table: path -> mtime."""
     root = os.path.join(path, overlay_cache.DIR)
@@ -202,7 +210,7 @@ def test_deltacommit_writes_the_entries_the_first_read_uses(spark, tmp_path):
     from hudilite.log.blocks import ParquetDataBlock
 
     path = str(tmp_path / "t")
-    _write(spark, path, [(i, 10, f"n{i}") for i in range(30)], prepare=True, options=V6)
+    _write(spark, path, _first_rows(30), prepare=True, options=V6)
     assert _entries(path) == {}, "a commit of base files only has no overlays"
     _write(spark, path, [(3, 20, "u3"), (4, 20, "u4"), (6, 5, "late6")], prepare=True)
     written = _entries(path)
@@ -232,7 +240,7 @@ def test_entries_a_write_makes_are_the_ones_a_read_computes(spark, tmp_path):
     import pyarrow.parquet as pq
 
     path = str(tmp_path / "t")
-    _write(spark, path, [(i, 10, f"n{i}") for i in range(40)], options=V6)
+    _write(spark, path, _first_rows(40), options=V6)
     _write(spark, path, [(1, 20, "u1"), (2, 20, "u2"), (7, 3, "late7")])
     _write(spark, path, [(1, 15, "late1"), (2, 30, "u2b"), (8, 40, "u8"), (100, 1, "new")], prepare=True)
     _write(spark, path, [(9, 50, "x")], operation="delete", prepare=True)
@@ -396,7 +404,7 @@ def test_only_slices_with_big_logs_get_entries(spark, tmp_path):
     """Slices whose logs are below MIN_LOG_BYTES_CONF are merged by the read's Python tasks, no entries (neither
     from the read nor from the write); bigger ones get theirs; the mixed read equals the read without files."""
     path = str(tmp_path / "t")
-    _write(spark, path, [(i, 10, f"n{i}") for i in range(400)], options=V6)
+    _write(spark, path, _first_rows(400), options=V6)
     # eu (odd ids): 200 updates with long incompressible names; us: one
     _write(spark, path, [(i, 20, f"u{i}" + os.urandom(150).hex()) for i in range(1, 400, 2)] + [(2, 20, "u2")])
     small, big = _log_bytes(path, "us"), _log_bytes(path, "eu")
