@@ -24,9 +24,8 @@ _CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _CHECKED_GUARD = threading.Lock()
 SQL_WORKER_PYTHON = "spark.sql.execution.pyspark.python"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
-
-
-JAVA_OPTION_KEYS = (DRIVER_JAVA_OPTIONS, "spark.executor.extraJavaOptions")
+EXECUTOR_JAVA_OPTIONS = "spark.executor.extraJavaOptions"
+JAVA_OPTION_KEYS = (DRIVER_JAVA_OPTIONS, EXECUTOR_JAVA_OPTIONS)
 
 
 def merge_conf(base: dict, extra: dict | None) -> dict:
@@ -52,7 +51,7 @@ def session_conf(conf: dict | None = None, hive_dir: str | None = None) -> dict:
         # the hudilite data source prunes partitions in pushFilters, which PySpark refuses unless this is on
         "spark.sql.python.filterPushdown.enabled": "true",
         DRIVER_JAVA_OPTIONS: "-Duser.timezone=UTC",
-        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+        EXECUTOR_JAVA_OPTIONS: "-Duser.timezone=UTC",
     }, conf)
     if hive_dir:
         out.update({"spark.sql.warehouse.dir": os.path.join(hive_dir, "warehouse"),
@@ -75,7 +74,7 @@ def local_session(master: str = "local[2]", *, app_name: str = "hudilite", conf:
     settings = session_conf(conf, hive_dir)
     java = settings.get(DRIVER_JAVA_OPTIONS, "")
     if "SharedArchiveFile" not in java and "ArchiveClassesAtExit" not in java:  # not chosen by the caller
-        settings[DRIVER_JAVA_OPTIONS] = f"{java} {map_options()}".strip()
+        settings = merge_conf(settings, {DRIVER_JAVA_OPTIONS: map_options()})
     for k, v in settings.items():
         b = b.config(k, v)  # with hive_dir: catalogImplementation hive, what enableHiveSupport() sets
     spark = b.getOrCreate()
