@@ -20,7 +20,10 @@ with narrower types are widened by the parquet reader). The five `_hoodie_*` met
 model's columns, so unions, `select *` chains and column-wise comparisons never meet them. Columns the Hudi
 schema keeps but the model no longer produces (`sync_all_columns`, rebuilds) and the adapter's internal
 columns (`_hudilite_row_id`, `_hoodie_is_deleted`) are left out too.
-The two newest snapshot directories are kept (a reader that resolved the previous location can finish).
+The two newest snapshot directories are kept, and an older one until an hour after the next was published: a
+query that listed it, or another session that resolved the table before the commit, reads on from it. Sessions
+hudilite opens let a resolved table expire after a second (`spark.sql.metadataCacheTTLSeconds`), so another
+session - a Connect client beside a dbt run, a notebook beside `dbtRunner` - sees a commit within a second.
 
 A **merge-on-read** table's rows are base files merged with log files, which no directory of links can
 express. Its entry is a table over the `hudilite` data source (`hudilite/reader/datasource.py`), with the
@@ -45,6 +48,7 @@ import json
 import os
 import re
 import shutil
+import time
 import uuid
 import weakref
 from dataclasses import dataclass
@@ -63,6 +67,9 @@ from hudilite.storage import is_local
 
 SNAPSHOT_DIR = auxfiles.relative(auxfiles.CATALOG)
 KEEP_SNAPSHOTS = 2
+# a superseded snapshot directory stays at least this long: another session that resolved the table before
+# the commit reads it until its relation cache expires, and a query that listed it opens its files later
+SNAPSHOT_RETAIN_S = 3600.0
 PROP_PATH = "hudilite.path"
 # written by earlier versions on every commit (the location's last part names the instant): unset on the
 # next publish
@@ -428,20 +435,33 @@ def publish_snapshot(base_path: str, instant: str, files: list[str]) -> str:
     return final
 
 
-def prune_snapshots(base_path: str, current: str, keep: int = KEEP_SNAPSHOTS) -> None:
+def prune_snapshots(base_path: str, current: str, keep: int = KEEP_SNAPSHOTS,
+                    retain_s: float = SNAPSHOT_RETAIN_S, now: float | None = None) -> list[str]:
+    """Remove the snapshot directories other than `current` and the `keep` newest that were superseded (the
+    next one published) more than `retain_s` ago, and temporary directories that old (crashed publishes; a
+    running one's is seconds old). Returns the names removed."""
     root = snapshot_root(base_path)  # the link directories of `publish_snapshot`: local like them
     try:
-        names = sorted(n for n in os.listdir(root) if not n.startswith("."))
+        entries = os.listdir(root)
     except FileNotFoundError:
-        return
-    cur = os.path.basename(current)
-    keep_names = set(names[-keep:]) | {cur}
-    for n in names:
-        if n not in keep_names:
-            shutil.rmtree(os.path.join(root, n), ignore_errors=True)
-    for n in os.listdir(root):  # temporary directories of crashed publishes
-        if n.startswith(".tmp-"):
-            shutil.rmtree(os.path.join(root, n), ignore_errors=True)
+        return []
+    now = time.time() if now is None else now
+    names = sorted(n for n in entries if not n.startswith("."))
+    keep_names = set(names[-keep:]) | {os.path.basename(current)}
+
+    def older(name: str) -> bool:
+        try:
+            return now - os.stat(os.path.join(root, name)).st_mtime > retain_s
+        except FileNotFoundError:  # removed by a concurrent prune
+            return False
+
+    # a directory's successor was published when the directory was superseded: sessions that resolved the
+    # table before that (Spark's relation cache, CATALOG_CACHE_TTL_S) and queries that listed it read on
+    removed = [n for i, n in enumerate(names[:-1]) if n not in keep_names and older(names[i + 1])]
+    removed += [n for n in entries if n.startswith(".tmp-") and older(n)]
+    for n in removed:
+        shutil.rmtree(os.path.join(root, n), ignore_errors=True)
+    return removed
 
 
 def quote_ident(name: str) -> str:

@@ -26,6 +26,8 @@ SQL_WORKER_PYTHON = "spark.sql.execution.pyspark.python"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 EXECUTOR_JAVA_OPTIONS = "spark.executor.extraJavaOptions"
 JAVA_OPTION_KEYS = (DRIVER_JAVA_OPTIONS, EXECUTOR_JAVA_OPTIONS)
+# how long a session may keep reading a table's catalog entry as it resolved it (Spark's relation cache)
+CATALOG_CACHE_TTL_S = 1
 
 
 def merge_conf(base: dict, extra: dict | None) -> dict:
@@ -50,6 +52,11 @@ def session_conf(conf: dict | None = None, hive_dir: str | None = None) -> dict:
         "spark.pyspark.python": sys.executable,
         # the hudilite data source prunes partitions in pushFilters, which PySpark refuses unless this is on
         "spark.sql.python.filterPushdown.enabled": "true",
+        # a session caches the tables it has resolved, and a copy-on-write table's catalog entry is re-pointed
+        # by each commit (hudilite.metastore): without an expiry, a session that read a table before another
+        # session's commit (a Connect client beside a dbt run, a notebook beside dbtRunner) reads the old
+        # snapshot until it refreshes, and fails once that snapshot's directory is pruned
+        "spark.sql.metadataCacheTTLSeconds": str(CATALOG_CACHE_TTL_S),
         DRIVER_JAVA_OPTIONS: "-Duser.timezone=UTC",
         EXECUTOR_JAVA_OPTIONS: "-Duser.timezone=UTC",
     }, conf)

@@ -2,10 +2,13 @@
 what Spark's catalog API and the entry's schema say, on copy-on-write, merge-on-read, view, plain-table and
 missing entries, and a view or table copied from a merge-on-read entry is not taken for it; a publish whose
 properties are unchanged only moves the location, changed ones are set, the per-commit properties of older
-entries are unset once; plain Spark (this session and another) reads the new snapshot. Runs on the suite's
-session: classic here, Spark Connect in tests/functional/connect/test_connect_metastore.py."""
+entries are unset once; plain Spark (this session and another) reads the new snapshot, and a session that
+read the entry before the commits reads them within a second, never failing on a pruned snapshot. Runs on the
+suite's session: classic here, Spark Connect in tests/functional/connect/test_connect_metastore.py."""
 
+import contextlib
 import os
+import time
 import uuid
 
 import pyarrow as pa
@@ -13,7 +16,7 @@ import pytest
 
 import hudilite
 from hudilite import metastore as ms
-from hudilite.spark.session import is_connect
+from hudilite.spark.session import CATALOG_CACHE_TTL_S, is_connect
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -167,18 +170,55 @@ def _location(spark, db, ident):
     return next(r[1] for r in rows if r[0] == "Location")
 
 
-def _seen_by_another_session(spark, name):
-    """The ids another session of the same catalog reads from `name` (a new one: a session that read the
-    entry before keeps its cached relation, with or without this publish - not what is tested here)."""
+@contextlib.contextmanager
+def _another_session(spark):
+    """Another session of the same catalog (its own relation cache): over Connect another client session."""
     if is_connect(spark):
         from pyspark.sql import SparkSession
 
         other = SparkSession.builder.remote(os.environ["HUDILITE_TEST_CONNECT"]).create()
         try:
-            return sorted(r[0] for r in other.table(name).collect())
+            yield other
         finally:
             other.stop()
-    return sorted(r[0] for r in spark.newSession().table(name).collect())
+    else:
+        yield spark.newSession()
+
+
+def _ids(session, name):
+    return sorted(r[0] for r in session.table(name).collect())
+
+
+def _seen_by_another_session(spark, name):
+    """The ids a new session of the same catalog reads from `name`."""
+    with _another_session(spark) as other:
+        return _ids(other, name)
+
+
+def test_a_session_that_read_the_entry_reads_later_commits(spark, db, tmp_path):
+    """A session that resolved a copy-on-write entry before commits of another session (a Connect client
+    beside a dbt run) reads the new snapshot once its cached relation expires (CATALOG_CACHE_TTL_S), and never
+    fails meanwhile: the snapshot it resolved outlives its cache even after more than KEEP_SNAPSHOTS commits."""
+    path, cols, props = str(tmp_path / "t"), ["id", "v", "name"], {"hudilite.record_key": "id"}
+    name = f"{db}.t"
+    _write(path, [1], 1)
+    ms.publish(spark, db, "t", path, cols, props, None)
+    with _another_session(spark) as other:
+        assert _ids(other, name) == [1]
+        last = 1
+        for k in range(2, ms.KEEP_SNAPSHOTS + 5):
+            _write(path, [k], 1)
+            ms.publish(spark, db, "t", path, cols, props, ms.describe(spark, db, "t"))
+            assert _ids(spark, name) == list(range(1, k + 1))  # the publishing session: at once
+            seen = _ids(other, name)  # the other one: a snapshot at least as new as it read last
+            assert seen in [list(range(1, j + 1)) for j in range(last, k + 1)], seen
+            last = len(seen)
+        deadline = time.monotonic() + 10 * CATALOG_CACHE_TTL_S + 10
+        while _ids(other, name) != list(range(1, k + 1)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _ids(other, name) == list(range(1, k + 1))
+    # the superseded snapshots stay until an hour after their successors were published
+    assert len([n for n in os.listdir(ms.snapshot_root(path)) if not n.startswith(".")]) == k
 
 
 def test_publish_sets_only_changed_properties(spark, db, tmp_path):

@@ -113,9 +113,33 @@ def test_snapshot_directories_hold_links_to_exactly_the_committed_files(tmp_path
     assert cat.publish_snapshot(str(base), "001", files[:2]) == s1  # idempotent
     s2 = cat.publish_snapshot(str(base), "002", files[1:])
     s3 = cat.publish_snapshot(str(base), "003", files)
-    cat.prune_snapshots(str(base), s3)
+    assert cat.prune_snapshots(str(base), s3) == []  # 001 superseded just now: a reader may still be on it
+    assert cat.prune_snapshots(str(base), s3, retain_s=0) == ["001"]
     assert sorted(os.listdir(cat.snapshot_root(str(base)))) == ["002", "003"]
     assert os.path.isdir(s2)
+
+
+def test_superseded_snapshot_directories_stay_for_the_retention(tmp_path):
+    base, hour = str(tmp_path / "t"), 3600.0
+    now = 1_000_000.0
+    published = {"001": now - 5 * hour, "002": now - 3 * hour, "003": now - 2 * hour, "004": now - 60,
+                 "005": now}
+    for name, at in published.items():
+        d = cat.publish_snapshot(base, name, [])
+        os.utime(d, (at, at))
+    root = cat.snapshot_root(base)
+    crashed, running = os.path.join(root, ".tmp-crashed"), os.path.join(root, ".tmp-running")
+    for d, at in ((crashed, now - 2 * hour), (running, now - 5)):
+        os.makedirs(d)
+        os.utime(d, (at, at))
+    # 001 and 002 were superseded (by 002, 003) more than an hour ago; 003 only by 004, a minute ago
+    assert sorted(cat.prune_snapshots(base, os.path.join(root, "005"), retain_s=hour, now=now)) == [
+        ".tmp-crashed", "001", "002"]
+    assert sorted(os.listdir(root)) == [".tmp-running", "003", "004", "005"]
+    # the newest two and the current one stay whatever their age
+    assert sorted(cat.prune_snapshots(base, os.path.join(root, "003"), retain_s=0, now=now + hour)) == [
+        ".tmp-running"]
+    assert sorted(os.listdir(root)) == ["003", "004", "005"]
 
 
 def test_ddl_quotes_nested_names():

@@ -161,4 +161,11 @@ class CatalogMixin:
         what = ms.publish(self.spark, schema, identifier, path, visible, props, entry,
                           sql=lambda statement: self.sql(statement, entry_ddl=True))
         self.known.published(key, path)
+        if self.parent_session is not None:
+            # the caller's own session (a notebook running dbt) has its own relation cache, which may hold the
+            # entry as it was before this commit
+            try:
+                self.parent_session.catalog.refreshTable(ms.qualified(schema, identifier))
+            except Exception as e:  # noqa: BLE001 - a stale cache only: it expires by itself
+                logger.debug(f"hudilite: refreshing {schema}.{identifier} in the running session failed: {e}")
         logger.debug(f"hudilite: published {schema}.{identifier} {what} in {time.perf_counter() - t0:.2f}s")

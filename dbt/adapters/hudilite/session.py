@@ -70,6 +70,7 @@ class SessionMixin:
                 # temporary views), sharing its catalog.
                 spark = existing.newSession()
                 self.reused_session = True
+                self.parent_session = existing
                 static = [k for k in self.credentials.spark_conf if _is_static_conf(k)]
                 if static:
                     logger.warning(f"hudilite: reusing the running SparkSession; spark_conf {static} cannot "

@@ -136,12 +136,15 @@ class TestIncrementalStrategies:
             "sync_cols.sql": SYNC_COLS, "ignore_cols.sql": IGNORE_COLS,
         }
 
-    def test_batches(self, project):
+    def test_batches(self, project, spark):
         s = project.test_schema
         run_dbt(["seed"])
         run_dbt(["run"])
         for m in ("cdc", "cdc_aliases"):
             assert rows(project, f"select id, version, name from {s}.{m}") == reference([changes(1)])
+        # the process's own session (dbt runs in a session made from it) reads the model as well ...
+        caller_reads = f"select id, version, name from {s}.cdc"
+        assert sorted(tuple(r) for r in spark.sql(caller_reads).collect()) == reference([changes(1)])
 
         res = run_dbt(["run", "--vars", "{batch: 2}"])
         by = {r.node.name: r.adapter_response for r in res.results}
@@ -151,6 +154,8 @@ class TestIncrementalStrategies:
         assert by["cdc"]["_message"] == "UPSERT 1 inserted, 1 updated, 1 deleted"
         for m in ("cdc", "cdc_aliases"):
             assert rows(project, f"select id, version, name from {s}.{m}") == reference([changes(1), changes(2)])
+        # ... and the run's commit at once, not the snapshot it resolved before the run
+        assert sorted(tuple(r) for r in spark.sql(caller_reads).collect()) == reference([changes(1), changes(2)])
         # each run of an incremental model is exactly one commit
         assert len(HoodieTable.open(table_dir(project, "cdc")).timeline.completed()) == 2
 
