@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import weakref
 from typing import Any, Dict, Optional
 
 from dbt.adapters.events.logging import AdapterLogger
@@ -28,6 +29,10 @@ BASE_CONF = {"spark.sql.ansi.enabled": "false"}  # as dbt-spark: the Spark 3 sem
 
 _process_lock = threading.RLock()
 _process_session: Dict[str, Any] = {}  # the SparkSession hudilite built for this process, if any
+# the sessions made from the process's running one -> that one: an earlier environment's session can be the
+# active one later (PySpark makes a session active when it creates a DataFrame), and the session to refresh
+# after a commit is still the caller's
+_made_from: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 
 
 
@@ -70,7 +75,8 @@ class SessionMixin:
                 # temporary views), sharing its catalog.
                 spark = existing.newSession()
                 self.reused_session = True
-                self.parent_session = existing
+                self.parent_session = _made_from.get(existing, existing)
+                _made_from[spark] = self.parent_session
                 static = [k for k in self.credentials.spark_conf if _is_static_conf(k)]
                 if static:
                     logger.warning(f"hudilite: reusing the running SparkSession; spark_conf {static} cannot "
