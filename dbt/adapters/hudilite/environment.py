@@ -41,7 +41,6 @@ class HudiliteEnvironment(SessionMixin, CatalogMixin, DmlMixin, MaterializeMixin
         self._spark = None
         self._lock = threading.RLock()
         self.catalog_kind = "not started"
-        self.reused_session = False
         self.parent_session = None  # the process's running SparkSession this one was made from, if any
         self.run = RunState()  # this dbt invocation's per-model state (checkpoints read, publish options)
         self.known = KnownEntries()  # catalog facts this invocation has (no round trip to ask them again)

@@ -74,7 +74,6 @@ class SessionMixin:
                 # A process has one SparkContext: run on it, in a session of our own (own SQL conf and
                 # temporary views), sharing its catalog.
                 spark = existing.newSession()
-                self.reused_session = True
                 self.parent_session = _made_from.get(existing, existing)
                 _made_from[spark] = self.parent_session
                 static = [k for k in self.credentials.spark_conf if _is_static_conf(k)]
@@ -142,8 +141,8 @@ class SessionMixin:
         return (f"Spark {spark.version}, master {spark.sparkContext.master}, warehouse {self.warehouse}, "
                 f"catalog {self.catalog_kind}"
                 + (f" (Derby metastore {os.path.join(self.metastore_dir, 'metastore_db')})"
-                   if self.catalog_kind == "hive" and not self.reused_session else "")
-                + (" [reused the process's SparkSession]" if self.reused_session else ""))
+                   if self.catalog_kind == "hive" and self.parent_session is None else "")
+                + (" [reused the process's SparkSession]" if self.parent_session is not None else ""))
 
     # ---- SQL -------------------------------------------------------------------------------
     @contextlib.contextmanager
