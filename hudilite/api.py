@@ -20,6 +20,7 @@ import dataclasses
 from hudilite import checkpoints as _checkpoints
 from hudilite import replace as _replace
 from hudilite.errors import HudiliteError, InvalidWriteError
+from hudilite.metastore import carry_snapshots as _carry_snapshots
 from hudilite.reader import changes as _changes
 from hudilite.reader.planner import table_schema as _table_schema
 from hudilite.services import archival as _archival
@@ -328,6 +329,9 @@ class Table:
         table at the path, never nothing). The new table has a new table id, so its consumers rebuild."""
         with _replace.staging_dir(self._path) as staging:
             yield staging
+            # the old table's catalog entry, and sessions that resolved it, name snapshot directories under
+            # this path: inside the new table after the swap
+            _carry_snapshots(self._path, staging)
             _replace.swap(self._path, staging)
 
     def stats(self) -> dict:

@@ -64,6 +64,7 @@ from hudilite.spark.results import command_result
 from hudilite.spark.schema import arrow_to_spark
 from hudilite.spark.session import is_connect
 from hudilite.storage import is_local
+from hudilite.table import HoodieTable
 
 SNAPSHOT_DIR = auxfiles.relative(auxfiles.CATALOG)
 KEEP_SNAPSHOTS = 2
@@ -433,6 +434,36 @@ def publish_snapshot(base_path: str, instant: str, files: list[str]) -> str:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
+
+
+def carry_snapshots(base_path: str, staging: str) -> list[str]:
+    """Before the table at `staging` replaces the one at `base_path` (`Table.replacing`): give it hard links of
+    the old table's snapshot directories at the same place. The catalog entry, and every session that resolved
+    it, names `<base_path>/.hoodie/.aux/hudilite_catalog/<instant>`, which after the swap is inside the new
+    table: such a session (Spark's relation cache, CATALOG_CACHE_TTL_S) or a query that listed the old snapshot
+    reads on from it instead of failing, and the new table's publishes prune the directories as their own.
+    Not done where nothing would prune them (a merge-on-read new table's entry has no snapshot directories) or
+    where the links are symbolic (they name the old table's files, which the swap removes). Returns the names
+    carried."""
+    if not is_local(base_path):
+        return []
+    root = snapshot_root(base_path)
+    try:
+        names = sorted(n for n in os.listdir(root) if not n.startswith("."))
+    except FileNotFoundError:
+        return []
+    if not names or not HoodieTable.exists(staging) or \
+            HoodieTable.open(staging).config.table_type != "COPY_ON_WRITE":
+        return []
+    carried = []
+    for n in names:
+        src = os.path.join(root, n)
+        files = [os.path.join(src, f) for f in sorted(os.listdir(src))]
+        if any(os.path.islink(f) for f in files):
+            continue
+        publish_snapshot(staging, n, files)
+        carried.append(n)
+    return carried
 
 
 def prune_snapshots(base_path: str, current: str, keep: int = KEEP_SNAPSHOTS,

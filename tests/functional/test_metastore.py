@@ -221,6 +221,46 @@ def test_a_session_that_read_the_entry_reads_later_commits(spark, db, tmp_path):
     assert len([n for n in os.listdir(ms.snapshot_root(path)) if not n.startswith(".")]) == k
 
 
+def test_a_query_of_the_old_entry_reads_on_across_a_rebuild_beside(spark, db, tmp_path):
+    """A table rebuilt beside the old one (`Table.replacing`: key, partitioning or column types changed) takes
+    over the old table's snapshot directories: a query that listed the old entry's snapshot, or a session whose
+    cached relation names it, reads the old rows after the swap instead of failing; the next resolution of the
+    entry reads the new table. A merge-on-read replacement (its entry has no snapshot directories to prune them
+    with) takes none."""
+    path, cols, props = str(tmp_path / "t"), ["id", "v", "name"], {"hudilite.record_key": "id"}
+    name = f"{db}.t"
+    _write(path, [1], 1)
+    ms.publish(spark, db, "t", path, cols, props, None)
+    _write(path, [2], 1)
+    ms.publish(spark, db, "t", path, cols, props, ms.describe(spark, db, "t"))
+    old = _location(spark, db, "t")
+    old_dirs = sorted(n for n in os.listdir(ms.snapshot_root(path)) if not n.startswith("."))
+    with _another_session(spark) as other:
+        listed = other.read.parquet(old).select("id")  # the old snapshot's files are listed here
+        assert sorted(r[0] for r in listed.collect()) == [1, 2]
+        with hudilite.Table(path).replacing() as staging:
+            _write(staging, [7, 8], 1)
+        assert sorted(n for n in os.listdir(ms.snapshot_root(path)) if not n.startswith(".")) == old_dirs
+        assert sorted(r[0] for r in listed.collect()) == [1, 2]  # the swap is done, the entry not yet moved
+        ms.publish(spark, db, "t", path, cols, props, ms.describe(spark, db, "t"))
+        assert sorted(r[0] for r in listed.collect()) == [1, 2]
+        assert _ids(spark, name) == [7, 8]
+        deadline = time.monotonic() + 10 * CATALOG_CACHE_TTL_S + 10
+        while _ids(other, name) != [7, 8] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _ids(other, name) == [7, 8]
+    # the carried directories are the new table's: pruned as its own once superseded for the retention
+    removed = ms.prune_snapshots(path, _location(spark, db, "t"), keep=1, now=time.time() + 2 * ms.SNAPSHOT_RETAIN_S)
+    assert sorted(removed) == old_dirs
+
+    mor = str(tmp_path / "m")
+    _write(mor, [1], 1)
+    ms.publish(spark, db, "m", mor, cols, props, None)
+    with hudilite.Table(mor).replacing() as staging:
+        _write(staging, [3], 1, table_type="MERGE_ON_READ")
+    assert not os.path.isdir(ms.snapshot_root(mor)) or not os.listdir(ms.snapshot_root(mor))
+
+
 def test_publish_sets_only_changed_properties(spark, db, tmp_path):
     path = str(tmp_path / "t")
     cols = ["id", "v", "name"]

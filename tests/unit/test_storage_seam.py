@@ -24,6 +24,7 @@ ALLOWLIST = {
     ("hudilite.server", "*"): "the local Connect server's pid file, log and lock: process state, not table storage",
     ("hudilite.metastore", "publish_snapshot"): "catalog snapshots are directories of hard links to data files",
     ("hudilite.metastore", "prune_snapshots"): "removes those link directories",
+    ("hudilite.metastore", "carry_snapshots"): "links those link directories into a replacing table (local only)",
     ("hudilite.options", "main"): "rewrites docs/options.md of the source tree (a developer tool)",
     ("hudilite.reader.overlay_cache", "_usable"): "POSIX permission bits of a local .hoodie (URIs skip it)",
 }

@@ -19,4 +19,4 @@ def test_metastore_over_connect(connect_server):
                      env={"HUDILITE_TEST_CONNECT": connect_server.url}, timeout=900)
     tail = out.stdout[-4000:] + out.stderr[-2000:]
     assert out.returncode == 0, tail
-    assert re.match(r"10 passed", out.stdout.strip().splitlines()[-1]), tail
+    assert re.match(r"11 passed", out.stdout.strip().splitlines()[-1]), tail
