@@ -7,7 +7,7 @@ dbt runs in this process (dbtRunner, `--threads 1`, so a model's round trips are
 build), `dbt run` batch 2 (a small batch of change events through the 4 models), then batches 3 and 4 (the
 same work on a server that has run it before).
 
-    python -m bench.dbt_model_work [--work DIR] [--out F] [--calls [--stacks]]
+    python -m bench.dbt_model_work [--work DIR] [--out F] [--calls [--stacks]] [--later N]
 """
 
 from __future__ import annotations
@@ -129,6 +129,9 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", action="store_true",
                     help="list every round trip of each model: its start (ms after the node's) and wall time")
     ap.add_argument("--stacks", action="store_true", help="with --calls: the hudilite frames that issued each")
+    ap.add_argument("--later", type=int, default=0, metavar="N",
+                    help="N more runs after batch 4 (batches 1-4 again, in turn): the steady state of a server "
+                         "that a user has run the project on many times (its JIT has compiled the plans)")
     args = ap.parse_args(argv)
     _stacks[0] = args.stacks
     from dbt.cli.main import dbtRunner
@@ -146,7 +149,8 @@ def main(argv=None) -> int:
         # batch 3 and 4 as bench.dbt_latency's later runs: the same plans once the server has run them a few times
         for phase, cmd in (("seed", ["seed"]), ("batch1", ["run", "--vars", "{batch: 1}"]),
                            ("batch2", ["run", "--vars", "{batch: 2}"]), ("batch3", ["run", "--vars", "{batch: 3}"]),
-                           ("batch4", ["run", "--vars", "{batch: 4}"])):
+                           ("batch4", ["run", "--vars", "{batch: 4}"]),
+                           *((f"later{i + 1}", ["run", "--vars", f"{{batch: {i % 4 + 1}}}"]) for i in range(args.later))):
             _phase[0] = phase
             res = runner.invoke([*cmd, "--threads", "1", "--project-dir", str(work), "--profiles-dir", str(work)])
             if not res.success:
