@@ -6,6 +6,9 @@ the 4 models); `dbt run` (batch 2: one small batch of change events through the 
 Then, as the day goes on: `dbt run` batch 3 (not reported), `dbt run` batch 4 (`run #4`: the JVM has run
 these plans a few times) and batch 4 again with the same `--vars` (`again`: dbt parses partially; every
 changed var makes dbt parse the whole project, ~1.5 s here).
+With `--steady N`, N more runs follow (batches 1-4 in turn, each a changed var: dbt parses in full): the steady
+state of a project run many times an hour on a server whose JIT has compiled its plans (`steady`: medians
+over those N runs and the repeats).
 Reported: medians over the repeats of each command's wall time, of dbt's own time of the small-batch runs
 (`(dbt)`: run_results.json's elapsed_time - session, cache, models; not process start, imports, parse) and of
 their per-model execution times.
@@ -22,7 +25,8 @@ Session mode maps the driver JVM's class archive and the Connect server its own 
 a missing one is written first by one untimed command (`--no-warm` skips that and measures a cold cache).
 The load average at the start and the end is reported: other work on the machine slows every system alike.
 
-    python -m bench.dbt_latency --repeat 3 [--systems hudilite-session,hudilite-connect,dbt-spark] [--out F]
+    python -m bench.dbt_latency --repeat 3 [--systems hudilite-session,hudilite-connect,dbt-spark] [--steady N]
+        [--out F]
 """
 
 from __future__ import annotations
@@ -149,12 +153,13 @@ def model_engines(work: Path) -> dict[str, str | None]:
     return {r["unique_id"].split(".")[-1]: (r.get("adapter_response") or {}).get("engine") for r in res["results"]}
 
 
-def run_system(system: str, base: Path, repeat: int) -> dict:
+def run_system(system: str, base: Path, repeat: int, steady: int = 0) -> dict:
     port = _free_port()
     env = {class_cache.CLASS_CACHE_ENV: "off"} if system == "hudilite-session-cold" else None
     server_dir = None
     out: dict = {"seed": [], "run_first": [], "run_batch": [], "run_batch_dbt": [], "test": [], "models": [],
-                 "run_later": [], "run_later_dbt": [], "models_later": [], "run_same": [], "run_same_dbt": []}
+                 "run_later": [], "run_later_dbt": [], "models_later": [], "run_same": [], "run_same_dbt": [],
+                 "run_steady": [], "run_steady_dbt": [], "models_steady": []}
     try:
         for i in range(repeat):
             work = make_project(system, base / f"{system}-{i}", port)
@@ -177,16 +182,22 @@ def run_system(system: str, base: Path, repeat: int) -> dict:
             out["models_later"].append(model_times(work))
             out["run_same"].append(dbt(work, "run", "--vars", "{batch: 4}", env_extra=env))
             out["run_same_dbt"].append(run_elapsed(work))
+            for k in range(steady):
+                out["run_steady"].append(dbt(work, "run", "--vars", f"{{batch: {k % 4 + 1}}}", env_extra=env))
+                out["run_steady_dbt"].append(run_elapsed(work))
+                out["models_steady"].append(model_times(work))
             if server_dir:
                 server.stop(server_dir)
                 server_dir = None
     finally:
         if server_dir:
             server.stop(server_dir)
-    per_model = ("models", "models_later")
-    med: dict = {k: round(statistics.median(v), 2) for k, v in out.items() if k not in per_model}
-    for key, runs in (("models_batch", out["models"]), ("models_later", out["models_later"])):
-        med[key] = {m: round(statistics.median(r[m] for r in runs), 2) for m in runs[0]}
+    per_model = ("models", "models_later", "models_steady")
+    med: dict = {k: round(statistics.median(v), 2) for k, v in out.items() if k not in per_model and v}
+    for key, runs in (("models_batch", out["models"]), ("models_later", out["models_later"]),
+                      ("models_steady", out["models_steady"])):
+        if runs:
+            med[key] = {m: round(statistics.median(r[m] for r in runs), 2) for m in runs[0]}
     med["all"] = {k: [round(x, 2) for x in v] for k, v in out.items() if k not in per_model}
     med["engines_batch"] = engines
     return med
@@ -219,6 +230,8 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
     ap.add_argument("--no-warm", action="store_true", help="do not write missing class archives first")
     ap.add_argument("--out", default=None, help="write the results as JSON to this file")
+    ap.add_argument("--steady", type=int, default=0, metavar="N",
+                    help="N more runs per repeat after `again` (batches 1-4 in turn), reported as `steady`")
     args = ap.parse_args(argv)
     base = Path(args.work or tempfile.mkdtemp(prefix="dbt-latency-"))
     systems = args.systems.split(",")
@@ -230,7 +243,7 @@ def main(argv=None) -> int:
         if system == "dbt-duckdb" and importlib.util.find_spec("dbt.adapters.duckdb") is None:
             results[system] = {"skipped": "dbt-duckdb is not installed in this environment"}
         else:
-            results[system] = run_system(system, base, args.repeat)
+            results[system] = run_system(system, base, args.repeat, args.steady)
         print(json.dumps({system: results[system]}), flush=True)
     load_end = os.getloadavg()
     results["load"] = {"start": [round(x, 2) for x in load_start], "end": [round(x, 2) for x in load_end],
@@ -252,6 +265,13 @@ def main(argv=None) -> int:
         print(f"{system:<18}{r['seed']:>8}{r['run_first']:>8}{r['run_batch']:>8}{r['run_batch_dbt']:>8}{r['test']:>8}"
               f"{r['run_later']:>8}{r['run_later_dbt']:>8}{r['run_same']:>8}{r['run_same_dbt']:>8}"
               f"  {models}; {later}")
+    if args.steady:
+        print(f"\nsteady state ({args.steady} runs per repeat after `again`), medians: wall s (dbt's own), per model s")
+        for system in systems:
+            r = results[system]
+            if "skipped" not in r:
+                steady = ", ".join(f"{m} {t}" for m, t in r["models_steady"].items())
+                print(f"{system:<18}{r['run_steady']:>8} ({r['run_steady_dbt']})  {steady}")
     return 0
 
 

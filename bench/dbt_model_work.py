@@ -150,7 +150,8 @@ def main(argv=None) -> int:
         for phase, cmd in (("seed", ["seed"]), ("batch1", ["run", "--vars", "{batch: 1}"]),
                            ("batch2", ["run", "--vars", "{batch: 2}"]), ("batch3", ["run", "--vars", "{batch: 3}"]),
                            ("batch4", ["run", "--vars", "{batch: 4}"]),
-                           *((f"later{i + 1}", ["run", "--vars", f"{{batch: {i % 4 + 1}}}"]) for i in range(args.later))):
+                           *((f"later{i + 1}", ["run", "--vars", f"{{batch: {i % 4 + 1}}}"])
+                             for i in range(args.later))):
             _phase[0] = phase
             res = runner.invoke([*cmd, "--threads", "1", "--project-dir", str(work), "--profiles-dir", str(work)])
             if not res.success:
