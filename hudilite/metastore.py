@@ -406,9 +406,10 @@ def snapshot_root(base_path: str) -> str:
     return os.path.join(base_path, SNAPSHOT_DIR)
 
 
-def publish_snapshot(base_path: str, instant: str, files: list[str]) -> str:
+def publish_snapshot(base_path: str, instant: str, files: list[str], symlinks: bool = True) -> str:
     """Create `<base>/.hoodie/.aux/hudilite_catalog/<instant>/` holding hard links to `files` (created
-    under a temporary name and renamed, so a snapshot directory is either complete or absent)."""
+    under a temporary name and renamed, so a snapshot directory is either complete or absent). Where the file
+    system has no hard links: symbolic links, or with `symlinks=False` the OSError."""
     # direct file calls: hard links of a local table's files (Spark's catalog reads them as a parquet table)
     root = snapshot_root(base_path)
     final = os.path.join(root, instant or "empty")
@@ -423,6 +424,8 @@ def publish_snapshot(base_path: str, instant: str, files: list[str]) -> str:
             try:
                 os.link(f, dst)
             except OSError:  # no hard links on this file system: a symlink reads the same for Spark
+                if not symlinks:
+                    raise
                 os.symlink(os.path.abspath(f), dst)
         try:
             os.rename(tmp, final)
@@ -443,8 +446,8 @@ def carry_snapshots(base_path: str, staging: str) -> list[str]:
     table: such a session (Spark's relation cache, CATALOG_CACHE_TTL_S) or a query that listed the old snapshot
     reads on from it instead of failing, and the new table's publishes prune the directories as their own.
     Not done where nothing would prune them (a merge-on-read new table's entry has no snapshot directories) or
-    where the links are symbolic (they name the old table's files, which the swap removes). Returns the names
-    carried."""
+    where hard links cannot be made (a symbolic link would name a path the swap removes or replaces). Never
+    fails the replacement: a directory that cannot be carried is left out. Returns the names carried."""
     if not is_local(base_path):
         return []
     root = snapshot_root(base_path)
@@ -458,10 +461,13 @@ def carry_snapshots(base_path: str, staging: str) -> list[str]:
     carried = []
     for n in names:
         src = os.path.join(root, n)
-        files = [os.path.join(src, f) for f in sorted(os.listdir(src))]
-        if any(os.path.islink(f) for f in files):
+        try:
+            files = [os.path.join(src, f) for f in sorted(os.listdir(src))]
+            if any(os.path.islink(f) for f in files):
+                continue
+            publish_snapshot(staging, n, files, symlinks=False)
+        except OSError:  # removed by a concurrent prune, or no hard links here: the directory is left out
             continue
-        publish_snapshot(staging, n, files)
         carried.append(n)
     return carried
 

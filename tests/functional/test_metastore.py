@@ -221,7 +221,7 @@ def test_a_session_that_read_the_entry_reads_later_commits(spark, db, tmp_path):
     assert len([n for n in os.listdir(ms.snapshot_root(path)) if not n.startswith(".")]) == k
 
 
-def test_a_query_of_the_old_entry_reads_on_across_a_rebuild_beside(spark, db, tmp_path):
+def test_a_query_of_the_old_entry_reads_on_across_a_rebuild_beside(spark, db, tmp_path, monkeypatch):
     """A table rebuilt beside the old one (`Table.replacing`: key, partitioning or column types changed) takes
     over the old table's snapshot directories: a query that listed the old entry's snapshot, or a session whose
     cached relation names it, reads the old rows after the swap instead of failing; the next resolution of the
@@ -259,6 +259,22 @@ def test_a_query_of_the_old_entry_reads_on_across_a_rebuild_beside(spark, db, tm
     with hudilite.Table(mor).replacing() as staging:
         _write(staging, [3], 1, table_type="MERGE_ON_READ")
     assert not os.path.isdir(ms.snapshot_root(mor)) or not os.listdir(ms.snapshot_root(mor))
+
+    # no hard links on the file system: nothing carried (a symbolic link would name the swapped path), and the
+    # replacement goes on
+    nolinks = str(tmp_path / "n")
+    _write(nolinks, [1], 1)
+    ms.publish(spark, db, "n", nolinks, cols, props, None)
+
+    def no_link(*_a, **_k):
+        raise OSError(1, "Operation not permitted")
+
+    with hudilite.Table(nolinks).replacing() as staging:
+        _write(staging, [5], 1)
+        monkeypatch.setattr(os, "link", no_link)
+    monkeypatch.undo()
+    assert not os.path.isdir(ms.snapshot_root(nolinks)) or not os.listdir(ms.snapshot_root(nolinks))
+    assert sorted(r["id"] for r in hudilite.read(spark, nolinks).collect()) == [5]
 
 
 def test_publish_sets_only_changed_properties(spark, db, tmp_path):
