@@ -298,6 +298,8 @@ def publish(spark, schema: str, identifier: str, path: str, visible: list[str], 
     instant = plan.as_of or ""
     if plan.table.config.table_type == "MERGE_ON_READ":
         _publish_merged(spark, schema, identifier, path, cols, props, entry, sql)
+        if is_local(path):  # the snapshot directories carried from a copy-on-write table it replaced
+            prune_snapshots(path, None)
         return "(merge-on-read)"
     if not is_local(path):
         _publish_merged(spark, schema, identifier, path, cols, props, entry, sql)
@@ -445,9 +447,9 @@ def carry_snapshots(base_path: str, staging: str) -> list[str]:
     it, names `<base_path>/.hoodie/.aux/hudilite_catalog/<instant>`, which after the swap is inside the new
     table: such a session (Spark's relation cache, CATALOG_CACHE_TTL_S) or a query that listed the old snapshot
     reads on from it instead of failing, and the new table's publishes prune the directories as their own.
-    Not done where nothing would prune them (a merge-on-read new table's entry has no snapshot directories) or
-    where hard links cannot be made (a symbolic link would name a path the swap removes or replaces). Never
-    fails the replacement: a directory that cannot be carried is left out. Returns the names carried."""
+    A merge-on-read new table's publishes prune them too (`prune_snapshots(path, None)`). Not done where hard
+    links cannot be made (a symbolic link would name a path the swap removes or replaces). Never fails the
+    replacement: a directory that cannot be carried is left out. Returns the names carried."""
     if not is_local(base_path):
         return []
     root = snapshot_root(base_path)
@@ -455,8 +457,7 @@ def carry_snapshots(base_path: str, staging: str) -> list[str]:
         names = sorted(n for n in os.listdir(root) if not n.startswith("."))
     except FileNotFoundError:
         return []
-    if not names or not HoodieTable.exists(staging) or \
-            HoodieTable.open(staging).config.table_type != "COPY_ON_WRITE":
+    if not names or not HoodieTable.exists(staging):
         return []
     carried = []
     for n in names:
@@ -472,11 +473,13 @@ def carry_snapshots(base_path: str, staging: str) -> list[str]:
     return carried
 
 
-def prune_snapshots(base_path: str, current: str, keep: int = KEEP_SNAPSHOTS,
+def prune_snapshots(base_path: str, current: str | None, keep: int = KEEP_SNAPSHOTS,
                     retain_s: float = SNAPSHOT_RETAIN_S, now: float | None = None) -> list[str]:
     """Remove the snapshot directories other than `current` and the `keep` newest that were superseded (the
     next one published) more than `retain_s` ago, and temporary directories that old (crashed publishes; a
-    running one's is seconds old). Returns the names removed."""
+    running one's is seconds old). `current` None: the entry names none (merge-on-read): every directory is
+    superseded, the newest when it was made (carried just before the swap that replaced its table). Returns the
+    names removed."""
     root = snapshot_root(base_path)  # the link directories of `publish_snapshot`: local like them
     try:
         entries = os.listdir(root)
@@ -484,7 +487,12 @@ def prune_snapshots(base_path: str, current: str, keep: int = KEEP_SNAPSHOTS,
         return []
     now = time.time() if now is None else now
     names = sorted(n for n in entries if not n.startswith("."))
-    keep_names = set(names[-keep:]) | {os.path.basename(current)}
+    if current is None:
+        keep_names: set[str] = set()
+        successors = names[1:] + names[-1:]
+    else:
+        keep_names = set(names[-keep:]) | {os.path.basename(current)}
+        successors = names[1:]
 
     def older(name: str) -> bool:
         try:
@@ -494,7 +502,7 @@ def prune_snapshots(base_path: str, current: str, keep: int = KEEP_SNAPSHOTS,
 
     # a directory's successor was published when the directory was superseded: sessions that resolved the
     # table before that (Spark's relation cache, CATALOG_CACHE_TTL_S) and queries that listed it read on
-    removed = [n for i, n in enumerate(names[:-1]) if n not in keep_names and older(names[i + 1])]
+    removed = [n for n, succ in zip(names, successors) if n not in keep_names and older(succ)]
     removed += [n for n in entries if n.startswith(".tmp-") and older(n)]
     for n in removed:
         shutil.rmtree(os.path.join(root, n), ignore_errors=True)

@@ -225,8 +225,8 @@ def test_a_query_of_the_old_entry_reads_on_across_a_rebuild_beside(spark, db, tm
     """A table rebuilt beside the old one (`Table.replacing`: key, partitioning or column types changed) takes
     over the old table's snapshot directories: a query that listed the old entry's snapshot, or a session whose
     cached relation names it, reads the old rows after the swap instead of failing; the next resolution of the
-    entry reads the new table. A merge-on-read replacement (its entry has no snapshot directories to prune them
-    with) takes none."""
+    entry reads the new table; the new table's publishes prune them as its own, a merge-on-read one's too (its
+    entry names no snapshot directory)."""
     path, cols, props = str(tmp_path / "t"), ["id", "v", "name"], {"hudilite.record_key": "id"}
     name = f"{db}.t"
     _write(path, [1], 1)
@@ -256,9 +256,16 @@ def test_a_query_of_the_old_entry_reads_on_across_a_rebuild_beside(spark, db, tm
     mor = str(tmp_path / "m")
     _write(mor, [1], 1)
     ms.publish(spark, db, "m", mor, cols, props, None)
-    with hudilite.Table(mor).replacing() as staging:
-        _write(staging, [3], 1, table_type="MERGE_ON_READ")
-    assert not os.path.isdir(ms.snapshot_root(mor)) or not os.listdir(ms.snapshot_root(mor))
+    cow_dirs = sorted(os.listdir(ms.snapshot_root(mor)))
+    with _another_session(spark) as other:
+        listed = other.read.parquet(_location(spark, db, "m")).select("id")
+        with hudilite.Table(mor).replacing() as staging:
+            _write(staging, [3], 1, table_type="MERGE_ON_READ")
+        ms.publish(spark, db, "m", mor, cols, props, ms.describe(spark, db, "m"))
+        assert sorted(r[0] for r in listed.collect()) == [1]  # the old snapshot, after the swap and the publish
+    assert _ids(spark, f"{db}.m") == [3]
+    assert sorted(os.listdir(ms.snapshot_root(mor))) == cow_dirs  # superseded just now: kept
+    assert sorted(ms.prune_snapshots(mor, None, now=time.time() + 2 * ms.SNAPSHOT_RETAIN_S)) == cow_dirs
 
     # no hard links on the file system: nothing carried (a symbolic link would name the swapped path), and the
     # replacement goes on

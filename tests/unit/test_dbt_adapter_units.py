@@ -140,6 +140,12 @@ def test_superseded_snapshot_directories_stay_for_the_retention(tmp_path):
     assert sorted(cat.prune_snapshots(base, os.path.join(root, "003"), retain_s=0, now=now + hour)) == [
         ".tmp-running"]
     assert sorted(os.listdir(root)) == ["003", "004", "005"]
+    # an entry that names none (merge-on-read): none is kept for being the newest; the newest was superseded
+    # when it was made
+    os.utime(os.path.join(root, "005"), (now + hour, now + hour))
+    assert sorted(cat.prune_snapshots(base, None, retain_s=hour, now=now + 1.5 * hour)) == ["003"]
+    assert sorted(cat.prune_snapshots(base, None, retain_s=hour, now=now + 2.5 * hour)) == ["004", "005"]
+    assert os.listdir(root) == []
 
 
 def test_ddl_quotes_nested_names():
