@@ -95,16 +95,21 @@ def is_connect(spark) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def query_frame(spark, query: str):
+def query_frame(spark, query: str, views: dict | None = None):
     """The DataFrame of the query `query` (a SELECT). Under Spark Connect `spark.sql` sends the text at once
     (an ExecutePlan round trip whose reply, for a query, is the same unexecuted relation); the relation is
-    built here instead and analysed on its first use. A classic session's `spark.sql`."""
+    built here instead and analysed on its first use. A classic session's `spark.sql`. `views`: name ->
+    DataFrame, temporary views the query names; under Spark Connect the query carries their plans (the server
+    defines them for the query's analysis only) instead of a round trip creating each."""
     if not is_connect(spark):
+        for name, df in (views or {}).items():
+            df.createOrReplaceTempView(name)
         return spark.sql(query)
     from pyspark.sql.connect.dataframe import DataFrame  # Connect's modules: loaded in Connect processes only
-    from pyspark.sql.connect.plan import SQL
+    from pyspark.sql.connect.plan import SQL, SubqueryAlias
 
-    return DataFrame(SQL(query, [], {}, []), spark)
+    refs = [SubqueryAlias(df._plan, name) for name, df in (views or {}).items()]
+    return DataFrame(SQL(query, [], {}, refs), spark)
 
 
 def default_parallelism(spark) -> int:

@@ -19,7 +19,7 @@ from dbt.adapters.hudilite.catalog import CatalogMixin
 from dbt.adapters.hudilite.dml import DmlMixin
 from dbt.adapters.hudilite.materialize import MaterializeMixin
 from dbt.adapters.hudilite.microbatch import MicrobatchMixin
-from dbt.adapters.hudilite.run_state import KnownEntries, RunState
+from dbt.adapters.hudilite.run_state import DeferredViews, KnownEntries, RunState
 from dbt.adapters.hudilite.session import SessionMixin
 from dbt.adapters.hudilite.strategies import StrategiesMixin
 from hudilite.storage import bind_storage_options
@@ -44,3 +44,4 @@ class HudiliteEnvironment(SessionMixin, CatalogMixin, DmlMixin, MaterializeMixin
         self.parent_session = None  # the process's running SparkSession this one was made from, if any
         self.run = RunState()  # this dbt invocation's per-model state (checkpoints read, publish options)
         self.known = KnownEntries()  # catalog facts this invocation has (no round trip to ask them again)
+        self.deferred = DeferredViews()  # temporary views of change reads not created yet (Spark Connect)

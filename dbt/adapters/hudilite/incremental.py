@@ -19,7 +19,8 @@ a checkpoint is continued only on the table it was taken on. An upstream rebuilt
 rebuilt from the new snapshot (see `rebuilt_upstreams`), never folded on top of what it holds.
 
 Explicit ranges (`begin=` / `end=`, instant times) and `hudilite.as_of(ref('x'), '<instant>')` never touch
-checkpoints. Each call creates a session temporary view over the hudilite read and renders its name.
+checkpoints. Each call defines a session temporary view over the hudilite read and renders its name
+(`env.temp_view`: under Spark Connect the model's query carries the view instead of a round trip creating it).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _view(env, kind: str, df) -> str:
     the session is shared by dbt's threads, so a reused name would let one call's view replace another's
     between rendering a query and running it."""
     name = f"hudilite_{kind}_{uuid.uuid4().hex}"
-    df.createOrReplaceTempView(name)
+    env.temp_view(name, df)
     return f"`{name}`"
 
 
@@ -126,7 +127,7 @@ def rebuild_reads(env, schema: str, identifier: str) -> List[str]:
     for name, (path, end) in views.items():
         if end is None:
             continue  # an empty upstream: the view is empty either way
-        hudilite.changes(env.spark, path, end=end, completion_bounds=True).createOrReplaceTempView(name)
+        env.temp_view(name, hudilite.changes(env.spark, path, end=end, completion_bounds=True))
     return rebuilt
 
 

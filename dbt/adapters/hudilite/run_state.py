@@ -206,3 +206,34 @@ class KnownEntries:
         with self._lock:
             self._scoped()
             return self._entries.pop(model, _UNKNOWN) if take else self._entries.get(model, _UNKNOWN)
+
+
+class DeferredViews:
+    """The temporary views this invocation's change reads (`hudilite.changes()`, `hudilite.as_of()`) defined
+    but did not create yet, on a Spark Connect session: creating one is a round trip of its own, and the model
+    whose SQL names it sends its query anyway, so the query carries the view's plan (`query_frame`'s `views`).
+    A view is created on the server only when another statement names it (a hook, `dbt show`, a DML's query).
+    Names are unique per call (incremental._view), so a later invocation never names an earlier one's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inv = ""
+        self._views: Dict[str, Any] = {}
+
+    def put(self, name: str, df: Any) -> None:
+        with self._lock:
+            inv = _invocation_id()
+            if inv != self._inv:  # an earlier invocation's views: nothing names them any more
+                self._inv, self._views = inv, {}
+            self._views[name] = df
+
+    def named_in(self, sql: str) -> Dict[str, Any]:
+        """The deferred views `sql` names (as their name appears in it)."""
+        with self._lock:
+            return {n: df for n, df in self._views.items() if n in sql}
+
+    def created(self, name: str, df: Any) -> None:
+        """The view `name` was created on the server as `df`: no longer deferred (unless redefined since)."""
+        with self._lock:
+            if self._views.get(name) is df:
+                del self._views[name]

@@ -169,14 +169,31 @@ class SessionMixin:
         other entry; any other statement may change any, so the catalog facts the invocation holds go."""
         if not entry_ddl:
             self.known.forget()
+            self.create_named_views(sql)
         with self.tagged(tag), _dbt_errors():
             return self.spark.sql(sql)
 
+    def temp_view(self, name: str, df) -> None:
+        """`df` as the session's temporary view `name`; on a Spark Connect session created only once a statement
+        other than a model's query names it (`DeferredViews`)."""
+        if is_connect(self.spark):
+            self.deferred.put(name, df)
+        else:
+            df.createOrReplaceTempView(name)
+
+    def create_named_views(self, sql: str) -> None:
+        """Create the deferred temporary views the statement `sql` names, before it runs."""
+        for name, df in self.deferred.named_in(sql).items():
+            with _dbt_errors():
+                df.createOrReplaceTempView(name)
+            self.deferred.created(name, df)
+
     def query(self, sql: str):
         """The frame of a model's query, analysed (its columns known), errors as `sql`'s: a Spark Connect
-        session sends the query once, for its analysis (hudilite.spark.session.query_frame)."""
+        session sends the query once, for its analysis, with the deferred views it names
+        (hudilite.spark.session.query_frame)."""
         with _dbt_errors():
-            df = query_frame(self.spark, sql)
+            df = query_frame(self.spark, sql, self.deferred.named_in(sql))
             df.columns  # noqa: B018 - the analysis, where a bad query fails
             return df
 
