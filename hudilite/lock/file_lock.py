@@ -7,9 +7,13 @@ through the descriptor means a holder can never write into a lock file that some
 breaking its lease: it only ever touches its own inode.
 
 A holder that dies stops renewing; once `expires_ms` has passed (or, for unreadable content, mtime + lease)
-another process may break the lock. Breaking is race-safe: the stale file is renamed to a unique name first,
-and only the process whose rename captured the very file (same inode, same content) it judged stale deletes
-it; a capture of anything else is put back.
+another process may break the lock. The file also names the holder's process (`"process"`: the kernel's boot
+id, the pid namespace, the pid and its start time): a taker on the same kernel and in the same pid namespace
+sees at once whether that process still runs, and breaks the lock of one that is gone (killed, crashed)
+without waiting for the lease. A holder on another machine or in another namespace is judged by its lease only.
+Breaking is race-safe: the stale file is renamed to a unique name first, and only the process whose rename
+captured the very file (same inode, same content) it judged stale deletes it; a capture of anything else is
+put back.
 
 A holder whose lease was broken anyway (it stalled for longer than the lease) notices: the renewer sees the
 lock path no longer names its inode and marks the lock lost, and `verify()` raises `LockLostError`.
@@ -60,6 +64,52 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat after the command name (which may hold spaces and parentheses): the state first, the
+    start time (clock ticks after boot) at index 19; None when there is no such process."""
+    text = _read_text(f"/proc/{pid}/stat")
+    if not text or ")" not in text:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def _kernel_and_namespace() -> str | None:
+    boot = _read_text("/proc/sys/kernel/random/boot_id")
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    return f"{boot}/{ns}" if boot else None
+
+
+def process_identity() -> str:
+    """This process as a lock holder: `<boot id>/<pid namespace>/<pid>/<start time>`, or '' where /proc does
+    not say (then takers rely on the lease)."""
+    where, fields = _kernel_and_namespace(), _stat_fields(os.getpid())
+    if where is None or fields is None or len(fields) < 20:
+        return ""
+    return f"{where}/{os.getpid()}/{fields[19]}"
+
+
+def process_gone(identity: str | None) -> bool:
+    """Whether the holder process `identity` (`process_identity()` of its process) has certainly ended: it ran on
+    this kernel, in this pid namespace, and its pid now names no process, a zombie, or a later process (another
+    start time). False whenever that cannot be known here (another machine or namespace, no /proc)."""
+    parts = (identity or "").rsplit("/", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or parts[0] != _kernel_and_namespace():
+        return False
+    fields = _stat_fields(int(parts[1]))
+    return fields is None or len(fields) < 20 or fields[0] in ("Z", "X") or fields[19] != parts[2]
+
+
 class FileLock(LeasedLock):
     def __init__(self, path: str, *, lease_ms: int = 60_000, timeout_ms: int = 600_000, retry_ms: int = 20,
                  fence_root: str | None = None):
@@ -74,16 +124,18 @@ class FileLock(LeasedLock):
         self._ino: tuple[int, int] | None = None
         self._expires_ms = 0  # the expiry our file holds (the last renewal that counted)
         self.margin_ms = self.lease_ms // 10  # tolerated clock difference between holder and breakers
+        self.process = ""  # the holding process (`process_identity`), named when the lock file is created
 
     # ---- content ---------------------------------------------------------------------------
     def _content(self, expires_ms: int) -> bytes:
         exp = str(expires_ms).rjust(_EXPIRES_DIGITS)  # JSON whitespace, not leading zeros
-        return (f'{{"owner": "{self.owner}", "lease_ms": {self.lease_ms}, "expires_ms": {exp}}}').encode()
+        return (f'{{"owner": "{self.owner}", "process": {json.dumps(self.process)}, "lease_ms": {self.lease_ms}, '
+                f'"expires_ms": {exp}}}').encode()
 
     @staticmethod
     def read_state(path: str, lease_ms: int = 60_000) -> dict | None:
-        """The lock file's content and stat as {"owner", "expires_ms", "ino", "raw"}; None if there is no lock.
-        `expires_ms` falls back to mtime + lease for content that cannot be parsed (a creator that died
+        """The lock file's content and stat as {"owner", "process", "expires_ms", "ino", "raw"}; None if there is
+        no lock. `expires_ms` falls back to mtime + lease for content that cannot be parsed (a creator that died
         between creating and writing the file)."""
         try:
             with open(path, "rb") as f:
@@ -91,17 +143,19 @@ class FileLock(LeasedLock):
                 st = os.fstat(f.fileno())
         except FileNotFoundError:
             return None
-        owner, expires = None, None
+        owner, process, expires = None, None, None
         try:
             d = json.loads(raw)
-            owner = d.get("owner")
+            owner, process = d.get("owner"), d.get("process")
             expires = int(d["expires_ms"])
         except (ValueError, KeyError, TypeError, AttributeError):
             expires = int(st.st_mtime * 1000) + lease_ms
-        return {"owner": owner, "expires_ms": expires, "ino": (st.st_dev, st.st_ino), "raw": raw}
+        return {"owner": owner, "process": process if isinstance(process, str) else None, "expires_ms": expires,
+                "ino": (st.st_dev, st.st_ino), "raw": raw}
 
     # ---- acquiring -------------------------------------------------------------------------
     def _try_create(self) -> bool:
+        self.process = process_identity()  # at the take, not at construction: the object may cross a fork
         exp = _now_ms() + self.lease_ms
         try:
             try:
@@ -116,8 +170,9 @@ class FileLock(LeasedLock):
         return True
 
     def _break_if_expired(self) -> None:
+        """Break the lock if its lease ran out or its holder process is gone (`process_gone`)."""
         state = self.read_state(self.path, self.lease_ms)
-        if state is None or _now_ms() <= state["expires_ms"]:
+        if state is None or (_now_ms() <= state["expires_ms"] and not process_gone(state["process"])):
             return
         grave = f"{self.path}.broken.{uuid.uuid4().hex}"
         try:
