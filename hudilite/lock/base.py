@@ -25,6 +25,52 @@ PROVIDER_KEY = LOCK_PROVIDER.key
 DEFAULT_PROVIDER = "file"
 
 
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat after the command name (which may hold spaces and parentheses): the state first, the
+    start time (clock ticks after boot) at index 19; None when there is no such process."""
+    text = _read_text(f"/proc/{pid}/stat")
+    if not text or ")" not in text:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def _kernel_and_namespace() -> str | None:
+    boot = _read_text("/proc/sys/kernel/random/boot_id")
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    return f"{boot}/{ns}" if boot else None
+
+
+def process_identity() -> str:
+    """This process as a lock holder: `<boot id>/<pid namespace>/<pid>/<start time>`, or '' where /proc does
+    not say (then takers rely on the lease)."""
+    where, fields = _kernel_and_namespace(), _stat_fields(os.getpid())
+    if where is None or fields is None or len(fields) < 20:
+        return ""
+    return f"{where}/{os.getpid()}/{fields[19]}"
+
+
+def process_gone(identity: str | None) -> bool:
+    """Whether the holder process `identity` (`process_identity()` of its process) has certainly ended: it ran on
+    this kernel, in this pid namespace, and its pid now names no process, a zombie, or a later process (another
+    start time). False whenever that cannot be known here (another machine or namespace, no /proc)."""
+    parts = (identity or "").rsplit("/", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or parts[0] != _kernel_and_namespace():
+        return False
+    fields = _stat_fields(int(parts[1]))
+    return fields is None or len(fields) < 20 or fields[0] in ("Z", "X") or fields[19] != parts[2]
+
+
 class LockLostError(HudiliteError):
     """The table lock was lost while held (its lease expired and another process took it)."""
 

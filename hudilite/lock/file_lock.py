@@ -50,7 +50,7 @@ import time
 import uuid
 
 from hudilite.errors import HudiliteError
-from hudilite.lock.base import LeasedLock, LockLostError, register_lock_provider
+from hudilite.lock.base import LeasedLock, LockLostError, process_gone, process_identity, register_lock_provider
 from hudilite.options import LOCK_EXPIRE_MINUTES, LOCK_EXPIRE_MS, LOCK_PATH, LOCK_RETRY_MS, LOCK_WAIT_MS
 from hudilite.storage.local import local_storage
 from hudilite.storage.paths import is_local
@@ -62,52 +62,6 @@ _EXPIRES_DIGITS = 15  # space-padded, so every renewal writes the same number of
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _read_text(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """/proc/<pid>/stat after the command name (which may hold spaces and parentheses): the state first, the
-    start time (clock ticks after boot) at index 19; None when there is no such process."""
-    text = _read_text(f"/proc/{pid}/stat")
-    if not text or ")" not in text:
-        return None
-    return text.rsplit(")", 1)[1].split()
-
-
-def _kernel_and_namespace() -> str | None:
-    boot = _read_text("/proc/sys/kernel/random/boot_id")
-    try:
-        ns = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return None
-    return f"{boot}/{ns}" if boot else None
-
-
-def process_identity() -> str:
-    """This process as a lock holder: `<boot id>/<pid namespace>/<pid>/<start time>`, or '' where /proc does
-    not say (then takers rely on the lease)."""
-    where, fields = _kernel_and_namespace(), _stat_fields(os.getpid())
-    if where is None or fields is None or len(fields) < 20:
-        return ""
-    return f"{where}/{os.getpid()}/{fields[19]}"
-
-
-def process_gone(identity: str | None) -> bool:
-    """Whether the holder process `identity` (`process_identity()` of its process) has certainly ended: it ran on
-    this kernel, in this pid namespace, and its pid now names no process, a zombie, or a later process (another
-    start time). False whenever that cannot be known here (another machine or namespace, no /proc)."""
-    parts = (identity or "").rsplit("/", 2)
-    if len(parts) != 3 or not parts[1].isdigit() or parts[0] != _kernel_and_namespace():
-        return False
-    fields = _stat_fields(int(parts[1]))
-    return fields is None or len(fields) < 20 or fields[0] in ("Z", "X") or fields[19] != parts[2]
 
 
 class FileLock(LeasedLock):

@@ -12,7 +12,10 @@ The lock is one object, `<table>/.hoodie/.locks/table_lock.json`, holding `{"exp
   so `verify()` - a synchronous renewal - guarantees the lock for a full lease from then on; one that fails
   with a precondition error means the lock was taken over after our lease ran out: `LockLostError`.
 - release: mark the object expired, again with `If-Match`, so a lock taken over meanwhile is not touched.
-- a holder that dies stops renewing; the lock is free once its lease ran out.
+- a holder that dies stops renewing; the lock is free once its lease ran out, or at once for a taker that sees
+  the holder's process is gone: the owner names it (` process=` and `process_identity()`: boot id, pid
+  namespace, pid, start time; in the owner text, which Apache Hudi reads as an opaque id), and a taker on the
+  same kernel and in the same pid namespace checks it (`process_gone`).
 
 There is no fence directory (`fence_dir()` is None): acts that need the lock rely on the `verify()` right before
 them, as in Apache Hudi. A holder that stalls for longer than the lease between that `verify()` and its put is
@@ -24,12 +27,13 @@ from __future__ import annotations
 import json
 import time
 
-from hudilite.lock.base import LeasedLock, LockLostError, register_lock_provider
+from hudilite.lock.base import LeasedLock, LockLostError, process_gone, process_identity, register_lock_provider
 from hudilite.options import LOCK_RETRY_MS, LOCK_STORAGE_RENEW_SECS, LOCK_STORAGE_VALIDITY_SECS, LOCK_WAIT_MS
 from hudilite.storage.base import bound_storage, registered_storage, scheme_of
 from hudilite.storage.conditional import ConditionalStorage
 
 LOCK_FILE = ".hoodie/.locks/table_lock.json"
+_PROCESS = " process="  # in the owner id: the holder's process_identity()
 
 
 def _now_ms() -> int:
@@ -50,6 +54,7 @@ class StorageLock(LeasedLock):
         self.validity_ms, self.renew_ms = int(validity_ms), int(renew_ms)
         self.margin_ms = self.validity_ms // 10  # tolerated clock difference between holder and takers
         self._version: str | None = None  # the ETag of our last write while held
+        self._base_owner = self.owner
 
     def _content(self, expired: bool, valid_until: int) -> bytes:
         return json.dumps({"expired": expired, "validUntil": valid_until, "owner": self.owner}).encode()
@@ -70,7 +75,14 @@ class StorageLock(LeasedLock):
             return None
 
     # ---- acquiring -------------------------------------------------------------------------------------------
+    @staticmethod
+    def holder_gone(owner: str | None) -> bool:
+        """Whether the lock's owner names a process that has certainly ended (`process_gone`)."""
+        return _PROCESS in (owner or "") and process_gone(str(owner).rsplit(_PROCESS, 1)[1])
+
     def _try_take(self) -> bool:
+        # named at the take, not at construction: the object may cross a fork
+        self.owner = f"{self._base_owner}{_PROCESS}{process_identity()}"
         try:
             data, version = self.fs.read_versioned(self.path)
         except FileNotFoundError:
@@ -83,7 +95,8 @@ class StorageLock(LeasedLock):
             if state is not None and state["owner"] == self.owner and not state["expired"]:
                 self._version = version  # our own create or replace, whose answer was lost (then retried)
                 return True
-            if state is not None and not state["expired"] and _now_ms() <= state["validUntil"] + self.margin_ms:
+            if state is not None and not state["expired"] and _now_ms() <= state["validUntil"] + self.margin_ms \
+                    and not self.holder_gone(state["owner"]):
                 return False  # held
             new = self.fs.replace_if_match(self.path, self._content(False, valid_until), version)
         if new is None:

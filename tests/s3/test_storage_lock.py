@@ -1,6 +1,7 @@
 """The storage-based lock on a real S3 server: exclusion across threads and processes, lease renewal, expiry after
 its holder is SIGKILLed, release, takeover detection, and the default provider of s3:// tables."""
 
+import json
 import os
 import signal
 import subprocess
@@ -94,7 +95,8 @@ def test_processes_exclude_each_other(s3_server, s3_storage, s3_root):
     assert s3_storage.read_bytes(f"{s3_root}/counter") == b"20"
 
 
-def test_lease_is_renewed_and_expires_after_the_holder_is_killed(s3_server, s3_storage, s3_root):
+@pytest.mark.parametrize("holder_known", [True, False], ids=["same-host", "other-host"])
+def test_lease_is_renewed_and_expires_after_the_holder_is_killed(s3_server, s3_storage, s3_root, holder_known):
     holder = _spawn(s3_server, s3_root, "hold")
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -104,6 +106,13 @@ def test_lease_is_renewed_and_expires_after_the_holder_is_killed(s3_server, s3_s
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
         killed = time.monotonic()
+        key = f"{s3_root}/{LOCK_FILE}"
+        state = json.loads(s3_storage.read_bytes(key))
+        assert " process=" in state["owner"] and f"/{holder.pid}/" in state["owner"]
+        if not holder_known:  # as another machine's holder (another boot id): only its lease tells
+            owner, ident = state["owner"].rsplit(" process=", 1)
+            state["owner"] = f"{owner} process={'0' * 8}{ident[8:]}"
+            s3_storage.write_bytes(key, json.dumps(state).encode())
         lock = _lock(s3_storage, s3_root)
         lock.acquire()
         waited = time.monotonic() - killed
@@ -112,8 +121,10 @@ def test_lease_is_renewed_and_expires_after_the_holder_is_killed(s3_server, s3_s
         if holder.poll() is None:
             holder.kill()
             holder.wait()
-    # free once the last renewal's lease (up to 3 s) and the clock margin ran out, not much later
-    assert 0.5 < waited < 10, waited
+    if holder_known:  # its process is gone: taken at once, not after the lease
+        assert waited < 1.5, waited
+    else:  # free once the last renewal's lease (up to 3 s) and the clock margin ran out, not much later
+        assert 0.5 < waited < 10, waited
 
 
 def test_a_lock_taken_over_is_reported_lost(s3_storage, s3_root):

@@ -1,4 +1,4 @@
-"""Which lock holders a taker may judge by their process (`hudilite.lock.file_lock.process_gone`): only one on
+"""Which lock holders a taker may judge by their process (`hudilite.lock.base.process_gone`): only one on
 this kernel and in this pid namespace, and then only when its pid names no process, a zombie, or another
 (later) process."""
 
@@ -8,7 +8,7 @@ import subprocess
 import time
 
 from hudilite.lock import FileLock
-from hudilite.lock.file_lock import process_gone, process_identity
+from hudilite.lock.base import process_gone, process_identity
 
 
 def _child_identity(p) -> str:

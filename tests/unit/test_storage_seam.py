@@ -18,6 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2] / "hudilite"
 # (module, function or "*" for the whole module): why it may touch the local file system directly
 ALLOWLIST = {
     ("hudilite.lock.file_lock", "*"): "the POSIX lock provider: O_EXCL lease files, links and fence directories",
+    ("hudilite.lock.base", "_read_text"): "a lock holder's process in /proc (whether it still runs), not storage",
     ("hudilite.replace", "*"): "a table swap: flock and directory renames on the local file system (URIs skip it)",
     ("hudilite.warehouse", "*"): "the local Spark warehouse and its Derby metastore lock",
     ("hudilite.spark.class_cache", "*"): "the driver JVM's class archives in this user's cache directory",
