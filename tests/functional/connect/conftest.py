@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -52,3 +53,12 @@ def start_client(args):
     """run_client, not waited for (its output read with communicate())."""
     return subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=_env(), cwd=ROOT)
+
+
+def write_project(root: str, files: dict) -> None:
+    """The files of a dbt project (relative path -> text, dedented) under `root`."""
+    for name, text in files.items():
+        path = os.path.join(root, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(text).strip() + "\n")

@@ -4,13 +4,14 @@ creates it first, and a view re-pointed because its upstream was rebuilt is the 
 dbt runs in subprocesses against the suite's `hudilite server`; each records the views it creates on the
 server (a wrapper around Connect's `createOrReplaceTempView`)."""
 
+import json
 import os
 import textwrap
 
 import pytest
 
 import hudilite
-from tests.functional.connect.conftest import run_client
+from tests.functional.connect.conftest import run_client, write_project
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -50,24 +51,10 @@ FILES = {
 
 
 def _project(root: str, url: str, warehouse: str) -> None:
-    for name, text in FILES.items():
-        path = os.path.join(root, name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(textwrap.dedent(text).strip() + "\n")
-    with open(os.path.join(root, "profiles.yml"), "w") as f:
-        f.write(textwrap.dedent(f"""
-            change_views:
-              target: dev
-              outputs:
-                dev:
-                  type: hudilite
-                  schema: change_views
-                  warehouse: {warehouse}
-                  threads: 1
-                  method: connect
-                  host: {url}
-        """))
+    profile = {"type": "hudilite", "schema": "change_views", "warehouse": warehouse, "threads": 1,
+               "method": "connect", "host": url}
+    write_project(root, {**FILES, "profiles.yml": json.dumps({"change_views": {"target": "dev",
+                                                                               "outputs": {"dev": profile}}})})
 
 
 def _dbt(root: str, log: str, *args: str):

@@ -13,7 +13,7 @@ from dbt.adapters.factory import reset_adapters
 from dbt.cli.main import dbtRunner
 
 import hudilite
-from tests.functional.connect.conftest import start_client
+from tests.functional.connect.conftest import start_client, write_project
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -87,11 +87,7 @@ TABLES = {"raw": ["id", "name", "ts"], "orders_t": ["id", "name", "ts"], "orders
 
 
 def _project(root, info, mode: str, warehouse: str) -> None:
-    for name, text in FILES.items():
-        path = os.path.join(root, name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(textwrap.dedent(text).strip() + "\n")
+    write_project(root, FILES)
     how = f"method: connect\n      host: {info.url}" if mode == "connect" else "reuse_session: auto"
     with open(os.path.join(root, "profiles.yml"), "w") as f:
         f.write(textwrap.dedent(f"""
