@@ -42,22 +42,21 @@ def _stat_fields(pid: int) -> list[str] | None:
     return text.rsplit(")", 1)[1].split()
 
 
-def _kernel_and_namespace() -> str | None:
-    boot = _read_text("/proc/sys/kernel/random/boot_id")
-    try:
-        ns = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return None
-    return f"{boot}/{ns}" if boot else None
+_identity: dict[int, str] = {}  # pid -> process_identity(): constant for a process, asked at every lock attempt
 
 
 def process_identity() -> str:
     """This process as a lock holder: `<boot id>/<pid namespace>/<pid>/<start time>`, or '' where /proc does
-    not say (then takers rely on the lease)."""
-    where, fields = _kernel_and_namespace(), _stat_fields(os.getpid())
-    if where is None or fields is None or len(fields) < 20:
-        return ""
-    return f"{where}/{os.getpid()}/{fields[19]}"
+    not say (then takers rely on the lease). Keyed by pid: a forked child names itself."""
+    pid = os.getpid()
+    if pid not in _identity:
+        boot, fields = _read_text("/proc/sys/kernel/random/boot_id"), _stat_fields(pid)
+        try:
+            ns = os.readlink("/proc/self/ns/pid")
+        except OSError:
+            ns = ""
+        _identity[pid] = f"{boot}/{ns}/{pid}/{fields[19]}" if boot and ns and fields and len(fields) >= 20 else ""
+    return _identity[pid]
 
 
 def process_gone(identity: str | None) -> bool:
@@ -65,7 +64,8 @@ def process_gone(identity: str | None) -> bool:
     this kernel, in this pid namespace, and its pid now names no process, a zombie, or a later process (another
     start time). False whenever that cannot be known here (another machine or namespace, no /proc)."""
     parts = (identity or "").rsplit("/", 2)
-    if len(parts) != 3 or not parts[1].isdigit() or parts[0] != _kernel_and_namespace():
+    mine = process_identity().rsplit("/", 2)
+    if len(parts) != 3 or len(mine) != 3 or not parts[1].isdigit() or parts[0] != mine[0]:
         return False
     fields = _stat_fields(int(parts[1]))
     return fields is None or len(fields) < 20 or fields[0] in ("Z", "X") or fields[19] != parts[2]

@@ -49,7 +49,8 @@ class HudiliteCursor:
         self._rows = None
         self._fields = None
         self._df = None
-        self.env.create_named_views(sql)  # a DML's query may name a change read's view (run by the core)
+        # dbt's statements (hooks, `dbt show`, DML whose query the core runs) may name a deferred change view
+        self.env.create_named_views(sql)
         self.response = self.env.run_dml(sql, tag=self.tag)  # DML on a hudilite table: one hudilite commit
         if self.response is None:
             self._df = self.env.sql(sql, tag=self.tag)

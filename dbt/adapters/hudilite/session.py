@@ -169,7 +169,6 @@ class SessionMixin:
         other entry; any other statement may change any, so the catalog facts the invocation holds go."""
         if not entry_ddl:
             self.known.forget()
-            self.create_named_views(sql)
         with self.tagged(tag), _dbt_errors():
             return self.spark.sql(sql)
 
