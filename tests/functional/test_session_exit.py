@@ -15,7 +15,9 @@ import os, sys
 from pyspark.sql import functions as F
 from hudilite import warehouse
 w = sys.argv[1]
-spark = warehouse.open_session("local[1]", w, os.path.join(w, ".metastore"), {}, show_spark_logs=False,
+tmp = sys.argv[2]  # the JVM's temporary directory, to see what the session leaves there
+conf = {"spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={tmp}"}
+spark = warehouse.open_session("local[1]", w, os.path.join(w, ".metastore"), conf, show_spark_logs=False,
                                app_name="exit")
 plus_one = F.udf(lambda x: x + 1, "long")  # a job with Python workers: the JVM reports to the accumulator server
 print(sum(r[0] for r in spark.range(10).select(plus_one("id")).collect()))
@@ -25,12 +27,18 @@ print(sum(r[0] for r in spark.range(10).select(plus_one("id")).collect()))
 @pytest.mark.slow
 def test_a_session_that_dumps_its_class_archive_exits_quietly(tmp_path):
     cache = tmp_path / "jvm"
-    env = {**os.environ, class_cache.CLASS_CACHE_ENV: str(cache), "PYSPARK_PYTHON": sys.executable}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "wh")], env=env, capture_output=True,
-                         text=True, timeout=600)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, class_cache.CLASS_CACHE_ENV: str(cache), "PYSPARK_PYTHON": sys.executable,
+           "TMPDIR": str(tmp)}
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "wh"), str(tmp)], env=env,
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0 and out.stdout.strip() == "55", out.stderr[-3000:]
     assert [n for n in os.listdir(cache) if n.endswith(".jsa")], "the session did not dump its class archive"
     assert "Traceback" not in out.stderr and "EOFError" not in out.stderr, out.stderr[-3000:]
+    # a session with the persistent catalog (every dbt command) leaves nothing in the temporary directory:
+    # Hive's per-session resources directory used to stay there (the JVM's own hsperfdata directory aside)
+    assert [n for n in os.listdir(tmp) if not n.startswith("hsperfdata_")] == []
 
 
 LOCAL = """
