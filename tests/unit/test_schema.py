@@ -1117,25 +1117,6 @@ def test_arrow_spark_arrow_round_trip_without_jvm():
     assert spark_to_arrow(arrow_to_spark(SPARK_ARROW)) == SPARK_ARROW
 
 
-@pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark")
-    from pyspark.sql import SparkSession
-
-    existing = SparkSession.getActiveSession()
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("hudilite-test-schema")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    yield session
-    if existing is None:
-        session.stop()
-
-
 def _spark_rows_table():
     return pa.table(
         {
