@@ -64,8 +64,8 @@ def session_conf(conf: dict | None = None, hive_dir: str | None = None) -> dict:
         out.update({"spark.sql.warehouse.dir": os.path.join(hive_dir, "warehouse"),
                     "spark.hadoop.javax.jdo.option.ConnectionURL":
                         f"jdbc:derby:;databaseName={os.path.join(hive_dir, 'metastore_db')};create=true",
-                    # Hive's default is a new /tmp/<session id>_resources per session, which only a Hive
-                    # session close deletes and Spark never closes it: one left in /tmp by every dbt command.
+                    # Hive's default is a new /tmp/<session id>_resources per session, deleted only when the
+                    # Hive session is closed, which Spark never does: one was left in /tmp by every dbt command.
                     # Embedded Derby admits one process per catalog, so its sessions can share one directory.
                     "spark.hadoop.hive.downloaded.resources.dir": os.path.join(hive_dir, "resources"),
                     "spark.sql.catalogImplementation": "hive"})
