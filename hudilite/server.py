@@ -5,7 +5,9 @@ The server is the installed pyspark's own (its `spark-connect` jar ships in pysp
 catalog the warehouse's persistent one (the embedded Derby metastore under `<warehouse>/.metastore`, as the
 dbt adapter's embedded session keeps it). The server holds the warehouse lock for its life, so an embedded
 session on the same warehouse fails at once instead of in the metastore boot. Its pid, address and log are in
-`<warehouse>/.metastore/connect-server.json`.
+`<warehouse>/.metastore/connect-server.json`. Its JVM's temporary files (Spark's scratch directories, Connect's
+per-session ML cache directories, which Spark leaves behind empty) go to `<warehouse>/.metastore/tmp`, removed
+when the server stops and, after a killed server, when the next one starts.
 
 Under Spark Connect a write's driver-side work (planning, the timeline, markers, the commit) runs in the
 client process; the server's Python workers write the data files. Both need the table storage.
@@ -18,6 +20,7 @@ import fcntl
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,6 +37,7 @@ DEFAULT_PORT = 15002  # Spark Connect's own default
 STATE_FILE = "connect-server.json"  # in <warehouse>/.metastore
 SERVER_LOG = "connect-server.log"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+SERVER_TMP = "tmp"  # in <warehouse>/.metastore: the server JVM's java.io.tmpdir
 
 
 class ServerError(HudiliteError):
@@ -58,6 +62,10 @@ class ServerInfo:
 
 def metastore_dir(warehouse: str) -> str:
     return os.path.join(os.path.abspath(warehouse), ".metastore")
+
+
+def server_tmp(warehouse: str) -> str:
+    return os.path.join(metastore_dir(warehouse), SERVER_TMP)
 
 
 def _state_path(warehouse: str) -> str:
@@ -127,7 +135,9 @@ def _remove_state(warehouse: str) -> None:
 
 def _server_conf(warehouse: str, host: str, port: int, spark_conf: dict | None, cds: str = "") -> dict:
     ms = metastore_dir(warehouse)
-    java_opts = (f"-Dderby.stream.error.file={os.path.join(ms, 'derby.log')} "
+    # java.io.tmpdir: a Connect session's ML cache directory (created when a plain PySpark client sends its
+    # clean-up at exit) is emptied but never removed by Spark, one per client session in /tmp otherwise
+    java_opts = (f"-Djava.io.tmpdir={server_tmp(warehouse)} -Dderby.stream.error.file={os.path.join(ms, 'derby.log')} "
                  f"-Dlog4j2.configurationFile={spark_log_config(ms)} {cds}").rstrip()
     own = {"spark.ui.showConsoleProgress": "false", "spark.sql.ansi.enabled": "false",
            DRIVER_JAVA_OPTIONS: java_opts,
@@ -164,6 +174,9 @@ def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", 
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             raise WarehouseLockedError(locked_message(os.path.join(ms, "metastore_db"), warehouse)) from None
+        # the lock is held: no server of this warehouse runs, so what is there is a killed one's
+        shutil.rmtree(server_tmp(warehouse), ignore_errors=True)
+        os.makedirs(server_tmp(warehouse))
         proc = _spawn(warehouse, host, port, master, spark_conf, lock_fd, cds)
     finally:
         os.close(lock_fd)
@@ -246,6 +259,8 @@ def stop(warehouse: str, timeout: float = 30.0, dump_timeout: float = DUMP_WAIT_
         clean = _terminate(info.pid, dump_timeout if info.class_dump else timeout)
     if info.class_dump and info.class_archive:
         install_class_archive(info.class_dump, info.class_archive, clean)
+    if not _alive(info.pid):
+        shutil.rmtree(server_tmp(warehouse), ignore_errors=True)
     _remove_state(warehouse)
     return info
 
