@@ -258,14 +258,16 @@ SPARK: dict = {}  # the child's session, once started
 def _spark_session(workdir: str):
     from hudilite.spark.session import DRIVER_JAVA_OPTIONS, local_session
 
-    # Python workers forked by bench/crash_daemon.py install the injector; Spark's scratch files (a killed JVM
-    # leaves them) go to the crash point's work directory, which the parent removes; a JVM that lives for one
-    # operation: C1 alone compiles less than tiered C1 + C2 (~1.5-2.5 s of a ~15 s application)
+    # Python workers forked by bench/crash_daemon.py install the injector; the JVM's temporary files (Spark's
+    # scratch, the native libraries it unpacks: a killed JVM leaves them) go to the crash point's work
+    # directory, which the parent removes; a JVM that lives for one operation: C1 alone compiles less than
+    # tiered C1 + C2 (~1.5-2.5 s of a ~15 s application)
+    jvm_tmp = os.path.join(workdir, "jvm-tmp")
+    os.makedirs(jvm_tmp, exist_ok=True)
     return local_session("local[2]", app_name="crashpoints", conf={
         "spark.python.daemon.module": "bench.crash_daemon",
-        "spark.local.dir": os.path.join(workdir, "spark-local"),
         "spark.sql.shuffle.partitions": "2",
-        DRIVER_JAVA_OPTIONS: "-XX:-UsePerfData -XX:TieredStopAtLevel=1",
+        DRIVER_JAVA_OPTIONS: f"-XX:-UsePerfData -XX:TieredStopAtLevel=1 -Djava.io.tmpdir={jvm_tmp}",
     })
 
 

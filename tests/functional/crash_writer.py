@@ -295,9 +295,13 @@ def main(argv: list[str]) -> int:
     from hudilite.spark.session import DRIVER_JAVA_OPTIONS, local_session
 
     install_driver_hooks(point)
-    # a JVM that lives for one small write: C1 alone compiles less than tiered C1 + C2 (~1.5-2.5 s of ~15 s)
+    # a JVM that lives for one small write: C1 alone compiles less than tiered C1 + C2 (~1.5-2.5 s of ~15 s);
+    # its temporary files (Spark's scratch, native libraries it unpacks) in the test's state directory: a
+    # killed JVM cannot remove them, and in /tmp they would outlive the test
+    jvm_tmp = os.path.join(state, "jvm-tmp")
+    os.makedirs(jvm_tmp, exist_ok=True)
     spark = local_session("local[1]", app_name=f"crash-writer-{point}",
-                          conf={DRIVER_JAVA_OPTIONS: "-XX:TieredStopAtLevel=1"})
+                          conf={DRIVER_JAVA_OPTIONS: f"-XX:TieredStopAtLevel=1 -Djava.io.tmpdir={jvm_tmp}"})
     line = sys.stdin.readline()
     if not line:  # the test ended without handing this writer a job
         spark.stop()
