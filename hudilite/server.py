@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 
 from hudilite.errors import HudiliteError
 from hudilite.spark.class_cache import DUMP_WAIT_S, class_cache_options, install_class_archive
+from hudilite.spark.jvm import java_property
 from hudilite.spark.session import DRIVER_JAVA_OPTIONS, merge_conf, session_conf
 from hudilite.warehouse import WAREHOUSE_LOCK, WarehouseLockedError, locked_message, spark_log_config
 
@@ -137,8 +138,9 @@ def _server_conf(warehouse: str, host: str, port: int, spark_conf: dict | None, 
     ms = metastore_dir(warehouse)
     # java.io.tmpdir: a Connect session's ML cache directory (created when a plain PySpark client sends its
     # clean-up at exit) is emptied but never removed by Spark, one per client session in /tmp otherwise
-    java_opts = (f"-Djava.io.tmpdir={server_tmp(warehouse)} -Dderby.stream.error.file={os.path.join(ms, 'derby.log')} "
-                 f"-Dlog4j2.configurationFile={spark_log_config(ms)} {cds}").rstrip()
+    java_opts = " ".join([java_property("java.io.tmpdir", server_tmp(warehouse)),
+                          java_property("derby.stream.error.file", os.path.join(ms, "derby.log")),
+                          java_property("log4j2.configurationFile", spark_log_config(ms)), cds]).rstrip()
     own = {"spark.ui.showConsoleProgress": "false", "spark.sql.ansi.enabled": "false",
            DRIVER_JAVA_OPTIONS: java_opts,
            "spark.sql.execution.pyspark.python": sys.executable,

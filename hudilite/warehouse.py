@@ -17,6 +17,7 @@ from pyspark.logger import PySparkLogger
 
 from hudilite.errors import HudiliteError
 from hudilite.spark.class_cache import class_cache_options, finish_class_cache
+from hudilite.spark.jvm import java_property
 from hudilite.spark.session import DRIVER_JAVA_OPTIONS, is_connect, local_session, merge_conf
 
 _process_lock = threading.RLock()
@@ -132,12 +133,12 @@ def open_session(master: str, warehouse: str, metastore_dir: str, spark_conf: di
     db = os.path.join(metastore_dir, "metastore_db")
     take_warehouse_lock(metastore_dir, warehouse)
     check_metastore_lock(db, warehouse)  # a Spark process without hudilite on the catalog
-    java_opts = f"-Dderby.stream.error.file={os.path.join(metastore_dir, 'derby.log')}"
+    java_opts = java_property("derby.stream.error.file", os.path.join(metastore_dir, "derby.log"))
     cds, dump, archive = class_cache_options()
     if cds:
         java_opts += " " + cds
     if not show_spark_logs:
-        java_opts += f" -Dlog4j2.configurationFile={spark_log_config(metastore_dir)}"
+        java_opts += " " + java_property("log4j2.configurationFile", spark_log_config(metastore_dir))
     conf = merge_conf({"spark.ui.showConsoleProgress": "false", "spark.sql.ansi.enabled": "false",
                        DRIVER_JAVA_OPTIONS: java_opts}, spark_conf)
     try:

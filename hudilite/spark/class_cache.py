@@ -11,6 +11,8 @@ import importlib.util
 import os
 import shutil
 
+from hudilite.spark.jvm import java_option
+
 CLASS_CACHE_ENV = "HUDILITE_JVM_CLASS_CACHE"  # a directory for the driver JVM's class archive, or "off"
 DUMP_WAIT_S = 600.0  # at most this long at exit for the first session's JVM to write the archive
 # archives kept in the cache, the most recently used: each install of pyspark or JDK (each venv) has its own
@@ -70,7 +72,7 @@ def class_cache_options(cache_dir: str | None = None, *, main_class: str | None 
     except OSError:  # no writable cache: start as without one
         return "", None, None
     dump = archive[:-len(".jsa")] + f".{owner or os.getpid()}.jsa.part"
-    return f"-XX:ArchiveClassesAtExit={dump} {QUIET}", dump, archive
+    return f"{java_option(f'-XX:ArchiveClassesAtExit={dump}')} {QUIET}", dump, archive
 
 
 def map_options(cache_dir: str | None = None) -> str:
@@ -84,7 +86,7 @@ def map_options(cache_dir: str | None = None) -> str:
 
 
 def _map_options(archive: str) -> str:
-    return f"-XX:SharedArchiveFile={archive} {QUIET}"
+    return f"{java_option(f'-XX:SharedArchiveFile={archive}')} {QUIET}"
 
 
 def _archive_path(cache_dir: str | None, main_class: str | None) -> tuple[str, str | None]:

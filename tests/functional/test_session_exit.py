@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from hudilite.spark import class_cache
+from hudilite.spark.jvm import java_option
 
 SCRIPT = """
 import os, sys
@@ -26,16 +27,19 @@ print(sum(r[0] for r in spark.range(10).select(plus_one("id")).collect()))
 
 @pytest.mark.slow
 def test_a_session_that_dumps_its_class_archive_exits_quietly(tmp_path):
-    cache = tmp_path / "jvm"
+    # a space in the warehouse's and the class cache's paths: their JVM options are quoted for Spark's launcher,
+    # which splits the options string at whitespace (the JVM used to exit before the session started)
+    cache = tmp_path / "jvm cache"
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = {**os.environ, class_cache.CLASS_CACHE_ENV: str(cache), "PYSPARK_PYTHON": sys.executable,
            "TMPDIR": str(tmp)}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "wh"), str(tmp)], env=env,
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "my warehouse"), str(tmp)], env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0 and out.stdout.strip() == "55", out.stderr[-3000:]
     assert [n for n in os.listdir(cache) if n.endswith(".jsa")], "the session did not dump its class archive"
     assert "Traceback" not in out.stderr and "EOFError" not in out.stderr, out.stderr[-3000:]
+    assert os.path.isfile(tmp_path / "my warehouse" / ".metastore" / "derby.log")  # the quoted property's path
     # a session with the persistent catalog (every dbt command) leaves nothing in the temporary directory:
     # Hive's per-session resources directory used to stay there (the JVM's own hsperfdata directory aside)
     assert [n for n in os.listdir(tmp) if not n.startswith("hsperfdata_")] == []
@@ -53,7 +57,7 @@ print(spark.range(5).count())
 def test_a_local_session_maps_the_archive_and_starts_without_a_usable_one(tmp_path):
     """`local_session` maps the install's archive when there is one; one the JVM cannot use (here not an
     archive at all: another JDK's, a torn copy) is ignored and the session starts as without it."""
-    cache = tmp_path / "jvm"
+    cache = tmp_path / "jvm cache"
     cache.mkdir()
     key = class_cache.class_cache_key()
     if key is None:
@@ -63,6 +67,6 @@ def test_a_local_session_maps_the_archive_and_starts_without_a_usable_one(tmp_pa
     out = subprocess.run([sys.executable, "-c", LOCAL], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     opts, count = out.stdout.strip().splitlines()[-2:]
-    assert f"-XX:SharedArchiveFile={cache / (key + '.jsa')}" in opts and "ArchiveClassesAtExit" not in opts
+    assert java_option(f"-XX:SharedArchiveFile={cache / (key + '.jsa')}") in opts and "ArchiveClassesAtExit" not in opts
     assert count == "5"
     assert sorted(os.listdir(cache)) == [f"{key}.jsa"]  # nothing dumped

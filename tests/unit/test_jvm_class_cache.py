@@ -14,6 +14,7 @@ import pytest
 
 from hudilite import server
 from hudilite.spark import class_cache
+from hudilite.spark.jvm import java_option, java_property
 
 # stands in for the driver JVM: runs until its stdin closes (as PySpark's gateway JVM does), then writes
 # its "archive" and exits with the given code
@@ -191,3 +192,20 @@ def test_map_options_name_this_installs_archive_only_when_there_is_one(tmp_path,
     assert os.stat(archive).st_mtime > 1_000_000  # marked used
     monkeypatch.setenv(class_cache.CLASS_CACHE_ENV, "off")
     assert class_cache.map_options() == ""
+
+
+def test_java_options_naming_paths_with_spaces_or_quotes_are_one_argument():
+    """Spark's launcher splits extra Java options at whitespace and reads quotes and backslashes as a shell
+    does: an option naming a path with a space is quoted, one without stays as it is."""
+    assert java_option("-XX:SharedArchiveFile=/cache/a.jsa") == "-XX:SharedArchiveFile=/cache/a.jsa"
+    assert java_property("derby.stream.error.file", "/My Projects/wh/derby.log") == \
+        '"-Dderby.stream.error.file=/My Projects/wh/derby.log"'
+    assert java_property("x", 'a"b\\c d') == '"-Dx=a\\"b\\\\c d"'
+    assert java_property("x", "it's") == '"-Dx=it\'s"'
+
+
+def test_class_archive_options_in_a_cache_path_with_a_space_are_quoted(tmp_path):
+    opts, dump, _archive = class_cache.class_cache_options(str(tmp_path / "jvm cache"))
+    if dump is None:
+        pytest.skip("no pyspark jars or java here")
+    assert opts.startswith(java_option(f"-XX:ArchiveClassesAtExit={dump}") + " ") and opts.startswith('"')

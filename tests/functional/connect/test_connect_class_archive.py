@@ -44,7 +44,7 @@ def _mapped(pid: int, path: str) -> bool:
 def test_second_server_start_maps_the_first_ones_class_archive(tmp_path, monkeypatch):
     cache = tmp_path / "jvm"
     monkeypatch.setenv(class_cache.CLASS_CACHE_ENV, str(cache))
-    wh = str(tmp_path / "wh")
+    wh = str(tmp_path / "my warehouse")  # a space: the server's JVM options name paths in it
     first = server.start(wh, port=_free_port(), master="local[1]")
     try:
         assert first.class_dump and first.class_archive and not os.path.exists(first.class_archive)
