@@ -256,6 +256,7 @@ SPARK: dict = {}  # the child's session, once started
 
 
 def _spark_session(workdir: str):
+    from hudilite.spark.jvm import java_property
     from hudilite.spark.session import DRIVER_JAVA_OPTIONS, local_session
 
     # Python workers forked by bench/crash_daemon.py install the injector; the JVM's temporary files (Spark's
@@ -267,7 +268,7 @@ def _spark_session(workdir: str):
     return local_session("local[2]", app_name="crashpoints", conf={
         "spark.python.daemon.module": "bench.crash_daemon",
         "spark.sql.shuffle.partitions": "2",
-        DRIVER_JAVA_OPTIONS: f"-XX:-UsePerfData -XX:TieredStopAtLevel=1 -Djava.io.tmpdir={jvm_tmp}",
+        DRIVER_JAVA_OPTIONS: f"-XX:-UsePerfData -XX:TieredStopAtLevel=1 {java_property('java.io.tmpdir', jvm_tmp)}",
     })
 
 

@@ -178,7 +178,7 @@ def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", 
             raise WarehouseLockedError(locked_message(os.path.join(ms, "metastore_db"), warehouse)) from None
         # the lock is held: no server of this warehouse runs, so what is there is a killed one's
         shutil.rmtree(server_tmp(warehouse), ignore_errors=True)
-        os.makedirs(server_tmp(warehouse))
+        os.makedirs(server_tmp(warehouse), exist_ok=True)
         proc = _spawn(warehouse, host, port, master, spark_conf, lock_fd, cds)
     finally:
         os.close(lock_fd)

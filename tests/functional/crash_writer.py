@@ -292,6 +292,7 @@ def main(argv: list[str]) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")]))
 
     import hudilite
+    from hudilite.spark.jvm import java_property
     from hudilite.spark.session import DRIVER_JAVA_OPTIONS, local_session
 
     install_driver_hooks(point)
@@ -300,8 +301,8 @@ def main(argv: list[str]) -> int:
     # killed JVM cannot remove them, and in /tmp they would outlive the test
     jvm_tmp = os.path.join(state, "jvm-tmp")
     os.makedirs(jvm_tmp, exist_ok=True)
-    spark = local_session("local[1]", app_name=f"crash-writer-{point}",
-                          conf={DRIVER_JAVA_OPTIONS: f"-XX:TieredStopAtLevel=1 -Djava.io.tmpdir={jvm_tmp}"})
+    java = f"-XX:TieredStopAtLevel=1 {java_property('java.io.tmpdir', jvm_tmp)}"
+    spark = local_session("local[1]", app_name=f"crash-writer-{point}", conf={DRIVER_JAVA_OPTIONS: java})
     line = sys.stdin.readline()
     if not line:  # the test ended without handing this writer a job
         spark.stop()
