@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from hudilite.errors import HudiliteError
-from hudilite.spark.class_cache import DUMP_WAIT_S, class_cache_options, install_class_archive
+from hudilite.spark.class_cache import DUMP_WAIT_S, class_cache_options, install_class_archive, process_alive
 from hudilite.spark.jvm import java_property
 from hudilite.spark.session import DRIVER_JAVA_OPTIONS, merge_conf, session_conf
 from hudilite.warehouse import WAREHOUSE_LOCK, WarehouseLockedError, locked_message, spark_log_config
@@ -86,20 +86,6 @@ def read_state(warehouse: str) -> ServerInfo | None:
         return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (exited, not yet reaped by a parent in this process) is not a server
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def answers(host: str, port: int, timeout: float = 1.0) -> bool:
     """Whether something accepts connections at host:port."""
     try:
@@ -115,9 +101,9 @@ def status(warehouse: str) -> ServerInfo | None:
     info = read_state(warehouse)
     if info is None:
         return None
-    if _alive(info.pid) and answers(info.host, info.port):
+    if process_alive(info.pid) and answers(info.host, info.port):
         return info
-    if not _alive(info.pid):
+    if not process_alive(info.pid):
         _remove_state(warehouse)
         raise ServerError(f"the Spark Connect server of warehouse {os.path.abspath(warehouse)} (pid {info.pid}, "
                           f"{info.url}) is gone (stale state removed; its log: {info.log}). Start one with: "
@@ -156,7 +142,7 @@ def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", 
     boots the metastore, so the first client finds it warm). A running one is returned as it is."""
     warehouse = os.path.abspath(warehouse)
     recorded = read_state(warehouse)
-    if recorded is not None and _alive(recorded.pid):
+    if recorded is not None and process_alive(recorded.pid):
         return status(warehouse)  # running (or hung: said so)
     _remove_state(warehouse)  # a stale record: its server is gone, start a new one
     if answers(host, port):
@@ -257,11 +243,11 @@ def stop(warehouse: str, timeout: float = 30.0, dump_timeout: float = DUMP_WAIT_
     if info is None:
         return None
     clean = False
-    if _alive(info.pid):
+    if process_alive(info.pid):
         clean = _terminate(info.pid, dump_timeout if info.class_dump else timeout)
     if info.class_dump and info.class_archive:
         install_class_archive(info.class_dump, info.class_archive, clean)
-    if not _alive(info.pid):
+    if not process_alive(info.pid):
         shutil.rmtree(server_tmp(warehouse), ignore_errors=True)
     _remove_state(warehouse)
     return info
@@ -280,7 +266,7 @@ def _terminate(pid: int, timeout: float) -> bool:
                 if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our child (started in this process): reap it
                     return sig == signal.SIGTERM
             except ChildProcessError:
-                if not _alive(pid):
+                if not process_alive(pid):
                     return sig == signal.SIGTERM
             time.sleep(0.2)
     return False

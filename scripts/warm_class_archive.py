@@ -4,6 +4,7 @@ and the hudilite data source, and at its exit dumps the classes it loaded (hudil
 Nothing to do when the archive is there or the cache is off (HUDILITE_JVM_CLASS_CACHE=off)."""
 
 import atexit
+import glob
 import os
 import shutil
 import sys
@@ -14,6 +15,23 @@ import hudilite
 from hudilite import warehouse
 from hudilite.spark import class_cache
 
+SCRATCH_PREFIX = "hudilite-warm-"
+
+
+def remove_orphan_scratch(tmp: str) -> list[str]:
+    """Scratch warehouses of warm-ups that were killed (no exit handler ran) are named by their pid: remove
+    those whose process is gone."""
+    removed = []
+    for d in glob.glob(os.path.join(tmp, SCRATCH_PREFIX + "*-*")):
+        pid = os.path.basename(d)[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        if not class_cache.process_alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
 if __name__ == "__main__":
     opts, dump, _archive = class_cache.class_cache_options()
     if not dump:
@@ -21,7 +39,8 @@ if __name__ == "__main__":
         sys.exit(0)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     t0 = time.monotonic()
-    scratch = tempfile.mkdtemp(prefix="hudilite-warm-")
+    remove_orphan_scratch(tempfile.gettempdir())
+    scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
     atexit.register(shutil.rmtree, scratch, True)  # registered first: runs after the JVM has dumped and exited
     spark = warehouse.open_session("local[2]", scratch, os.path.join(scratch, ".metastore"), {},
                                    show_spark_logs=False, app_name="hudilite-warm-class-archive")

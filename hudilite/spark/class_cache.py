@@ -137,12 +137,24 @@ def _remove_orphan_dumps(cache_dir: str) -> None:
     for name in os.listdir(cache_dir):
         parts = name.split(".")
         if len(parts) == 4 and parts[2:] == ["jsa", "part"] and parts[1].isdigit():
-            try:
-                os.kill(int(parts[1]), 0)
-            except ProcessLookupError:
+            if not process_alive(int(parts[1])):
                 os.remove(os.path.join(cache_dir, name))
-            except PermissionError:  # another user's live process
-                pass
+
+
+def process_alive(pid: int) -> bool:
+    """Is process `pid` running (another user's counts)? A zombie (exited, its parent has not reaped it yet:
+    briefly, after a kill) is not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # no procfs (macOS)
+        return True
 
 
 def finish_class_cache(jvm, dump: str, archive: str, timeout: float = DUMP_WAIT_S, accumulators=None) -> bool:

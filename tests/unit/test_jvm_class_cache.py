@@ -59,10 +59,33 @@ def test_dumps_of_killed_processes_are_removed(tmp_path):
     dead.wait()
     orphan = tmp_path / f"{key}.{dead.pid}.jsa.part"  # its process died before moving it into place
     live = tmp_path / f"{key}.{os.getpid()}.jsa.part"  # a live process's dump in progress
-    orphan.write_bytes(b"x")
-    live.write_bytes(b"x")
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # exited, not reaped yet (as just after a kill)
+    _wait_until_zombie(zombie.pid)
+    unreaped = tmp_path / f"{key}.{zombie.pid}.jsa.part"
+    for f in (orphan, live, unreaped):
+        f.write_bytes(b"x")
     class_cache.class_cache_options(str(tmp_path))
-    assert not orphan.exists() and live.exists()
+    zombie.wait()
+    assert not orphan.exists() and not unreaped.exists() and live.exists()
+
+
+def _wait_until_zombie(pid: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} did not exit")
+
+
+def test_process_alive_tells_a_zombie_from_a_running_process():
+    assert class_cache.process_alive(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    _wait_until_zombie(child.pid)
+    assert not class_cache.process_alive(child.pid)
+    child.wait()
+    assert not class_cache.process_alive(child.pid)
 
 
 
