@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 
 import pyarrow as pa
@@ -19,6 +20,9 @@ from hudilite.storage import capture_bindings, install_bindings, scheme_of, stor
 log = logging.getLogger(__name__)
 
 _DISCOVERY_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+_GLOB_PATHS = "__globPaths__"  # Spark's DataSource.GLOB_PATHS_KEY (its file stream source sets it the same way)
+_GLOB_CHARS = frozenset("\\*?[]{}")  # what Spark's SparkHadoopUtil.isGlobPath looks for
+_SCHEME_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?")
 # Spark's hidden `_metadata` fields a read may ask for, and their Spark types
 META_FIELDS = {"file_name": "string", "file_size": "long", "row_index": "long"}
 # Object-store schemes the JVM may serve under another name: hadoop-aws serves s3a://, not s3://
@@ -40,28 +44,65 @@ def read_parquet_files(spark, schema, files, *, meta: dict[str, str] | None = No
             return arrow_scan(spark, schema, files, meta=meta)
         if as_scheme != scheme:
             files = [as_scheme + f[len(scheme):] for f in files]
-    df = _native(spark, schema, files)
-    return df.selectExpr("*", *[f"_metadata.{k} AS `{v}`" for k, v in meta.items()]) if meta else df
+    return _native(spark, schema, files, meta or {})
 
 
-def _native(spark, schema, files):
+def _native(spark, schema, files, meta: dict[str, str]):
     """`spark.read.parquet(*files)`, the files' status taken on the driver: the planned files are known to exist,
-    and above 32 paths Spark would otherwise run a listing job per read (~0.2 s even for local files)."""
+    and above 32 paths Spark would otherwise run a listing job per read (~0.2 s even for local files).
+    Spark reads a path holding `\\ * ? [ ] { }` (a partition value may) as a Hadoop glob: such a path goes in
+    escaped (`_glob_literal`), or, when Hadoop's globber cannot take it (a ':' in one of its directories), is
+    read on its own with globbing off (`_GLOB_PATHS`; with more than one path Spark 4.3 then reads every path
+    of the call once per such path)."""
+    listed: list[str] = []
+    alone: list[str] = []
+    for f in files:
+        literal = _glob_literal(f)
+        if literal is None:
+            alone.append(f)
+        else:
+            listed.append(literal)
+    reader = spark.read.schema(schema)
+    parts = [reader.option(_GLOB_PATHS, "false").parquet(f) for f in alone]
+    if listed or not parts:
+        parts.insert(0, _read_listed(spark, reader, listed))
+    if meta:  # before the union: it has no `_metadata` column
+        parts = [p.selectExpr("*", *[f"_metadata.{k} AS `{v}`" for k, v in meta.items()]) for p in parts]
+    df = parts[0]
+    for part in parts[1:]:
+        df = df.union(part)
+    return df
+
+
+def _read_listed(spark, reader, files):
     if is_connect(spark):
         # a Connect reader is a plan analysed on the server later, after a conf window here would have closed:
         # setting and restoring the threshold around it changed nothing and cost three round trips per read
-        return spark.read.schema(schema).parquet(*files)
+        return reader.parquet(*files)
     old = spark.conf.get(_DISCOVERY_THRESHOLD, None)
     if old is not None and int(old) > len(files):
-        return spark.read.schema(schema).parquet(*files)
+        return reader.parquet(*files)
     spark.conf.set(_DISCOVERY_THRESHOLD, str(len(files) + 1))
     try:
-        return spark.read.schema(schema).parquet(*files)
+        return reader.parquet(*files)
     finally:
         if old is None:
             spark.conf.unset(_DISCOVERY_THRESHOLD)
         else:
             spark.conf.set(_DISCOVERY_THRESHOLD, old)
+
+
+def _glob_literal(path: str) -> str | None:
+    """`path` as a Hadoop glob matching only itself: unchanged without glob characters, else each escaped with
+    a backslash. None when the globber cannot resolve it: it makes a Hadoop `Path` of each directory name,
+    which fails on a ':' ("Relative path in absolute URI")."""
+    if not any(c in _GLOB_CHARS for c in path):
+        return path
+    m = _SCHEME_AUTHORITY.match(path)
+    prefix, rest = (m.group(0), path[m.end():]) if m else ("", path)
+    if ":" in rest:
+        return None
+    return prefix + "".join("\\" + c if c in _GLOB_CHARS else c for c in rest)
 
 
 def jvm_scheme(spark, scheme: str) -> str | None:
