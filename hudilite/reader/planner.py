@@ -4,6 +4,7 @@ needs. Engine-independent: the Spark reader, the Python data source and tests al
 from __future__ import annotations
 
 import datetime as _dt
+import decimal
 import os
 from dataclasses import dataclass, field
 
@@ -137,6 +138,8 @@ def table_schema(table: HoodieTable) -> pa.Schema:
 
 
 def _typed(value: str, t: pa.DataType):
+    """A partition directory's value as a value of the column's type (as it came from Spark's cast to string:
+    a timestamp with a time zone as its UTC wall clock); the string itself when it does not parse."""
     try:
         if pa.types.is_integer(t):
             return int(value)
@@ -146,9 +149,36 @@ def _typed(value: str, t: pa.DataType):
             return _dt.date.fromisoformat(value)
         if pa.types.is_boolean(t):
             return value.lower() == "true"
-    except ValueError:
+        if pa.types.is_decimal(t):
+            return decimal.Decimal(value)
+        if pa.types.is_timestamp(t):
+            stamp = _dt.datetime.fromisoformat(value)
+            return stamp.replace(tzinfo=_dt.timezone.utc) if t.tz else stamp
+    except (ValueError, decimal.InvalidOperation):
         return value
     return value
+
+
+class _Unknown(Exception):
+    """A filter operand whose comparison with a partition's value the planner cannot decide exactly."""
+
+
+def _operand(v, t: pa.DataType):
+    """A filter's operand as `_typed` values compare with it, as the row filter (`F.col(c) == v`) reads it."""
+    if isinstance(v, str):
+        if pa.types.is_timestamp(t) or pa.types.is_decimal(t):
+            raise _Unknown  # Spark casts the string (a timestamp in the session's time zone)
+        return _typed(v, t)
+    if pa.types.is_decimal(t) and isinstance(v, float):
+        raise _Unknown  # Spark compares the two as doubles: Decimal("1.1") != 1.1 in Python
+    if pa.types.is_timestamp(t):
+        if not isinstance(v, _dt.datetime):
+            raise _Unknown
+        if t.tz:  # PySpark takes a naive datetime in this process's local time, as astimezone does
+            return v.astimezone(_dt.timezone.utc)
+        if v.tzinfo is not None:
+            raise _Unknown
+    return v
 
 
 def _matches(v, op: str, target) -> bool:
@@ -205,9 +235,15 @@ def prune_partitions(table: HoodieTable, schema: pa.Schema, partitions: list[str
                     break
                 continue
             pv = _typed(vals[c], t)
-            target = _typed(v, t) if isinstance(v, str) else v
-            if isinstance(v, (list, tuple, set)):
-                target = {_typed(str(x), t) if isinstance(x, str) else x for x in v}
+            if isinstance(pv, str) and not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+                continue  # a directory value that does not parse as the column's type: the row filter decides
+            try:
+                if isinstance(v, (list, tuple, set)):
+                    target = {_operand(x, t) for x in v}
+                else:
+                    target = _operand(v, t)
+            except _Unknown:
+                continue  # kept: the row filter decides
             if not _matches(pv, op, target):
                 keep = False
                 break
