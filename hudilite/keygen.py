@@ -10,14 +10,15 @@ from dataclasses import dataclass
 from hudilite.columns import KEY_COL, PART_COL
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+NAME_MAX = 255  # bytes of one directory name: the limit of Linux and macOS file systems and of HDFS
 NULL_KEY = "__null__"
 EMPTY_KEY = "__empty__"
 
 
 def partition_path_problem(path: str | None, depth: int) -> str | None:
     """Why a partition path made from partition values is refused, or None: it must have one directory level per
-    partition field (no value may contain '/') and no level may be '.' or '..' (a value '..' without hive-style
-    partitioning would write outside the table)."""
+    partition field (no value may contain '/'), no level may be '.' or '..' (a value '..' without hive-style
+    partitioning would write outside the table), and none may be longer than a directory name can be."""
     if not depth or path is None:
         return None
     segments = path.split("/")
@@ -26,6 +27,11 @@ def partition_path_problem(path: str | None, depth: int) -> str | None:
     if any(seg in (".", "..") for seg in segments):
         return (f"partition value produces the path {path!r}: a partition value may not be '.' or '..' "
                 "(the files would land outside their partition directory)")
+    for seg in segments:
+        size = len(seg.encode("utf-8", "surrogatepass"))
+        if size > NAME_MAX:
+            return (f"partition value produces a directory name of {size} bytes ({seg[:40]!r}...): a partition "
+                    f"directory name may have at most {NAME_MAX} bytes (the file systems' limit)")
     return None
 
 

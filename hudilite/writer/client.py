@@ -528,11 +528,10 @@ def _check_keys(batch: pa.RecordBatch, key_fields) -> None:
 def _translate(e: BaseException) -> BaseException:
     if isinstance(e, HudiliteError):
         return e
-    msg = str(e)
-    m = re.search(re.escape(_INVALID_PREFIX) + r"(.*)", msg)
-    if m:
-        return InvalidWriteError(m.group(1).strip())
-    return e
+    # the last one: a Python worker's traceback shows the raising source line (`raise ValueError(f"...")`)
+    # before the exception's own message
+    found = re.findall(re.escape(_INVALID_PREFIX) + r"(.*)", str(e))
+    return InvalidWriteError(found[-1].strip()) if found else e
 
 
 def _metadata(stats: list[dict], op_type: str, extra: dict | None, replaced: dict | None = None) -> dict:

@@ -447,6 +447,22 @@ def slash_partition_bulk(p):
     write(p, rows([1, 2], part=["a/b", "p0"]), operation="bulk_insert")
 
 
+@case("paths", "partition value longer than a directory name may be (300 bytes)", InvalidWriteError,
+      "partition value produces a directory name of 305 bytes ('part=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'...): a "
+      "partition directory name may have at most 255 bytes (the file systems' limit)",
+      regression="accepted: the write failed with OSError [Errno 36] File name too long")
+def long_partition(p):
+    write(p, rows([1, 2], part=["x" * 300, "p0"]))
+
+
+@case("paths", "partition value longer than a directory name may be (bulk_insert)", InvalidWriteError,
+      "partition value produces a directory name of 305 bytes ('part=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'...): a "
+      "partition directory name may have at most 255 bytes (the file systems' limit)", table="none",
+      regression="accepted: the write failed with OSError [Errno 36] File name too long")
+def long_partition_bulk(p):
+    write(p, rows([1, 2], part=["x" * 300, "p0"]), operation="bulk_insert")
+
+
 @case("paths", "empty path", InvalidWriteError, "path", table="none", regression='accepted: the table was created in the working directory')
 def empty_path(p):
     write("")

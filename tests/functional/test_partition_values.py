@@ -3,6 +3,7 @@ characters (`[`, `{`, `?`, `*`, `\\`) and a ':' (Hadoop's globber fails on it). 
 rows, the same as hudi-rs, and a glob-like value never matches another partition's files ("x*" and "x1")."""
 
 import datetime as dt
+import os
 from decimal import Decimal
 
 import pyarrow as pa
@@ -100,3 +101,22 @@ def test_filters_on_timestamp_and_decimal_partitions(spark, table_path, table_ty
         assert sorted(r["id"] for r in hudilite.read(spark, table_path, filters=[f]).collect()) == expected, f
         got = sorted(r["id"] for r in hudilite.changes(spark, table_path, begin=c1, end=c2, filters=[f]).collect())
         assert got == expected, ("changes", f)
+
+
+@pytest.mark.parametrize("operation", ["upsert", "bulk_insert"])
+def test_a_partition_value_too_long_for_a_directory_name_is_refused(spark, table_path, operation):
+    def listing():
+        return sorted((os.path.relpath(os.path.join(d, f), table_path), os.path.getsize(os.path.join(d, f)))
+                      for d, _dirs, files in os.walk(table_path) for f in files)
+
+    hudilite.write(spark.createDataFrame([(1, 1, "p")], "id long, v long, dt string"), table_path,
+                   record_key="id", precombine_field="v", partition_by="dt")
+    before = listing()
+    bad = spark.createDataFrame([(2, 1, "é" * 130), (3, 1, "p")], "id long, v long, dt string")  # 260 bytes
+    with pytest.raises(hudilite.InvalidWriteError, match="directory name of 263 bytes"):
+        hudilite.write(bad, table_path, record_key="id", precombine_field="v", partition_by="dt",
+                       operation=operation)
+    assert listing() == before
+    ok = spark.createDataFrame([(2, 1, "é" * 126)], "id long, v long, dt string")  # 252 + 3 bytes: the limit
+    hudilite.write(ok, table_path, record_key="id", precombine_field="v", partition_by="dt", operation=operation)
+    assert sorted(r["id"] for r in hudilite.read(spark, table_path).collect()) == [1, 2]
