@@ -152,6 +152,10 @@ class TableConfig:
         return o.T_HIVE_STYLE.get(self.props)
 
     @property
+    def timestamp_keys_utc(self) -> bool:
+        return o.T_KEYGEN_UTC.get(self.props)
+
+    @property
     def url_encode(self) -> bool:
         return o.T_URL_ENCODE.get(self.props)
 
@@ -290,6 +294,7 @@ class TableConfig:
             o.T_KEYGEN_CLASS.key: keygen,
             o.T_HIVE_STYLE.key: "true" if hive_style else "false",
             o.T_URL_ENCODE.key: "false",
+            o.T_KEYGEN_UTC.key: "true",
             o.T_DROP_PARTITION_COLUMNS.key: "false",
             o.T_META_FIELDS.key: "true",
             o.T_BASE_FORMAT.key: "PARQUET",

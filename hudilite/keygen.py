@@ -40,6 +40,8 @@ class KeySpec:
     record_key_fields: tuple[str, ...]
     partition_fields: tuple[str, ...]
     hive_style: bool
+    # timestamp (with time zone) values as their UTC wall clock, not the writing session's (TableConfig)
+    utc_timestamps: bool = False
 
     @property
     def complex_key(self) -> bool:

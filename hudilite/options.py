@@ -336,6 +336,10 @@ T_HIVE_STYLE = _o("hoodie.datasource.write.hive_style_partitioning", "bool", Fal
                   "partition directories are `col=value`", scope="table")
 T_URL_ENCODE = _o("hoodie.datasource.write.partitionpath.urlencode", "bool", False,
                   "partition values are URL-encoded in paths", scope="table")
+T_KEYGEN_UTC = _o("hudilite.keygen.timestamp.utc", "bool", False,
+                  "record keys and partition values of timestamp columns are their UTC wall clock, whatever the "
+                  "writing session's time zone (written true when hudilite creates a table; a table without it "
+                  "keeps the session's, as its keys were written)", scope="table")
 T_DROP_PARTITION_COLUMNS = _o("hoodie.datasource.write.drop.partition.columns", "bool", False,
                               "partition columns left out of data files (true: not supported)", scope="table")
 T_BASE_FORMAT = _o("hoodie.table.base.file.format", "string", "PARQUET", "base file format (only PARQUET)",

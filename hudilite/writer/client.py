@@ -136,7 +136,7 @@ class WriteClient:
         cfg = table.config if table is not None else new_config
         check_nbcc_table(wo.options, cfg.table_type, cfg.version)  # before anything is written
         basis = read_basis(table)  # what the plan is built on: commits completed after it are conflict-checked
-        spec = KeySpec(tuple(wo.record_key), tuple(wo.partition_by), wo.hive_style)
+        spec = KeySpec(tuple(wo.record_key), tuple(wo.partition_by), wo.hive_style, cfg.timestamp_keys_utc)
         if small_batch:
             batch = self._small_batch(df, spec, table, collected)
             if batch is not None:  # from here on the write of an Arrow batch (hudilite/writer/local.py)
@@ -369,8 +369,8 @@ class WriteClient:
             delete = F.lit(False)
         return df.select(
             *[F.col(f"`{c}`") for c in df.columns],
-            record_key_expr(spec).alias(KEY_COL),
-            partition_path_expr(spec).alias(PART_COL),
+            record_key_expr(spec, df.schema).alias(KEY_COL),
+            partition_path_expr(spec, df.schema).alias(PART_COL),
             delete.alias(DELETE_COL),
             F.monotonically_increasing_id().alias(SEQ_COL),
         )

@@ -120,3 +120,52 @@ def test_a_partition_value_too_long_for_a_directory_name_is_refused(spark, table
     ok = spark.createDataFrame([(2, 1, "é" * 126)], "id long, v long, dt string")  # 252 + 3 bytes: the limit
     hudilite.write(ok, table_path, record_key="id", precombine_field="v", partition_by="dt", operation=operation)
     assert sorted(r["id"] for r in hudilite.read(spark, table_path).collect()) == [1, 2]
+
+
+@pytest.fixture
+def session_zone(spark):
+    key = "spark.sql.session.timeZone"
+    saved = spark.conf.get(key)
+    yield lambda zone: spark.conf.set(key, zone)
+    spark.conf.set(key, saved)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_timestamp_keys_and_partitions_do_not_depend_on_the_session_time_zone(spark, table_path, table_type,
+                                                                               session_zone):
+    """The same instant is the same record key and partition from sessions in different time zones (the hour a
+    clock turns back included): its UTC wall clock."""
+    stamps = ["2024-01-01 10:30:00", "2024-11-03 05:30:00.000001", "2024-11-03 06:30:00"]  # UTC; NY's fold
+    sql = ", ".join(f"({i}L, {{v}}L, timestamp'{s} UTC', timestamp'{s} UTC')" for i, s in enumerate(stamps))
+
+    def batch(v):
+        return spark.sql(f"select * from values {sql.format(v=v)} as t(id, v, ts, at)")
+
+    session_zone("UTC")
+    hudilite.write(batch(1), table_path, record_key="ts", precombine_field="v", partition_by="at",
+                   table_type=table_type)
+    session_zone("America/New_York")
+    c2 = hudilite.write(batch(2), table_path, record_key="ts", precombine_field="v", partition_by="at")
+    assert (c2.stats["inserted"], c2.stats["updated"]) == (0, 3)
+    assert sorted(d for d in os.listdir(table_path) if d.startswith("at=")) == sorted(f"at={s}" for s in stamps)
+    rows = hudilite.read(spark, table_path).collect()
+    assert sorted((r["_hoodie_record_key"], r["v"]) for r in rows) == sorted((s, 2) for s in stamps)
+
+
+def test_a_table_without_the_utc_property_keeps_its_session_keys(spark, table_path, session_zone):
+    """Tables written before `hudilite.keygen.timestamp.utc` keep the keys their sessions wrote: a table created
+    by a New York session takes that session's upserts as updates, as it did."""
+    session_zone("America/New_York")
+    first = spark.sql("select 0L as id, 1L as v, timestamp'2023-06-01 00:00:00 UTC' as ts")
+    hudilite.write(first, table_path, record_key="ts", precombine_field="v")
+    props = os.path.join(table_path, ".hoodie", "hoodie.properties")
+    with open(props) as f:
+        lines = [ln for ln in f if not ln.startswith("hudilite.keygen.timestamp.utc=")]
+    with open(props, "w") as f:  # as a table created before the property was
+        f.writelines(lines)
+    df = spark.sql("select 1L as id, 1L as v, timestamp'2024-01-01 10:30:00 UTC' as ts")
+    hudilite.write(df, table_path, record_key="ts", precombine_field="v")
+    c3 = hudilite.write(df.withColumn("v", df.v + 1), table_path, record_key="ts", precombine_field="v")
+    assert (c3.stats["inserted"], c3.stats["updated"]) == (0, 1)
+    keys = {r["id"]: r["_hoodie_record_key"] for r in hudilite.read(spark, table_path).collect()}
+    assert keys == {0: "2023-06-01 00:00:00", 1: "2024-01-01 05:30:00"}
