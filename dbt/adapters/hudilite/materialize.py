@@ -319,7 +319,7 @@ class MaterializeMixin:
                 raise DbtRuntimeError(
                     f"partition_by of {schema}.{identifier} changed (table: {stored_parts}, model: "
                     f"{spec.partition_by}): run it with --full-refresh to rebuild the table")
-        df, visible = self._schema_change(df, entry.columns, spec, record_key, cfg, schema, identifier)
+        df, visible = self._schema_change(df, entry.columns, spec, record_key, cfg, schema, identifier, path)
         self._check_columns(df, spec, record_key if keyed else [])
         # read on the frame analysed above: a derived frame's columns are analysed anew (a Spark Connect round
         # trip each), and the frames below keep or add the flag column without being listed again

@@ -34,7 +34,7 @@ class StrategiesMixin:
         return sql_merge.delete_insert(batch, "__hl_del", self._target_frame(path), spec.record_key,
                                        spec.predicates, ROW_ID, IS_DELETED)
 
-    def _schema_change(self, df, target: List[str], spec: ModelSpec, record_key, cfg, schema, identifier):
+    def _schema_change(self, df, target: List[str], spec: ModelSpec, record_key, cfg, schema, identifier, path):
         incoming = [c for c in df.columns if not is_hidden_column(c)]
         t_lower = {c.lower() for c in target}
         i_lower = {c.lower() for c in incoming}
@@ -54,6 +54,16 @@ class StrategiesMixin:
         if osc == "ignore":
             keep = [c for c in df.columns if c.lower() in t_lower or c.lower() in required or c == IS_DELETED]
             return df.select(*[f"`{c}`" for c in keep]), target
+        # sync_all_columns removed these from the catalog only (below): their old values are still stored, and
+        # would read again as the re-added column's
+        kept = {c.lower() for c in hudilite.Table.open(path).schema().names if not is_hidden_column(c)}
+        back = [c for c in added if c.lower() in kept]
+        if back:
+            raise DbtRuntimeError(
+                f"{schema}.{identifier}: column(s) {back} were removed from the model earlier "
+                "(on_schema_change='sync_all_columns'), but the table still stores their old values, which "
+                "would read again as the new column's: run it with --full-refresh to rebuild the table, or give "
+                "the column another name")
         if osc == "append_new_columns":
             logger.info(f"hudilite: {schema}.{identifier}: adding columns {added}")
             return df, target + added

@@ -206,3 +206,28 @@ class TestOnSchemaChangeFail:
         _, out = run_dbt_and_capture(["run", "--vars", "{batch: 2}"], expect_pass=False)
         assert "out of sync" in out
         assert rows(project, f"select id, name from {project.test_schema}.fail_cols") == [(1, "a")]
+
+
+READD_COLS = """
+{{ config(materialized='incremental', unique_key='id', on_schema_change='sync_all_columns') }}
+{% set b = var('batch', 1) %}
+select {{ b }} as id {% if b == 1 %}, 'a1' as a{% elif b == 3 %}, 'a3' as a{% elif b == 4 %}, date '2024-01-01' as a{% endif %}
+"""
+
+
+class TestSyncAllColumnsReAdd:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"readd_cols.sql": READD_COLS}
+
+    def test_a_removed_column_is_not_re_added_with_its_old_values(self, project):
+        s = project.test_schema
+        run_dbt(["run"])
+        run_dbt(["run", "--vars", "{batch: 2}"])  # removes `a` from the table the model's readers see
+        assert rows(project, f"select * from {s}.readd_cols") == [(1,), (2,)]
+        for batch in (3, 4):  # the same type or another: the stored values of `a` would come back
+            _, out = run_dbt_and_capture(["run", "--vars", f"{{batch: {batch}}}"], expect_pass=False)
+            assert "were removed from the model earlier" in out and "--full-refresh" in out, out[-2000:]
+            assert rows(project, f"select * from {s}.readd_cols") == [(1,), (2,)]
+        run_dbt(["run", "--vars", "{batch: 3}", "--full-refresh"])
+        assert rows(project, f"select id, a from {s}.readd_cols") == [(3, "a3")]
