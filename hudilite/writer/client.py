@@ -190,7 +190,7 @@ class WriteClient:
             int_key=integer_key_column(wo.record_key, data_schema),
             change_images=action == COMMIT and wo.operation != "bulk_insert"
             and wo.get(o.CHANGE_IMAGES),
-            fsync=wo.get(o.FSYNC), partition_depth=len(wo.partition_by),
+            fsync=wo.get(o.FSYNC), partition_depth=len(wo.partition_by), record_key=tuple(wo.record_key),
         )
         schema_json = avro_to_json(arrow_to_avro(data_schema, table.config.name))
         if action == DELTA_COMMIT:

@@ -41,6 +41,11 @@ class WriteContext:
     state_spec: object | None = None
     # the number of partition fields: a partition path of another depth or with a '.'/'..' level is refused
     partition_depth: int = 0
+    record_key: tuple[str, ...] = ()  # the record key fields, named when a row has none
+
+    def null_key_message(self, nulls: int) -> str:
+        fields = f" (record key field(s): {', '.join(self.record_key)})" if self.record_key else ""
+        return f"{nulls} row(s) have a null or empty record key{fields}"
 
     def markers(self):
         return markers_for(self.base_path, self.instant, self.marker_options)

@@ -265,7 +265,7 @@ def merge_file_group(ctx: WriteContext, partition: str, fid: str, old_path: str 
     token = f"{pid}-{stage}-{attempt}"
     nulls = incoming.column(KEY_COL).null_count
     if nulls:  # the profile rejects these; a non-deterministic input could still produce them here
-        raise ValueError(f"HUDILITE_INVALID_INPUT: {nulls} row(s) have a null or empty record key")
+        raise ValueError(f"HUDILITE_INVALID_INPUT: {ctx.null_key_message(nulls)}")
     incoming = dedup_latest(incoming, ctx)
     is_del = incoming.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
     # global index: rows that are one side of a key changing partition (the new row / the old row's delete)

@@ -197,7 +197,7 @@ def bulk_insert(prepared: pa.Table, ctx: WriteContext) -> list[dict]:
     """Bulk insert of an Arrow batch: its rows stream into new base files (deletes dropped)."""
     nulls = prepared.column(KEY_COL).null_count
     if nulls:
-        raise InvalidWriteError(f"{nulls} row(s) have a null or empty record key")
+        raise InvalidWriteError(ctx.null_key_message(nulls))
     w = StreamingBaseFileWriter(ctx)
     w.write(prepared.filter(pc.invert(prepared.column(DELETE_COL))).drop_columns([DELETE_COL, SEQ_COL]))
     return w.close()

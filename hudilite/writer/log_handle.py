@@ -137,7 +137,7 @@ def append_file_group(ctx: WriteContext, partition: str, fid: str, base_path: st
     pid, stage, attempt = task_info()
     nulls = incoming.column(KEY_COL).null_count
     if nulls:
-        raise ValueError(f"HUDILITE_INVALID_INPUT: {nulls} row(s) have a null or empty record key")
+        raise ValueError(f"HUDILITE_INVALID_INPUT: {ctx.null_key_message(nulls)}")
     incoming = dedup_latest(incoming, ctx)
     is_del = incoming.column(DELETE_COL).to_numpy(zero_copy_only=False).astype(bool)
     directory = os.path.join(ctx.base_path, partition) if partition else ctx.base_path
