@@ -155,6 +155,7 @@ class MaterializeMixin:
             drop = [c for c in df.columns if c.lower() in {d.lower() for d in cfg.get("drop_columns") or ()}]
             if drop:
                 df = df.drop(*drop)
+            spec = spec.spelled_as(df.columns)
             if cfg.get("cast_to_target") and entry is not None and entry.kind == "TABLE":
                 # store assignment (as an INSERT/MERGE into the table would): values take the stored column
                 # types. Snapshots need it: dbt's staging query mixes the source's types (e.g. a `date`
@@ -210,7 +211,7 @@ class MaterializeMixin:
                                              StructType([StructField(n, StringType()) for n in names]))
             df = raw.select(*[F.expr(f"CAST({ms.quote_ident(n)} AS {t})").alias(c)
                               for n, c, t in zip(names, columns, types)])
-            return self._build(schema, identifier, path, df, spec, entry, seed=True)
+            return self._build(schema, identifier, path, df, spec.spelled_as(columns), entry, seed=True)
 
     # ---- full builds -----------------------------------------------------------------------
     def _build(self, schema, identifier, path, df, spec: ModelSpec, entry, seed: bool = False,

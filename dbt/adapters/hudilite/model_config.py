@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
@@ -54,6 +54,18 @@ class ModelSpec:
         """The invocation's --event-time-start / --event-time-end as UTC datetimes (dbt reads naive ones as
         UTC), None where not given."""
         return _utc(self.event_time_start), _utc(self.event_time_end)
+
+    def spelled_as(self, columns: List[str]) -> "ModelSpec":
+        """This spec with its column names spelled as the model's `columns` spell them: SQL names are
+        case-insensitive, the table's key and partition fields are not (they name Hudi schema fields)."""
+        spelling = {c.lower(): c for c in columns}
+
+        def one(name: Optional[str]) -> Optional[str]:
+            return spelling.get(name.lower(), name) if name else name
+
+        return replace(self, record_key=[one(k) for k in self.record_key],
+                       partition_by=[one(p) for p in self.partition_by],
+                       precombine_field=one(self.precombine_field), event_time=one(self.event_time))
 
     @classmethod
     def from_config(cls, cfg: Dict[str, Any]) -> "ModelSpec":

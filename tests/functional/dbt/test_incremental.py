@@ -211,7 +211,8 @@ class TestOnSchemaChangeFail:
 READD_COLS = """
 {{ config(materialized='incremental', unique_key='id', on_schema_change='sync_all_columns') }}
 {% set b = var('batch', 1) %}
-select {{ b }} as id {% if b == 1 %}, 'a1' as a{% elif b == 3 %}, 'a3' as a{% elif b == 4 %}, date '2024-01-01' as a{% endif %}
+select {{ b }} as id
+{% if b == 1 %}, 'a1' as a{% elif b == 3 %}, 'a3' as a{% elif b == 4 %}, date '2024-01-01' as a{% endif %}
 """
 
 
@@ -231,3 +232,34 @@ class TestSyncAllColumnsReAdd:
             assert rows(project, f"select * from {s}.readd_cols") == [(1,), (2,)]
         run_dbt(["run", "--vars", "{batch: 3}", "--full-refresh"])
         assert rows(project, f"select id, a from {s}.readd_cols") == [(3, "a3")]
+
+
+CASED_KEYS = """
+{{ config(materialized='incremental', unique_key='Customer_ID', precombine_field='Version',
+          partition_by='REGION', table_type=var('tt')) }}
+{% set b = var('batch', 1) %}
+select * from values
+{% if b == 1 %} (1, 1, 'eu', 'a'), (1, 2, 'eu', 'a2'), (2, 1, 'us', 'b')
+{% else %} (1, 3, 'eu', 'a3'), (2, 0, 'us', 'b-late'), (3, 1, 'us', 'c') {% endif %}
+as t(customer_id, version, region, name)
+"""
+
+
+class TestKeyNamesSpelledOtherwise:
+    """unique_key, precombine_field and partition_by name SQL columns, case-insensitively."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"cased_cow.sql": CASED_KEYS, "cased_mor.sql": CASED_KEYS}
+
+    def test_keys_in_another_case_than_the_columns(self, project):
+        s = project.test_schema
+        for batch in (1, 2):
+            for tt in ("cow", "mor"):
+                run_dbt(["run", "-s", f"cased_{tt}", "--vars", f"{{batch: {batch}, tt: {tt}}}"])
+        for tt in ("cow", "mor"):
+            got = rows(project, f"select customer_id, version, region, name from {s}.cased_{tt} order by 1")
+            assert got == [(1, 3, "eu", "a3"), (2, 1, "us", "b"), (3, 1, "us", "c")], (tt, got)
+            cfg = HoodieTable.open(table_dir(project, f"cased_{tt}")).config
+            assert (cfg.record_key_fields, cfg.partition_fields, cfg.precombine_field) == \
+                (["customer_id"], ["region"], "version")
