@@ -8,6 +8,10 @@
   {%- set not_null = [] -%}
   {%- set recorded = {} -%}
   {%- if contract_config is not none and contract_config.enforced -%}
+    {#-- dbt's own rendering of the constraints, for its warnings only (ConstraintNotEnforced, E048, for each
+         constraint the adapter records but does not enforce, unless `warn_unenforced: false`) --#}
+    {%- do adapter.render_raw_columns_constraints(raw_columns=model['columns']) -%}
+    {%- do adapter.render_raw_model_constraints(raw_constraints=model.get('constraints') or []) -%}
     {%- set found = [] -%}
     {%- for column_name, column in model.columns.items() -%}
       {%- for c in column.get('constraints') or [] -%}
