@@ -234,6 +234,8 @@ def prune_partitions(table: HoodieTable, schema: pa.Schema, partitions: list[str
                     keep = False
                     break
                 continue
+            if pa.types.is_timestamp(t) and t.tz and not cfg.timestamp_keys_utc:
+                continue  # its directories hold the writing sessions' wall clocks, whatever zones they had
             pv = _typed(vals[c], t)
             if isinstance(pv, str) and not (pa.types.is_string(t) or pa.types.is_large_string(t)):
                 continue  # a directory value that does not parse as the column's type: the row filter decides

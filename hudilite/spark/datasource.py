@@ -24,6 +24,7 @@ base files.
 from __future__ import annotations
 
 import datetime as _dt
+import decimal as _decimal
 import itertools
 from concurrent.futures import ThreadPoolExecutor
 
@@ -263,6 +264,10 @@ def _exact(v, t: pa.DataType) -> bool:
         return type(v) is int
     if pa.types.is_date(t):
         return type(v) is _dt.date
+    if pa.types.is_decimal(t):
+        return isinstance(v, _decimal.Decimal)
+    if pa.types.is_timestamp(t):  # PySpark hands a TIMESTAMP literal over as an aware UTC datetime
+        return isinstance(v, _dt.datetime) and (v.tzinfo is None) == (t.tz is None)
     return False
 
 

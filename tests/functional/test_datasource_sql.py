@@ -8,9 +8,9 @@ import pytest
 
 import hudilite
 from hudilite.fs_view import FileSystemView
-from hudilite.spark.datasource import HudiliteDataSource
 from hudilite.services.clean import run_clean
 from hudilite.services.compaction import compact
+from hudilite.spark.datasource import HudiliteDataSource
 from hudilite.storage.local import normalize_path
 
 PARTS = 12
@@ -253,3 +253,46 @@ def test_a_task_reads_many_files_into_few_batches(tmp_path, monkeypatch):
     monkeypatch.setattr(datasource, "WINDOW_BYTES", 1)  # one file per window: the same rows, a batch per file
     t = pa.Table.from_batches(list(reader.read(groups[0])))
     assert sorted(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), t.column("w").to_pylist())) == want
+
+
+def test_timestamp_and_decimal_partition_filters_prune(reg, tmp_path, monkeypatch):
+    """PySpark hands TIMESTAMP literals to pushFilters as aware UTC datetimes and DECIMAL ones as Decimals: both
+    are pushed into planning, which compares them with the partitions' values (in-process, as above; the same
+    queries through Spark return the rows)."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from pyspark.sql.datasource import EqualTo, In
+
+    p = str(tmp_path / "t")
+    utc = dt.timezone.utc
+    stamps = [dt.datetime(2024, 1, 1, 10, 30, tzinfo=utc), dt.datetime(2024, 7, 1, 0, 0, 0, 250000, tzinfo=utc)]
+    df = reg.createDataFrame([(i, stamps[i % 2], Decimal("1.50") if i < 2 else Decimal("-3.00")) for i in range(4)],
+                             "id long, ts timestamp, amount decimal(5,2)")
+    hudilite.write(df, p, record_key="id", partition_by=["ts", "amount"])
+    zone = reg.conf.get("spark.sql.session.timeZone")
+    reg.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        sql = reg.read.format("hudilite").load(p)
+        assert sorted(r.id for r in sql.where("ts = timestamp'2024-01-01 05:30:00'").collect()) == [0, 2]
+        assert sorted(r.id for r in sql.where("amount in (1.5, -3) and ts > timestamp'2024-06-01 00:00:00'")
+                      .collect()) == [1, 3]
+        assert sorted(r.id for r in sql.where("amount = 1.5").collect()) == [0, 1]
+    finally:
+        reg.conf.set("spark.sql.session.timeZone", zone)
+
+    listed = []
+    file_groups = FileSystemView.file_groups
+    monkeypatch.setattr(FileSystemView, "file_groups", lambda self, part: listed.append(part) or
+                        file_groups(self, part))
+    source = HudiliteDataSource({"path": p})
+    every = [f"ts={t}/amount={a}" for t in ("2024-01-01 10:30:00", "2024-07-01 00:00:00.25") for a in ("-3.00", "1.50")]
+    for pushed, parts in (
+            ([EqualTo(("ts",), stamps[0])], every[:2]),
+            ([In(("amount",), [Decimal("1.5")]), EqualTo(("ts",), stamps[1])], every[3:]),
+            ([EqualTo(("ts",), "2024-01-01 10:30:00")], every)):  # a string: Spark casts it in the session's zone
+        listed.clear()
+        reader = source.reader(source.schema())
+        list(reader.pushFilters(pushed))
+        reader.partitions()
+        assert sorted(listed) == parts, pushed

@@ -169,3 +169,23 @@ def test_a_table_without_the_utc_property_keeps_its_session_keys(spark, table_pa
     assert (c3.stats["inserted"], c3.stats["updated"]) == (0, 1)
     keys = {r["id"]: r["_hoodie_record_key"] for r in hudilite.read(spark, table_path).collect()}
     assert keys == {0: "2023-06-01 00:00:00", 1: "2024-01-01 05:30:00"}
+
+
+def test_timestamp_partitions_of_a_table_without_the_utc_property_are_not_pruned_by_value(spark, table_path,
+                                                                                          session_zone):
+    """Such a table's directories hold the writing sessions' wall clocks ("2024-01-01 05:30:00" for 10:30 UTC from
+    New York): read as UTC they would prune the partition a filter on the instant needs."""
+    session_zone("America/New_York")
+    df = spark.sql("select 1L as id, 1L as v, timestamp'2024-01-01 10:30:00 UTC' as ts")
+    hudilite.write(df.limit(0), table_path, record_key="id", precombine_field="v", partition_by="ts")
+    props = os.path.join(table_path, ".hoodie", "hoodie.properties")
+    with open(props) as f:
+        lines = [ln for ln in f if not ln.startswith("hudilite.keygen.timestamp.utc=")]
+    with open(props, "w") as f:  # as a table created before the property was
+        f.writelines(lines)
+    hudilite.write(df, table_path, record_key="id", precombine_field="v", partition_by="ts")
+    assert [r["_hoodie_partition_path"] for r in hudilite.read(spark, table_path).collect()] == \
+        ["ts=2024-01-01 05:30:00"]
+    stamp = dt.datetime(2024, 1, 1, 10, 30, tzinfo=dt.timezone.utc)
+    for f in (("ts", "=", stamp), ("ts", "in", [stamp]), ("ts", ">=", stamp)):
+        assert [r["id"] for r in hudilite.read(spark, table_path, filters=[f]).collect()] == [1], f
