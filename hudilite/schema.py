@@ -204,6 +204,10 @@ class _ArrowToAvro:
         if kind in _AVRO_PRIMITIVES:
             return kind
         if kind in _AVRO_LOGICAL:
+            if kind.startswith("local-"):
+                # a wall clock. Avro's local-timestamp says so, but hudi-rs cannot read it (its schema conversion
+                # panics), so the timestamp type is marked instead, as Iceberg's Avro mapping marks one
+                return {"type": "long", "logicalType": kind[len("local-"):], "adjust-to-utc": False}
             return {"type": _AVRO_LOGICAL[kind], "logicalType": kind}
         if kind == "fixed":
             return self._fixed(name, namespace, t.byte_width)
@@ -434,6 +438,8 @@ def _logical_primitive(typ: str, logical: Optional[str], node: Dict[str, Any], p
             "time-micros": pa.time64("us"),
         }.get(logical or "")
         if ts is not None:
+            if node.get("adjust-to-utc") is False and ts.tz is not None:
+                return pa.timestamp(ts.unit)  # written for a wall-clock column (see _ArrowToAvro.type)
             return ts
     elif typ == "bytes" and logical == "decimal":
         return _decimal_type(node, path)
@@ -517,7 +523,7 @@ def spark_leaf(t: pa.DataType, path: str) -> pa.DataType:
     if T.is_dictionary(t):
         return map_leaves(t.value_type, spark_leaf, path)
     if T.is_timestamp(t):
-        return pa.timestamp("us", tz="UTC")
+        return pa.timestamp("us", tz="UTC" if t.tz else None)
     widened = _widened(t)
     if widened is not None:
         return widened
@@ -532,6 +538,23 @@ def spark_leaf(t: pa.DataType, path: str) -> pa.DataType:
     return t
 
 
+def _utc_leaf(t: pa.DataType, path: str) -> pa.DataType:
+    return pa.timestamp(t.unit, tz="UTC") if pa.types.is_timestamp(t) and t.tz is None else t
+
+
+def utc_storage_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` as parquet data files store it: wall-clock (tz-naive) timestamps as UTC ones of the same
+    wall-clock value, the parquet type every reader accepts for Avro timestamp-micros (hudi-rs refuses a
+    merge-on-read base file of another type; Spark reads it back as TIMESTAMP_NTZ unchanged)."""
+    return pa.schema([f.with_type(map_leaves(f.type, _utc_leaf, f.name)) for f in schema], metadata=schema.metadata)
+
+
+def to_utc_storage(table: pa.Table) -> pa.Table:
+    """`table` cast to `utc_storage_schema` (the same values; only tz-naive timestamps change type)."""
+    target = utc_storage_schema(table.schema)
+    return table if target.equals(table.schema) else table.cast(target)
+
+
 # --------------------------------------------------------------------------------------------
 # Schema evolution
 # --------------------------------------------------------------------------------------------
@@ -540,7 +563,7 @@ def spark_leaf(t: pa.DataType, path: str) -> pa.DataType:
 # Type families (`_kind`) that are Avro primitive types, and the logical types with their Avro base type.
 _AVRO_PRIMITIVES = frozenset(("boolean", "int", "long", "float", "double", "string", "bytes"))
 _AVRO_LOGICAL = {"date": "int", "timestamp-millis": "long", "timestamp-micros": "long", "time-millis": "int",
-                 "time-micros": "long"}
+                 "time-micros": "long", "local-timestamp-millis": "long", "local-timestamp-micros": "long"}
 
 
 def _kind(t: pa.DataType) -> Optional[str]:
@@ -573,8 +596,9 @@ def _kind(t: pa.DataType) -> Optional[str]:
         return "fixed"
     if T.is_date(t):
         return "date"
-    if T.is_timestamp(t):
-        return "timestamp-millis" if t.unit == "ms" else "timestamp-micros"
+    if T.is_timestamp(t):  # no time zone: a wall clock (Spark TIMESTAMP_NTZ), Avro's local-timestamp
+        kind = "timestamp-millis" if t.unit == "ms" else "timestamp-micros"
+        return kind if t.tz else "local-" + kind
     if T.is_time32(t):
         return "time-millis"
     if T.is_time64(t):
@@ -600,10 +624,16 @@ _PROMOTIONS = {
     "float": ("double",),
 }
 # Lossless promotions of incoming values into a stored logical type (the stored type is kept).
+# Tables written before wall-clock timestamps had their own Avro type stored them as UTC timestamps: such a
+# table's column still takes them, as the same UTC values.
 _INCOMING_ONLY_PROMOTIONS = {
-    "timestamp-micros": ("timestamp-millis",),
+    "timestamp-micros": ("timestamp-millis", "local-timestamp-micros", "local-timestamp-millis"),
+    "timestamp-millis": ("local-timestamp-millis",),
+    "local-timestamp-micros": ("local-timestamp-millis",),
     "time-micros": ("time-millis",),
 }
+_TIMESTAMP_KINDS = frozenset(("timestamp-micros", "timestamp-millis", "local-timestamp-micros",
+                              "local-timestamp-millis"))
 _INT_TYPES = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
 _UNIT_RANK = {"s": 0, "ms": 1, "us": 2, "ns": 3}
 
@@ -718,7 +748,17 @@ class _Merger:
                 raise self._deny(path, stored, incoming)
             if ks in ("float", "double"):
                 self.flags.float_truncate = True
+            if ks in _TIMESTAMP_KINDS and _UNIT_RANK[incoming.unit] > _UNIT_RANK[stored.unit]:
+                self.flags.time_truncate = True
             return stored
+        if ks in _TIMESTAMP_KINDS and ki in _TIMESTAMP_KINDS and ks.startswith("local-"):
+            if self.mode == "cast":  # a data file's UTC storage type (utc_storage_schema): its UTC wall clock
+                if _UNIT_RANK[incoming.unit] > _UNIT_RANK[stored.unit]:
+                    self.flags.time_truncate = True
+                return stored
+            raise self._deny(path, stored, incoming, "the column holds wall-clock timestamps without a time zone "
+                                                     "(Spark TIMESTAMP_NTZ); cast the values to TIMESTAMP_NTZ "
+                                                     "in the time zone you mean")
         raise self._deny(path, stored, incoming)
 
     def _same_kind(self, stored, incoming, kind, path) -> pa.DataType:
@@ -753,7 +793,7 @@ class _Merger:
             if stored.byte_width != incoming.byte_width:
                 raise self._deny(path, stored, incoming)
             return stored
-        if kind in ("timestamp-micros", "timestamp-millis", "time-micros", "time-millis"):
+        if kind in _TIMESTAMP_KINDS or kind in ("time-micros", "time-millis"):
             if _UNIT_RANK[incoming.unit] > _UNIT_RANK[stored.unit]:
                 self.flags.time_truncate = True
             return stored

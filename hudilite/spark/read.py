@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 
 import pyarrow as pa
@@ -138,10 +139,13 @@ def _riders(plan: ReadPlan, merged, ids) -> tuple[list, tuple]:
 def apply_filters(df, filters):
     """`df` filtered by (column, op, value) triples."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampNTZType
 
     for c, op, v in filters:
         col = F.col(f"`{c}`")
         op = op.lower()
+        if c in df.columns and isinstance(df.schema[c].dataType, TimestampNTZType):
+            v = [_wall_clock(x) for x in v] if op in ("in", "not in") else _wall_clock(v)
         if op in ("=", "=="):
             df = df.filter(col == v)
         elif op == "!=":
@@ -159,6 +163,16 @@ def apply_filters(df, filters):
         elif op == "not in":
             df = df.filter(~col.isin(list(v)))
     return df
+
+
+def _wall_clock(v):
+    """A naive datetime as a TIMESTAMP_NTZ literal: PySpark makes it a TIMESTAMP in this process's time zone,
+    which Spark would compare with a wall-clock column in the session's."""
+    from pyspark.sql import functions as F
+
+    if isinstance(v, _dt.datetime) and v.tzinfo is None:
+        return F.expr(f"TIMESTAMP_NTZ'{v.isoformat(sep=' ')}'")
+    return v
 
 
 # Slices merged whole in one Python task are grouped up to about this many bytes of files per group.
@@ -223,7 +237,7 @@ def _overrides_from(schema, file_schema: pa.Schema, floats_only: bool = False) -
     int64 while the commit schema declares it string; Spark's parquet scan cannot convert that itself, so such
     columns are read with the file's type and cast afterwards (hudi-rs casts the same way); floats are promoted
     through their decimal form (`_cast_column`). `floats_only`: only the float promotions."""
-    from pyspark.sql.types import ArrayType, MapType, StructType
+    from pyspark.sql.types import ArrayType, MapType, StructType, TimestampNTZType, TimestampType
 
     nested = (ArrayType, MapType, StructType)
     target = {f.name: f.dataType for f in schema.fields}
@@ -238,7 +252,9 @@ def _overrides_from(schema, file_schema: pa.Schema, floats_only: bool = False) -
             continue
         if _has_float_widening(got, want):
             out.append((f.name, got))
-        elif not floats_only and not isinstance(want, nested) and not isinstance(got, nested) and got != want:
+        elif (not floats_only and not isinstance(want, nested) and not isinstance(got, nested) and got != want
+              and not (isinstance(got, TimestampType) and isinstance(want, TimestampNTZType))):
+            # (a wall-clock column's UTC parquet type: Spark reads it as TIMESTAMP_NTZ itself, by its UTC value)
             out.append((f.name, got))
     return tuple(out)
 

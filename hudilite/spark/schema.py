@@ -10,13 +10,14 @@ from hudilite.schema import SchemaError, map_leaves, spark_leaf
 
 
 def arrow_to_spark(schema: pa.Schema):
-    """pyspark ``StructType`` for an Arrow schema. All timestamps (any unit, with or without a
-    time zone) become ``TimestampType``; decimals keep precision/scale; nested types recurse."""
+    """pyspark ``StructType`` for an Arrow schema. Timestamps with a time zone (any unit) become
+    ``TimestampType``, those without one (wall clocks: Avro local-timestamp) ``TimestampNTZType``; decimals keep
+    precision/scale; nested types recurse."""
     fields = []
     for f in schema:
         t = map_leaves(f.type, spark_leaf, f.name)
         try:
-            st = from_arrow_type(t, prefer_timestamp_ntz=False)
+            st = from_arrow_type(t, prefer_timestamp_ntz=True)
         except Exception as e:  # PySparkTypeError etc.
             raise SchemaError(f"column '{f.name}': type {f.type} cannot be converted to Spark: {e}") from None
         fields.append(StructField(f.name, st, nullable=f.nullable))
@@ -38,7 +39,6 @@ def arrow_frame(spark, table: pa.Table):
     """A Spark DataFrame of the rows of an Arrow `table` (a local relation: the rows travel with the plan, no
     files are scanned), typed as a Spark scan of the same columns would be: `arrow_to_spark`, all nullable."""
     arrow = pa.schema([pa.field(f.name, map_leaves(f.type, spark_leaf, f.name), True) for f in table.schema])
-    # timestamps as UTC instants first: PySpark reads tz-naive Arrow timestamps as session-local wall time
     return spark.createDataFrame(table.cast(arrow), as_nullable(arrow_to_spark(arrow)))
 
 

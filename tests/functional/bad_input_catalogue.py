@@ -15,6 +15,7 @@ below may appear).
 from __future__ import annotations
 
 import atexit
+import datetime as dt
 import contextlib
 import hashlib
 import json
@@ -248,6 +249,13 @@ def type_change_string_long(p):
       "cannot change type from int64 to bool")
 def type_change_bool(p):
     write(p, rows([1, 2], v=pa.array([True, False])))
+
+
+@case("types", "timestamps with a time zone into a wall-clock (TIMESTAMP_NTZ) column", InvalidWriteError, "column 't'",
+      "TIMESTAMP_NTZ", table="none",
+      setup=lambda p: write(p, rows([1, 2], t=pa.array([dt.datetime(2024, 1, 1, 11)] * 2, pa.timestamp("us")))))
+def aware_into_wall_clock(p):
+    write(p, rows([3], t=pa.array([dt.datetime(2024, 1, 1, 11, tzinfo=dt.timezone.utc)], pa.timestamp("us", "UTC"))))
 
 
 @case("types", "unsupported type: duration", InvalidWriteError, "d", table="none")

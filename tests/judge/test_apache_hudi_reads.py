@@ -151,3 +151,29 @@ def test_we_read_and_extend_hudi_written_v6_tables(hudi_judge, tmp_path, table_t
     # and Apache Hudi keeps writing on our commits
     hudi_write([(8, 9, "theirs8"), (31, 9, "n31")])
     agree(hudi_judge, path, read_optimized=mor)
+
+
+@pytest.mark.parametrize("version", ["6", "9"])
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_hudi_reads_our_wall_clock_timestamps(hudi_judge, tmp_path, table_type, version):
+    """A tz-naive (TIMESTAMP_NTZ) column: its Avro type carries `adjust-to-utc: false` and its files the wall
+    clock as UTC; Apache Hudi reads it as a timestamp of that wall clock (its session is in UTC)."""
+    import datetime as dt
+
+    path = str(tmp_path / f"{table_type.lower()}_v{version}")
+    stamps = {1: dt.datetime(2024, 1, 1, 11, 0), 2: dt.datetime(2024, 3, 10, 2, 30, 0, 5)}
+
+    def write(rows):
+        data = pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
+                         "ts": pa.array([r[1] for r in rows], pa.int64()),
+                         "t": pa.array([r[2] for r in rows], pa.timestamp("us"))})
+        hudilite.write(data, path, record_key="id", precombine_field="ts", table_type=table_type,
+                       options={"hoodie.write.table.version": version})
+
+    write([(1, 1, stamps[1]), (2, 1, stamps[2])])
+    stamps[1] = dt.datetime(2024, 11, 3, 1, 30)
+    write([(1, 2, stamps[1])])  # a log block on merge-on-read
+    assert Table(path).schema().field("t").type == pa.timestamp("us")
+    got = {r["id"]: r["t"] for r in hudi_judge.read(path)}
+    assert got == {i: str(v) for i, v in stamps.items()}
+

@@ -109,9 +109,10 @@ def test_arrow_to_avro_record_layout():
         (pa.date32(), {"type": "int", "logicalType": "date"}),
         (pa.date64(), {"type": "int", "logicalType": "date"}),
         (pa.timestamp("us", tz="UTC"), {"type": "long", "logicalType": "timestamp-micros"}),
-        (pa.timestamp("us"), {"type": "long", "logicalType": "timestamp-micros"}),
+        # tz-naive: a wall clock (Spark TIMESTAMP_NTZ), marked so (hudi-rs cannot read local-timestamp)
+        (pa.timestamp("us"), {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": False}),
         (pa.timestamp("ns", tz="America/New_York"), {"type": "long", "logicalType": "timestamp-micros"}),
-        (pa.timestamp("ns"), {"type": "long", "logicalType": "timestamp-micros"}),
+        (pa.timestamp("ns"), {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": False}),
         (pa.timestamp("ms", tz="UTC"), {"type": "long", "logicalType": "timestamp-millis"}),
         (pa.time32("ms"), {"type": "int", "logicalType": "time-millis"}),
         (pa.time64("us"), {"type": "long", "logicalType": "time-micros"}),
@@ -312,7 +313,7 @@ ROUND_TRIP = [
     (pa.binary(16), pa.binary(16)),
     (pa.date32(), pa.date32()),
     (pa.timestamp("us", tz="UTC"), pa.timestamp("us", tz="UTC")),
-    (pa.timestamp("us"), pa.timestamp("us", tz="UTC")),
+    (pa.timestamp("us"), pa.timestamp("us")),
     (pa.timestamp("ns", tz="UTC"), pa.timestamp("us", tz="UTC")),
     (pa.timestamp("ms", tz="UTC"), pa.timestamp("ms", tz="UTC")),
     (pa.time32("ms"), pa.time32("ms")),
@@ -1058,14 +1059,15 @@ def test_arrow_to_spark_types():
 
 
 @pytest.mark.parametrize(
-    "arrow_type",
-    [pa.timestamp("us"), pa.timestamp("ns"), pa.timestamp("ms", tz="UTC"), pa.timestamp("ns", tz="Asia/Tokyo")],
+    "arrow_type, ntz",
+    [(pa.timestamp("us"), True), (pa.timestamp("ns"), True), (pa.timestamp("ms", tz="UTC"), False),
+     (pa.timestamp("ns", tz="Asia/Tokyo"), False)],
 )
-def test_arrow_to_spark_all_timestamps_are_timestamp_type(arrow_type):
+def test_arrow_to_spark_timestamps_with_a_zone_are_timestamp_type_without_one_ntz(arrow_type, ntz):
     from pyspark.sql import types as T
 
     st = arrow_to_spark(pa.schema([("t", arrow_type)]))
-    assert isinstance(st["t"].dataType, T.TimestampType)
+    assert isinstance(st["t"].dataType, T.TimestampNTZType if ntz else T.TimestampType)
 
 
 def test_arrow_to_spark_normalizes_exotic_types():
@@ -1086,7 +1088,7 @@ def test_arrow_to_spark_normalizes_exotic_types():
     assert st["u32"].dataType == T.LongType()
     assert st["ls"].dataType == T.StringType()
     assert st["dict"].dataType == T.StringType()
-    assert st["ll"].dataType == T.ArrayType(T.TimestampType(), True)
+    assert st["ll"].dataType == T.ArrayType(T.TimestampNTZType(), True)
     with pytest.raises(SchemaError, match="column 'u64'"):
         arrow_to_spark(pa.schema([("u64", pa.uint64())]))
 
@@ -1158,3 +1160,17 @@ def test_spark_dataframe_schema_to_avro(spark):
     back = arrow_to_spark(avro_to_arrow(avro))
     # same types; nullability is lost on the way through Avro (Hudi makes everything nullable)
     assert back.simpleString() == df.schema.simpleString()
+
+
+def test_utc_storage_schema_tags_only_wall_clock_timestamps():
+    from hudilite.schema import to_utc_storage, utc_storage_schema
+
+    s = pa.schema([("a", pa.timestamp("us")), ("b", pa.timestamp("ms", tz="Asia/Tokyo")),
+                   ("c", pa.list_(pa.timestamp("us"))), ("d", pa.int64())])
+    assert [f.type for f in utc_storage_schema(s)] == [
+        pa.timestamp("us", tz="UTC"), pa.timestamp("ms", tz="Asia/Tokyo"), pa.list_(pa.timestamp("us", tz="UTC")),
+        pa.int64()]
+    t = pa.table({"a": pa.array([dt.datetime(2024, 1, 1, 11)], pa.timestamp("us"))})
+    stored = to_utc_storage(t)
+    assert stored.column("a").to_pylist() == [dt.datetime(2024, 1, 1, 11, tzinfo=UTC)]
+    assert stored.column("a").cast(pa.timestamp("us")).to_pylist() == [dt.datetime(2024, 1, 1, 11)]
