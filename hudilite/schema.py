@@ -555,6 +555,26 @@ def to_utc_storage(table: pa.Table) -> pa.Table:
     return table if target.equals(table.schema) else table.cast(target)
 
 
+def ordering_at_least(a, b):
+    """Element-wise `a >= b` of two ordering-value arrays as Apache Hudi (Java's `compareTo`) and Spark order
+    them: NaN above every number and equal to NaN (pyarrow's comparisons are false for NaN). Null where either
+    is null."""
+    ge = pc.greater_equal(a, b)
+    if not (pa.types.is_floating(a.type) or pa.types.is_floating(b.type)):
+        return ge
+    a_nan = pc.is_nan(a) if pa.types.is_floating(a.type) else pc.not_equal(a, a)  # false; null for a null
+    b_num = pc.invert(pc.is_nan(b)) if pa.types.is_floating(b.type) else pc.is_valid(b)
+    out = pc.if_else(a_nan, True, pc.and_(b_num, ge))
+    return pc.if_else(pc.is_null(b), pa.scalar(None, pa.bool_()), out)
+
+
+def nan_rank(values):
+    """For a floating-point ordering column, whether each value is NaN (null for a null): a sort key placed
+    before the values puts NaN above every number, as Java and Spark order them (pyarrow's sorts place NaN
+    with the nulls). None for other types."""
+    return pc.is_nan(values) if pa.types.is_floating(values.type) else None
+
+
 # --------------------------------------------------------------------------------------------
 # Schema evolution
 # --------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
 from hudilite.log.vector_avro import fast_records  # numpy Avro decoding of flat records (fastavro otherwise)
 from hudilite.reader import delete_vec
-from hudilite.schema import has_float_to_double, map_leaves, promote_floats, spark_leaf
+from hudilite.schema import has_float_to_double, map_leaves, nan_rank, ordering_at_least, promote_floats, spark_leaf
 from hudilite.storage import storage_for
 
 EVENT_TIME = "EVENT_TIME_ORDERING"
@@ -319,9 +319,11 @@ def _fold_log(events, event_time: bool):
         if len(cpos):
             ord_sorted = ords.take(pa.array(order[cpos]))
             null_ord = ord_sorted.is_null().to_numpy(zero_copy_only=False)
-            tbl = pa.table({"g": pa.array(grp[cpos]), "o": ord_sorted, "p": pa.array(cpos)})
-            si = pc.sort_indices(tbl, sort_keys=[("g", "ascending"), ("o", "ascending"), ("p", "ascending")]
-                                 ).to_numpy(zero_copy_only=False)
+            nan = nan_rank(ord_sorted)  # NaN above every number
+            tbl = pa.table({"g": pa.array(grp[cpos]), "o": ord_sorted, "p": pa.array(cpos),
+                            "n": nan if nan is not None else pa.nulls(len(cpos), pa.bool_())})
+            si = pc.sort_indices(tbl, sort_keys=[("g", "ascending"), ("n", "ascending"), ("o", "ascending"),
+                                                 ("p", "ascending")]).to_numpy(zero_copy_only=False)
             g_sorted = grp[cpos][si]
             last_of_group = np.r_[g_sorted[1:] != g_sorted[:-1], True]
             win[g_sorted[last_of_group]] = order[cpos[si[last_of_group]]]
@@ -338,6 +340,10 @@ def _fold_log(events, event_time: bool):
 
 
 def _ge(a, b) -> bool:
+    if isinstance(a, float) and a != a:
+        return True  # NaN is above every number and equal to NaN (Java's and Spark's order)
+    if isinstance(b, float) and b != b:
+        return False
     try:
         return a >= b
     except TypeError:
@@ -362,7 +368,7 @@ def resolve(base: pa.Table, data: pa.Table, events, spec: MergeSpec) -> tuple[np
         natural = lkinds[m_log] == _NATURAL_DELETE
         b_ord = base.column(spec.ordering_field).take(pa.array(m_base))
         l_ord = lords.take(pa.array(m_log))
-        ge = pc.fill_null(pc.greater_equal(l_ord, b_ord), True).to_numpy(zero_copy_only=False)
+        ge = pc.fill_null(ordering_at_least(l_ord, b_ord), True).to_numpy(zero_copy_only=False)
         log_wins = natural | ge
     keep_base[m_base[log_wins]] = False
     keep_log = lkinds == _DATA

@@ -24,7 +24,7 @@ from hudilite.errors import damaged_file
 from hudilite.file_group import base_file_name, new_file_id
 from hudilite.keygen import partition_path_problem
 from hudilite.markers import CREATE, MERGE
-from hudilite.schema import cast_table_to_schema, to_utc_storage, utc_storage_schema
+from hudilite.schema import cast_table_to_schema, nan_rank, ordering_at_least, to_utc_storage, utc_storage_schema
 from hudilite.storage.local import storage_for
 from hudilite.writer.context import WriteContext
 
@@ -84,16 +84,24 @@ def sort_indices(tbl: pa.Table, keys: list[tuple[str, str]], nulls: str) -> pa.A
         return pc.sort_indices(tbl, sort_keys=keys, null_placement=nulls)
 
 
+_NAN_RANK = "_hl_nan_rank"  # a sort key only
+
+
 def dedup_latest(tbl: pa.Table, ctx: WriteContext) -> pa.Table:
     """Collapse rows with the same record key to one: the highest precombine value (event time), ties and
     commit-time mode to the latest arrival (`_hl_seq`)."""
     if tbl.num_rows <= 1:
         return tbl
     keys = [(ctx.int_key if ctx.int_key in tbl.column_names else KEY_COL, "ascending")]
+    work = tbl
     if ctx.event_time and ctx.precombine_field and ctx.precombine_field in tbl.column_names:
+        nan = nan_rank(tbl.column(ctx.precombine_field))
+        if nan is not None:  # NaN above every number
+            work = tbl.append_column(_NAN_RANK, nan)
+            keys.append((_NAN_RANK, "ascending"))
         keys.append((ctx.precombine_field, "ascending"))
     keys.append((SEQ_COL, "ascending"))
-    t = tbl.take(sort_indices(tbl, keys, "at_start"))
+    t = tbl.take(sort_indices(work, keys, "at_start"))
     k = t.column(keys[0][0]).combine_chunks()
     last = np.ones(t.num_rows, dtype=bool)
     if t.num_rows > 1:
@@ -114,8 +122,11 @@ def newest_per_key(tbl: pa.Table, record_key: list[str], precombine: str | None,
         return tbl
     pos = pa.array(np.arange(n, dtype=np.int64))
     cols = {f"k{i}": tbl.column(k) for i, k in enumerate(record_key)}
-    order = ([("pc", "descending")] if precombine else []) + [("arrival", "descending")]
-    work = pa.table({**cols, **({"pc": tbl.column(precombine)} if precombine else {}),
+    nan = nan_rank(tbl.column(precombine)) if precombine else None
+    order = ([("nan", "descending")] if nan is not None else []) + ([("pc", "descending")] if precombine else []) \
+        + [("arrival", "descending")]
+    work = pa.table({**cols, **({"nan": nan} if nan is not None else {}),
+                     **({"pc": tbl.column(precombine)} if precombine else {}),
                      "arrival": tbl.column(arrival) if arrival else pos, "pos": pos})
     ranked = work.take(sort_indices(work, order, "at_end"))
     ranked = ranked.append_column("rank", pa.array(np.arange(n, dtype=np.int64)))
@@ -247,7 +258,7 @@ def incoming_wins(ctx: WriteContext, incoming: pa.Table, stored: pa.Table, m_inc
     old_pc = stored.column(ctx.precombine_field).take(pa.array(m_old))
     if inc_pc.type != old_pc.type:
         inc_pc = inc_pc.cast(old_pc.type)
-    wins = pc.fill_null(pc.greater_equal(inc_pc, old_pc), True).to_numpy(zero_copy_only=False)
+    wins = pc.fill_null(ordering_at_least(inc_pc, old_pc), True).to_numpy(zero_copy_only=False)
     no_order = pc.is_null(inc_pc).to_numpy(zero_copy_only=False)
     wins |= is_del[m_inc] & (no_order | ctx.delete_operation)
     return wins

@@ -1162,6 +1162,17 @@ def test_spark_dataframe_schema_to_avro(spark):
     assert back.simpleString() == df.schema.simpleString()
 
 
+def test_ordering_at_least_ranks_nan_above_numbers_as_java_does():
+    from hudilite.schema import ordering_at_least
+
+    nan = float("nan")
+    a = pa.array([1.0, nan, nan, 2.0, None, 1.0, 3.0])
+    b = pa.array([2.0, 1.0, nan, nan, 1.0, None, 3.0])
+    assert ordering_at_least(a, b).to_pylist() == [False, True, True, False, None, None, True]
+    assert ordering_at_least(pa.array([1, None, 3]), pa.array([nan, 1.0, 2.0])).to_pylist() == [False, None, True]
+    assert ordering_at_least(pa.array([1, 2]), pa.array([2, 1])).to_pylist() == [False, True]
+
+
 def test_utc_storage_schema_tags_only_wall_clock_timestamps():
     from hudilite.schema import to_utc_storage, utc_storage_schema
 
