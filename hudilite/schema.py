@@ -451,7 +451,8 @@ def avro_to_arrow(avro: AvroSchema) -> pa.Schema:
     """Arrow schema for an Avro record schema (dict or JSON string).
 
     ``["null", T]`` unions become nullable fields; timestamp-micros/millis become
-    ``timestamp(us|ms, tz="UTC")``; local-timestamp-* become tz-naive timestamps; decimals (fixed
+    ``timestamp(us|ms, tz="UTC")``, tz-naive ones when marked ``"adjust-to-utc": false``; local-timestamp-*
+    become tz-naive timestamps (wall clocks); decimals (fixed
     or bytes) become ``decimal128``; enums and uuids become strings; named types may be
     referenced by name after their definition.
     """
