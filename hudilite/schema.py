@@ -763,7 +763,10 @@ class _Merger:
             if self.mode == "cast":
                 raise self._deny(path, stored, incoming, "it is wider than the table type")
             return canonical(incoming, path)
-        if ks in _PROMOTIONS.get(ki, ()) or ki in _INCOMING_ONLY_PROMOTIONS.get(ks, ()):
+        into_wall_clock = ks in _TIMESTAMP_KINDS and ki in _TIMESTAMP_KINDS and ks.startswith("local-")
+        # (cast mode: a data file's UTC storage type of a wall-clock column, utc_storage_schema: its UTC wall clock)
+        if (ks in _PROMOTIONS.get(ki, ()) or ki in _INCOMING_ONLY_PROMOTIONS.get(ks, ())
+                or (into_wall_clock and self.mode == "cast")):
             # incoming values are narrower: they are promoted to the table type on write
             if self.mode == "evolve" and not self.allow_incoming_promotion:
                 raise self._deny(path, stored, incoming)
@@ -772,11 +775,7 @@ class _Merger:
             if ks in _TIMESTAMP_KINDS and _UNIT_RANK[incoming.unit] > _UNIT_RANK[stored.unit]:
                 self.flags.time_truncate = True
             return stored
-        if ks in _TIMESTAMP_KINDS and ki in _TIMESTAMP_KINDS and ks.startswith("local-"):
-            if self.mode == "cast":  # a data file's UTC storage type (utc_storage_schema): its UTC wall clock
-                if _UNIT_RANK[incoming.unit] > _UNIT_RANK[stored.unit]:
-                    self.flags.time_truncate = True
-                return stored
+        if into_wall_clock:
             raise self._deny(path, stored, incoming, "the column holds wall-clock timestamps without a time zone "
                                                      "(Spark TIMESTAMP_NTZ); cast the values to TIMESTAMP_NTZ "
                                                      "in the time zone you mean")

@@ -321,9 +321,9 @@ def _fold_log(events, event_time: bool):
             null_ord = ord_sorted.is_null().to_numpy(zero_copy_only=False)
             nan = nan_rank(ord_sorted)  # NaN above every number
             tbl = pa.table({"g": pa.array(grp[cpos]), "o": ord_sorted, "p": pa.array(cpos),
-                            "n": nan if nan is not None else pa.nulls(len(cpos), pa.bool_())})
-            si = pc.sort_indices(tbl, sort_keys=[("g", "ascending"), ("n", "ascending"), ("o", "ascending"),
-                                                 ("p", "ascending")]).to_numpy(zero_copy_only=False)
+                            **({"n": nan} if nan is not None else {})})
+            by = ["g"] + (["n"] if nan is not None else []) + ["o", "p"]
+            si = pc.sort_indices(tbl, sort_keys=[(c, "ascending") for c in by]).to_numpy(zero_copy_only=False)
             g_sorted = grp[cpos][si]
             last_of_group = np.r_[g_sorted[1:] != g_sorted[:-1], True]
             win[g_sorted[last_of_group]] = order[cpos[si[last_of_group]]]

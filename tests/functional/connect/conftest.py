@@ -3,6 +3,7 @@ end. Its clients run in subprocesses: PySpark switches a process that opens a Co
 and this test process keeps the suite's classic session."""
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -47,6 +48,16 @@ def run_client(args, timeout=600, cwd=None, prefix=(), env=None):
     with the variables `env` added to the environment; its completed process."""
     return subprocess.run([*prefix, sys.executable, *args], capture_output=True, text=True, env=_env(env),
                           timeout=timeout, cwd=cwd or ROOT)
+
+
+def run_tests_over_connect(server, args, summary: str) -> None:
+    """pytest `args` in a client subprocess whose `spark` fixture is a Connect session to `server`
+    (HUDILITE_TEST_CONNECT, tests/conftest.py); it must pass with a last line matching the regex `summary`."""
+    out = run_client(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::FutureWarning", *args],
+                     env={"HUDILITE_TEST_CONNECT": server.url}, timeout=900)
+    tail = out.stdout[-4000:] + out.stderr[-2000:]
+    assert out.returncode == 0, tail
+    assert re.match(summary, out.stdout.strip().splitlines()[-1]), tail
 
 
 def start_client(args):

@@ -6,11 +6,9 @@ operation) checked against hudi-rs and a model on the snapshot, time travel at e
 windows; and the merge-on-read sequence with compaction, clustering and clean (parquet log blocks), checked
 the same way after every step."""
 
-import re
-
 import pytest
 
-from tests.functional.connect.conftest import run_client
+from tests.functional.connect.conftest import run_tests_over_connect
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -23,21 +21,11 @@ EXPECTED = 11
 
 def test_compat_subset_over_connect(connect_server):
     pytest.importorskip("hudi")
-    out = run_client(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::FutureWarning", *SUBSET],
-                     env={"HUDILITE_TEST_CONNECT": connect_server.url}, timeout=900)
-    tail = out.stdout[-4000:] + out.stderr[-2000:]
-    assert out.returncode == 0, tail
-    summary = out.stdout.strip().splitlines()[-1]
-    assert re.match(rf"{EXPECTED} passed, \d+ deselected", summary), tail
+    run_tests_over_connect(connect_server, SUBSET, rf"{EXPECTED} passed, \d+ deselected")
 
 
 def test_wall_clock_timestamps_over_connect(connect_server):
     """tests/functional/test_timestamp_ntz.py over Connect: TIMESTAMP_NTZ values written and read by a client in
     another session time zone than the server's keep their type and wall clock; the filter literals too."""
     pytest.importorskip("hudi")
-    out = run_client(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::FutureWarning",
-                      "tests/functional/test_timestamp_ntz.py"],
-                     env={"HUDILITE_TEST_CONNECT": connect_server.url}, timeout=900)
-    tail = out.stdout[-4000:] + out.stderr[-2000:]
-    assert out.returncode == 0, tail
-    assert re.match(r"7 passed", out.stdout.strip().splitlines()[-1]), tail
+    run_tests_over_connect(connect_server, ["tests/functional/test_timestamp_ntz.py"], r"7 passed")
