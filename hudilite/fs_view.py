@@ -16,9 +16,20 @@ from hudilite.timeline.plans import pending_compaction_instants
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 
 
+def _hidden(parts) -> bool:
+    return any(p.startswith(".") for p in parts)
+
+
+def _has_metafile(names) -> bool:
+    # `.hoodie_partition_metadata`, or with hoodie.partition.metafile.use.base.format `….parquet`
+    return any(n.startswith(PARTITION_METAFILE) for n in names)
+
+
 def list_partitions(base_path: str, partitioned: bool) -> list[str]:
-    """Relative partition paths ('' for a non-partitioned table): leaf directories below the base path,
-    skipping `.hoodie` and hidden directories."""
+    """Relative partition paths ('' for a non-partitioned table): leaf directories below the base path, skipping
+    `.hoodie`. A directory whose path has a hidden name (a partition value '.y') is a partition only when it holds
+    a partition metafile, as Apache Hudi writes in every partition: other hidden directories are not the
+    table's, and Apache Hudi and hudi-rs read such partitions."""
     if not partitioned:
         return [""]
     out: list[str] = []
@@ -30,16 +41,13 @@ def list_partitions(base_path: str, partitioned: bool) -> list[str]:
             dirs, files = fs.list_entries(full)
         except (FileNotFoundError, NotADirectoryError):
             return
-        subdirs = [d for d in dirs if not d.startswith(".")]
-        if rel and not subdirs:
+        visible = [d for d in dirs if not d.startswith(".") and (rel or d != "_delta_log")]
+        if rel and (_has_metafile(files) if _hidden(rel.split("/")) else
+                    not visible or any(not f.startswith(".") for f in files)):
             out.append(rel)
-            return
-        if rel and any(not f.startswith(".") for f in files) and subdirs:
-            out.append(rel)
-        for d in sorted(subdirs):
-            if not rel and d in ("_delta_log",):
-                continue
-            walk(f"{rel}/{d}" if rel else d)
+        for d in sorted(dirs):
+            if d in visible or (d.startswith(".") and (rel or d != ".hoodie")):
+                walk(f"{rel}/{d}" if rel else d)
 
     walk("")
     return out
@@ -53,13 +61,16 @@ def partitions_in_listing(listing: dict[str, list], partitioned: bool) -> list[s
     dirs: set[str] = set()
     for d, entries in listing.items():
         parts = d.split("/") if d else []
-        if any(p.startswith(".") for p in parts) or (parts and parts[0] == "_delta_log") or not entries:
+        if not parts or parts[0] in (".hoodie", "_delta_log") or not entries:
+            continue
+        if _hidden(parts) and not _has_metafile(e.name for e in entries):
             continue
         for i in range(1, len(parts) + 1):
             dirs.add("/".join(parts[:i]))
     has_sub = {d.rpartition("/")[0] for d in dirs if "/" in d}
     with_files = {d for d in dirs if any(not e.name.startswith(".") for e in listing.get(d, ()))}
-    return sorted(d for d in dirs if d not in has_sub or d in with_files)
+    return sorted(d for d in dirs if (d not in has_sub or d in with_files)
+                  and (not _hidden(d.split("/")) or _has_metafile(e.name for e in listing.get(d, ()))))
 
 
 @dataclass

@@ -70,6 +70,45 @@ def test_a_colon_and_a_glob_character_in_one_path(spark, table_path):
     assert got == {(0, "U"), (3, "U")}
 
 
+HIDDEN_LOOKING = [".y", "_x", "..a", " ", "a=b", "plain"]
+
+
+@pytest.mark.parametrize("hive_style", ["false", "true"])
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_partition_values_that_name_hidden_directories(spark, table_path, table_type, hive_style):
+    """A partition value starting with '.' is a hidden directory name (without hive-style paths): its rows used to
+    vanish from every read (the partition listing skipped hidden directories) while hudi-rs read them. A stray
+    hidden directory that is not a partition (no partition metafile) stays out of the table."""
+    values = HIDDEN_LOOKING
+    ids = list(range(len(values)))
+    opts = {"hoodie.datasource.write.hive_style_partitioning": hive_style}
+    c1 = hudilite.write(_batch(ids, 1, values), table_path, record_key="id", precombine_field="v", partition_by="dt",
+                        table_type=table_type, options=opts)
+    changed = [0, 3]
+    c2 = hudilite.write(_batch(changed, 2, [values[i] for i in changed]), table_path, record_key="id",
+                        precombine_field="v", partition_by="dt")
+    latest = sorted((i, f"{2 if i in changed else 1}-{i}", values[i]) for i in ids)
+    rs = read_hudi_rs(table_path).to_pydict()
+    assert sorted(zip(rs["id"], rs["s"], rs["dt"])) == latest
+    stray = os.path.join(table_path, ".ipynb_checkpoints")  # hudi-rs would take it for a partition
+    os.makedirs(stray)
+    with open(os.path.join(stray, "notes.parquet"), "wb") as f:
+        f.write(b"not the table's")
+
+    assert _rows(hudilite.read(spark, table_path)) == latest
+    assert _rows(hudilite.read(spark, table_path, as_of=c1)) == sorted((i, f"1-{i}", values[i]) for i in ids)
+    assert _rows(hudilite.read(spark, table_path, filters=[("dt", "=", ".y")])) == [latest[0]]
+    got = {(r["id"], r["_change_op"]) for r in hudilite.changes(spark, table_path, begin=c1, end=c2).collect()}
+    assert got == {(i, "U") for i in changed}
+    hudilite.register(spark)
+    assert _rows(spark.read.format("hudilite").load(table_path).where("dt = '.y'")) == [latest[0]]
+    if table_type == "MERGE_ON_READ":
+        compacted = hudilite.Table.open(table_path, spark=spark).services.compact(force=True)
+        assert len(compacted) == 1
+        assert _rows(hudilite.read(spark, table_path)) == latest
+    assert len(hudilite.Table.open(table_path).info().partitions) == len(values)
+
+
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 def test_filters_on_timestamp_and_decimal_partitions(spark, table_path, table_type):
     """The planner prunes partitions of timestamp and decimal columns by their values, as the row filter compares

@@ -2,6 +2,7 @@
 table, not a LIST per partition, and an upsert costs what its touched partitions and file groups cost, however
 many other partitions the table has (bench/s3_requests.py prints the same numbers for 30 partitions)."""
 
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -50,8 +51,26 @@ def test_partitions_in_listing_matches_the_walk_rules():
         "a=1": [_e("stray.parquet")],  # files beside subdirectories: a partition too
         "a=2": [_e(".hidden")],  # a parent with only hidden files is no partition
         "a=2/b=1": [_e("g.parquet")],
-        "a=3/.tmp": [_e("x")],  # hidden directories are skipped
+        "a=3/.tmp": [_e("x")],  # hidden directories without a partition metafile are skipped
+        ".ipynb_checkpoints": [_e("n.parquet")],
+        # a partition value starting with '.' ("a=.y" hive-style is not hidden): a hidden directory with a metafile
+        ".y": [_e(".hoodie_partition_metadata"), _e("h.parquet")],
+        ".z/b=1": [_e(".hoodie_partition_metadata.parquet"), _e("i.parquet")],
         "_delta_log": [_e("0.json")],
     }
-    assert partitions_in_listing(listing, True) == ["a=1", "a=1/b=2", "a=1/b=3", "a=2/b=1"]
+    expected = [".y", ".z/b=1", "a=1", "a=1/b=2", "a=1/b=3", "a=2/b=1"]
+    assert partitions_in_listing(listing, True) == expected
     assert partitions_in_listing(listing, False) == [""]
+
+
+def test_the_walk_finds_the_partitions_the_listing_rules_find(tmp_path):
+    """`list_partitions` (local directories, one listing each) keeps the same rules as `partitions_in_listing`."""
+    for d, names in {"": ["x.txt"], ".hoodie": ["hoodie.properties"], "a=1/b=2": [".hoodie_partition_metadata"],
+                     "a=1/b=3": [".f.log.1_0-0-0"], "a=1": ["stray.parquet"], "a=2": [".hidden"],
+                     "a=2/b=1": ["g.parquet"], "a=1/b=2/.tmp": ["x"], ".ipynb_checkpoints": ["n.parquet"],
+                     ".y": [".hoodie_partition_metadata", "h.parquet"], ".z/b=1": [".hoodie_partition_metadata"],
+                     "_delta_log": ["0.json"]}.items():
+        os.makedirs(tmp_path / d, exist_ok=True)
+        for n in names:
+            (tmp_path / d / n).write_bytes(b"")
+    assert list_partitions(str(tmp_path), True) == [".y", ".z/b=1", "a=1", "a=1/b=2", "a=1/b=3", "a=2/b=1"]
