@@ -293,6 +293,8 @@ class MaterializeMixin:
     def _incremental(self, schema, identifier, path, df, spec: ModelSpec, entry: CatalogEntry,
                      extra: Optional[Dict[str, str]] = None, force: bool = False):
         cfg = hudilite.Table.open(path).layout()
+        df = self._stored_spelling(df, entry.columns)
+        spec = spec.spelled_as(df.columns)
         stored_key = list(cfg.record_key)
         keyed = stored_key != [ROW_ID]
         cols = {c.lower() for c in df.columns}
@@ -369,6 +371,18 @@ class MaterializeMixin:
 
 
     # ---- helpers ---------------------------------------------------------------------------
+    def _stored_spelling(self, df, target: List[str]):
+        """The model's columns spelled as the table's (its catalog columns): Spark SQL names are case-insensitive,
+        so `amount` in a model is the table's `Amount`, while Hudi's field names are not (the write would refuse
+        a column that differs only in letter case). A case-sensitive session (spark.sql.caseSensitive) keeps
+        the model's spelling: there they are two columns."""
+        spelling = {c.lower(): c for c in target}
+        renames = {c: spelling[c.lower()] for c in df.columns
+                   if spelling.get(c.lower(), c) != c and not is_hidden_column(c)}
+        if not renames or str(self.spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true":
+            return df
+        return df.withColumnsRenamed(renames)
+
     def _check_not_null(self, df, spec: ModelSpec, schema: str, identifier: str) -> None:
         """An enforced contract's not_null constraints, checked on the model's rows before anything is written
         (one Spark job), so a violating batch leaves the table as it was. Rows the write deletes
