@@ -33,23 +33,30 @@ def protect(df, target, record_key: Sequence[str], predicates: Sequence[str]):
 
 
 def keep_stored(df, target, record_key: Sequence[str], columns: Sequence[str]):
-    """A partial update: rows of `df` whose key is stored in `target` take the stored values of `columns`
-    (columns of both); new rows are inserted whole. (The writer's `hoodie.write.partial.update` keeps stored
-    values of columns missing from the batch, so new rows would get nulls there, and it is copy-on-write
-    only.)"""
-    tcols = {c.lower(): c for c in target.columns}
-    columns = [c for c in columns if c.lower() in tcols]
+    """A partial update: rows of `df` whose key is stored in `target` take the stored values of `columns`; new
+    rows are inserted whole. A column of `columns` that `target` lacks (the batch adds it) is null in the
+    stored rows, as after dbt's ALTER TABLE ADD COLUMNS: matched rows get null there, not the batch's value.
+    (The writer's `hoodie.write.partial.update` keeps stored values of columns missing from the batch, so new
+    rows would get nulls there, and it is copy-on-write only.)"""
     if not columns:
         return df
+    tcols = {c.lower(): c for c in target.columns}
+    stored = [c for c in columns if c.lower() in tcols]
     t = target.select(*[F.col(f"`{tcols[k.lower()]}`").alias(f"__hl_k{i}") for i, k in enumerate(record_key)],
-                      *[F.col(f"`{tcols[c.lower()]}`").alias(f"__hl_v{j}") for j, c in enumerate(columns)],
+                      *[F.col(f"`{tcols[c.lower()]}`").alias(f"__hl_v{j}") for j, c in enumerate(stored)],
                       F.lit(True).alias("__hl_matched"))
     on = [df[f"`{k}`"].eqNullSafe(t[f"__hl_k{i}"]) for i, k in enumerate(record_key)]
     j = df.join(t, on=on, how="left")
-    idx = {c: n for n, c in enumerate(columns)}
-    return j.select(*[
-        F.when(F.col("__hl_matched"), F.col(f"__hl_v{idx[c]}").cast(df.schema[c].dataType)).otherwise(
-            F.col(f"`{c}`")).alias(c) if c in idx else df[f"`{c}`"] for c in df.columns])
+    idx = {c: n for n, c in enumerate(stored)}
+    kept = set(columns)
+
+    def value(c):
+        if c not in kept:
+            return df[f"`{c}`"]
+        old = F.col(f"__hl_v{idx[c]}") if c in idx else F.lit(None)
+        return F.when(F.col("__hl_matched"), old.cast(df.schema[c].dataType)).otherwise(F.col(f"`{c}`")).alias(c)
+
+    return j.select(*[value(c) for c in df.columns])
 
 
 def delete_insert(batch, deleted, target, keys: Sequence[str], predicates: Sequence[str], row_id: str,

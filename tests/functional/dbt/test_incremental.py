@@ -271,3 +271,40 @@ class TestKeyNamesSpelledOtherwise:
             assert stored == ["customer_id", "version", "region", "name"], stored
             described = [r[0] for r in project.run_sql(f"describe {s}.cased_{tt}", fetch="all")][:4]
             assert described == ["customer_id", "version", "region", "name"], described
+
+
+PARTIAL_NEW_COLUMN = """
+{{ config(materialized='incremental', unique_key='id', on_schema_change='append_new_columns',
+          table_type=var('tt'), **{var('partial'): var('cols')}) }}
+{% if var('batch', 1) == 1 %}
+select * from values (1, 'a', 'x'), (2, 'b', 'y') as t(id, name, color)
+{% else %}
+select * from values (1, 'a2', 'x2', 10, 100), (3, 'c', 'z', 30, 300) as t(id, name, color, tier, score)
+{% endif %}
+"""
+
+
+class TestPartialUpdateOfANewColumn:
+    """merge_update_columns / merge_exclude_columns with a column the run adds: dbt adds it (null in the stored
+    rows), then updates only the chosen columns, so a stored row keeps null in a new column it does not update;
+    new rows are inserted whole. (Before, stored rows took the batch's values of every new column.)"""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {f"partial_{kind}_{tt}.sql": PARTIAL_NEW_COLUMN for kind in ("upd", "exc") for tt in ("cow", "mor")}
+
+    def test_stored_rows_keep_null_in_a_new_column_they_do_not_update(self, project):
+        s = project.test_schema
+        configs = {"upd": "{partial: merge_update_columns, cols: [name, tier]}",
+                   "exc": "{partial: merge_exclude_columns, cols: [color, score]}"}
+        for batch in (1, 2):
+            for kind, cfg in configs.items():
+                for tt in ("cow", "mor"):
+                    run_dbt(["run", "-s", f"partial_{kind}_{tt}",
+                             "--vars", cfg[:-1] + f", batch: {batch}, tt: {tt}}}"])
+        for tt in ("cow", "mor"):
+            # id 1 stored: name and tier updated, color kept, score (new, not updated) null; id 3 new: whole
+            expected = [(1, "a2", "x", 10, None), (2, "b", "y", None, None), (3, "c", "z", 30, 300)]
+            for kind in configs:
+                got = rows(project, f"select id, name, color, tier, score from {s}.partial_{kind}_{tt}")
+                assert got == expected, (kind, tt, got)

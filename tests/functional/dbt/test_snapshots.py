@@ -1,5 +1,5 @@
 """Snapshots (SCD2) on hudilite tables: `timestamp` and `check` strategies, hard deletes (invalidate and
-new_record); each snapshot run is one commit."""
+new_record), a source that gains a column; each snapshot run is one commit."""
 
 import pytest
 from dbt.tests.util import run_dbt
@@ -11,9 +11,9 @@ select 1 as id, 'a' as name, timestamp'2024-01-01 00:00:00' as updated_at
 union all select 2, 'b', timestamp'2024-01-01 00:00:00'
 union all select 3, 'c', timestamp'2024-01-01 00:00:00'
 {% else %}
-select 1 as id, 'a2' as name, timestamp'2024-01-02 00:00:00' as updated_at
-union all select 2, 'b', timestamp'2024-01-01 00:00:00'
-union all select 4, 'd', timestamp'2024-01-02 00:00:00'
+select 1 as id, 'a2' as name, timestamp'2024-01-02 00:00:00' as updated_at, 10 as tier
+union all select 2, 'b', timestamp'2024-01-01 00:00:00', 20
+union all select 4, 'd', timestamp'2024-01-02 00:00:00', 40
 {% endif %}
 """
 
@@ -57,6 +57,10 @@ class TestSnapshots:
             f"select id, name, dbt_valid_to is null from {s}.snap_ts", fetch="all"))
         assert [tuple(r) for r in ts] == [(1, "a", False), (1, "a2", True), (2, "b", True), (3, "c", False),
                                           (4, "d", True)]
+        # the source gained `tier`: dbt adds the column, and only new versions have values in it (the closed
+        # versions' only change is dbt_valid_to; they used to take the new version's value)
+        tiers = sorted(tuple(r) for r in project.run_sql(f"select id, name, tier from {s}.snap_ts", fetch="all"))
+        assert tiers == [(1, "a", None), (1, "a2", 10), (2, "b", None), (3, "c", None), (4, "d", 40)]
         # check + new_record: the deleted id 3 gets a closing update and a new row flagged dbt_is_deleted
         ck = sorted(tuple(r) for r in project.run_sql(
             f"select id, name, dbt_valid_to is null, dbt_is_deleted from {s}.snap_check", fetch="all"))
