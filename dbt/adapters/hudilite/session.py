@@ -26,6 +26,9 @@ from hudilite.spark.session import is_connect, query_frame
 logger = AdapterLogger("Hudilite")
 
 BASE_CONF = {"spark.sql.ansi.enabled": "false"}  # as dbt-spark: the Spark 3 semantics its macros expect
+# a Connect client's errors carry the server's Java stack (~80 lines of frames on the dbt console for a failing
+# model's SQL); classic PySpark leaves it out unless spark.sql.pyspark.jvmStacktrace.enabled
+CONNECT_QUIET_CONF = {"spark.sql.connect.serverStacktrace.enabled": "false"}
 
 _process_lock = threading.RLock()
 _process_session: Dict[str, Any] = {}  # the SparkSession hudilite built for this process, if any
@@ -99,7 +102,8 @@ class SessionMixin:
             # dbt-spark's setting goes with the session's creation (no round trip of its own); PySpark sends
             # those ignoring failures, so the profile's own settings are set one by one below, where a bad one
             # fails with Spark's error
-            spark = server.connect(c.host, token=c.token, use_ssl=c.use_ssl, conf=BASE_CONF)
+            conf = BASE_CONF if c.show_spark_logs else {**BASE_CONF, **CONNECT_QUIET_CONF}
+            spark = server.connect(c.host, token=c.token, use_ssl=c.use_ssl, conf=conf)
         except hudilite.HudiliteError as e:  # no server answers there
             raise FailedToConnectError(f"hudilite: {e}") from None
         except Exception as e:  # noqa: BLE001 - a bad URL, TLS or token: Spark Connect's own message

@@ -13,7 +13,7 @@ from dbt.adapters.factory import reset_adapters
 from dbt.cli.main import dbtRunner
 
 import hudilite
-from tests.functional.connect.conftest import start_client, write_project
+from tests.functional.connect.conftest import run_client, start_client, write_project
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -166,3 +166,12 @@ def test_dbt_models_over_connect(spark, connect_server, tmp_path):
     assert t["orders_py_inc"] == t["orders_inc"]  # the incremental Python model upserted as the SQL one did
     # 1 absent from the source: kept current
     assert t["snap"] == [(1, "a", True), (2, "b", False), (2, "b2", True), (3, "c", True), (4, "d", True)]
+    # a model whose SQL fails: dbt reports Spark's error, not the server's Java stack (~80 frames before)
+    with open(os.path.join(roots["connect"], "models", "broken.sql"), "w") as f:
+        f.write("select no_such_column from values (1) as t(a)")
+    out = run_client(DBT + ["run", "-s", "broken", "--project-dir", roots["connect"], "--profiles-dir",
+                            roots["connect"]])
+    assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "UNRESOLVED_COLUMN" in out.stdout, out.stdout[-3000:]
+    assert "JVM stacktrace" not in out.stdout + out.stderr and "\tat org.apache" not in out.stdout + out.stderr, \
+        out.stdout[-3000:]
