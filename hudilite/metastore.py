@@ -311,8 +311,10 @@ def publish(spark, schema: str, identifier: str, path: str, visible: list[str], 
     name = qualified(schema, identifier)
     same_schema = False
     if entry is not None and entry.is_hudilite and entry.kind == "TABLE" and not entry.merged:
-        current = [(n.lower(), t) for n, t in _entry_types(spark, name, entry)]
-        same_schema = current == [(f.name.lower(), f.dataType.simpleString()) for f in cols]
+        # names compare exactly: a rebuild may store a column in another letter case ('amount' for 'Amount'),
+        # and SET LOCATION alone would leave the entry showing the old spelling
+        current = list(_entry_types(spark, name, entry))
+        same_schema = current == [(f.name, f.dataType.simpleString()) for f in cols]
     if same_schema:
         assert entry is not None
         stored = entry.props

@@ -293,7 +293,7 @@ class MaterializeMixin:
     def _incremental(self, schema, identifier, path, df, spec: ModelSpec, entry: CatalogEntry,
                      extra: Optional[Dict[str, str]] = None, force: bool = False):
         cfg = hudilite.Table.open(path).layout()
-        df = self._stored_spelling(df, entry.columns)
+        df = self._stored_spelling(df, path)
         spec = spec.spelled_as(df.columns)
         stored_key = list(cfg.record_key)
         keyed = stored_key != [ROW_ID]
@@ -371,12 +371,14 @@ class MaterializeMixin:
 
 
     # ---- helpers ---------------------------------------------------------------------------
-    def _stored_spelling(self, df, target: List[str]):
-        """The model's columns spelled as the table's (its catalog columns): Spark SQL names are case-insensitive,
-        so `amount` in a model is the table's `Amount`, while Hudi's field names are not (the write would refuse
-        a column that differs only in letter case). A case-sensitive session (spark.sql.caseSensitive) keeps
-        the model's spelling: there they are two columns."""
-        spelling = {c.lower(): c for c in target}
+    def _stored_spelling(self, df, path: str):
+        """The model's columns spelled as the table stores them (its Hudi schema, not the catalog entry, which
+        an older publish may have left in another spelling): Spark SQL names are case-insensitive, so `amount`
+        in a model is the table's `Amount`, while Hudi's field names are not (the write would refuse a column
+        that differs only in letter case). A case-sensitive session (spark.sql.caseSensitive) keeps the
+        model's spelling: there they are two columns."""
+        schema = hudilite.Table.open(path).schema()
+        spelling = {c.lower(): c for c in (schema.names if schema is not None else ()) if not is_hidden_column(c)}
         renames = {c: spelling[c.lower()] for c in df.columns
                    if spelling.get(c.lower(), c) != c and not is_hidden_column(c)}
         if not renames or str(self.spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true":

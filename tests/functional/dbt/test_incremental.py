@@ -308,3 +308,33 @@ class TestPartialUpdateOfANewColumn:
             for kind in configs:
                 got = rows(project, f"select id, name, color, tier, score from {s}.partial_{kind}_{tt}")
                 assert got == expected, (kind, tt, got)
+
+
+RESPELLED = """
+{{ config(materialized='incremental', unique_key='id', table_type=var('tt')) }}
+select {{ var('batch') }} as id, 7 as {{ var('col') }}
+"""
+
+
+class TestColumnRespelled:
+    """A rebuild whose model spells a column otherwise stores the new spelling, and the catalog entry shows it
+    (before: the entry kept the old one, and the next incremental run took that spelling for the table's and
+    failed); incremental runs then write the column in any spelling."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {f"respelled_{tt}.sql": RESPELLED for tt in ("cow", "mor")}
+
+    def test_the_entry_follows_a_rebuild_and_increments_take_its_spelling(self, project):
+        s = project.test_schema
+        for tt in ("cow", "mor"):
+            name = f"respelled_{tt}"
+            for args, col, batch in ((["--full-refresh"], "Amount", 1), (["--full-refresh"], "amount", 1),
+                                     ([], "AMOUNT", 2)):
+                run_dbt(["run", "-s", name, *args, "--vars", f"{{tt: {tt}, batch: {batch}, col: {col}}}"])
+            described = [r[0] for r in project.run_sql(f"describe {s}.{name}", fetch="all")][:2]
+            assert described == ["id", "amount"], (tt, described)
+            stored = [f for f in hudilite.Table.open(table_dir(project, name)).schema().names
+                      if not f.startswith("_")]
+            assert stored == ["id", "amount"], (tt, stored)
+            assert rows(project, f"select id, amount from {s}.{name}") == [(1, 7), (2, 7)], tt
