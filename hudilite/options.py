@@ -292,6 +292,11 @@ TIMELINE_COMPACTION_BATCH = _o("hoodie.timeline.compaction.batch.size", "int", 1
 # ---- reads (data source options; hoodie.datasource.query.type is taken by writes too, as it always was) -----
 QUERY_TYPE = _o("hoodie.datasource.query.type", "choice", "snapshot", "data source reads: snapshot, read_optimized, "
                 "incremental", choices=("snapshot", "read_optimized", "incremental"), scope="read")
+READ_BEGIN = _o("hoodie.datasource.read.begin.instanttime", "string", None,
+                "data source reads with query type incremental: commits after this instant (as `begin`)",
+                scope="read")
+READ_END = _o("hoodie.datasource.read.end.instanttime", "string", None,
+              "data source reads with query type incremental: commits up to this instant (as `end`)", scope="read")
 READ_PARTITION_BYTES = _o("hudilite.read.partition.bytes", "int", 128 * MB,
                           "data source reads pack files and merged slices into input partitions of about this size",
                           scope="read", minimum=1)

@@ -2,7 +2,9 @@
 
 Options: `path` (or `.load(path)`, or a catalog table's `LOCATION`; plain paths, `file:/x` and `file:///x`),
 `as_of`, `begin`, `end` (incremental; `completion_bounds=true`: they are completion times, as checkpoints), and
-`hoodie.datasource.query.type=read_optimized` (or `read_optimized=true`: merge-on-read base files only). SQL:
+`hoodie.datasource.query.type=read_optimized` (or `read_optimized=true`: merge-on-read base files only); Apache
+Hudi's names work too (`as.of.instant`, `hoodie.datasource.query.type=incremental` with
+`hoodie.datasource.read.begin.instanttime` / `.end.instanttime`: `read_range`). SQL:
 `CREATE TABLE t USING hudilite OPTIONS (path ...)` or `... LOCATION '...'`; with a column list the table reads
 exactly those columns (the dbt adapter's merge-on-read catalog entries hide the `_hoodie_*` meta columns that way).
 
@@ -48,7 +50,7 @@ except ImportError:  # pragma: no cover - pyspark < 4.1
     DataSource = DataSourceReader = InputPartition = object
     EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = ()
 
-from hudilite.options import QUERY_TYPE, READ_PARTITION_BYTES, check_read_options, parse_bool
+from hudilite.options import QUERY_TYPE, READ_BEGIN, READ_END, READ_PARTITION_BYTES, check_read_options, parse_bool
 from hudilite.reader.merge import SliceDesc, merge_slices
 from hudilite.reader.planner import plan_read, table_schema
 from hudilite.schema import cast_table_to_schema
@@ -66,6 +68,34 @@ READ_THREADS = 8  # files of a group read concurrently (pyarrow releases the GIL
 _OPS = ((EqualTo, "="), (GreaterThan, ">"), (GreaterThanOrEqual, ">="), (LessThan, "<"), (LessThanOrEqual, "<="),
         (In, "in"))
 
+
+
+# Apache Hudi's names of the read options, so that a read written for it reads the same rows here (ignored, they
+# would give the latest snapshot instead)
+HUDI_AS_OF = "as.of.instant"
+HUDI_BEGIN, HUDI_END = READ_BEGIN.key, READ_END.key
+
+
+def read_range(options) -> tuple:
+    """(as_of, begin, end) of the data source's options: ours (`as_of`, `begin`, `end`: an incremental read) or
+    Apache Hudi's (`as.of.instant`; `hoodie.datasource.query.type=incremental` with
+    `hoodie.datasource.read.begin.instanttime` / `.end.instanttime`). Apache Hudi's range keys without its
+    incremental query type, or that type without a begin, are an error rather than a snapshot read."""
+    def one(ours: str, hudi: str):
+        a, b = options.get(ours), options.get(hudi)
+        if a is not None and b is not None and str(a) != str(b):
+            raise ValueError(f"hudilite data source: options {ours}={a!r} and {hudi}={b!r} disagree")
+        return a if a is not None else b
+
+    query_type = QUERY_TYPE.get(options)
+    as_of, begin, end = one("as_of", HUDI_AS_OF), one("begin", HUDI_BEGIN), one("end", HUDI_END)
+    hudi_range = [k for k in (HUDI_BEGIN, HUDI_END) if options.get(k) is not None]
+    if hudi_range and query_type != "incremental":
+        raise ValueError(f"hudilite data source: {', '.join(hudi_range)} needs {QUERY_TYPE.key}=incremental "
+                         f"(it is {query_type}): without it the read would be a snapshot")
+    if query_type == "incremental" and begin is None:
+        raise ValueError(f"hudilite data source: {QUERY_TYPE.key}=incremental needs {HUDI_BEGIN} (or begin)")
+    return as_of, begin, end
 
 class _Group(InputPartition):
     """Plain base files and merged slices (SliceDesc JSON) read by one task, with the plan's read context
@@ -115,8 +145,8 @@ class HudiliteDataSource(DataSource):
         check_read_options(self.options)  # a misspelled hudilite.* key fails instead of doing nothing
         ro = QUERY_TYPE.get(self.options) == "read_optimized" or \
             parse_bool(self.options.get("read_optimized"), "read_optimized", False)
-        return plan_read(path, as_of=self.options.get("as_of"), begin=self.options.get("begin"),
-                         end=self.options.get("end"), read_optimized=ro, filters=filters,
+        as_of, begin, end = read_range(self.options)
+        return plan_read(path, as_of=as_of, begin=begin, end=end, read_optimized=ro, filters=filters,
                          completion_bounds=parse_bool(self.options.get("completion_bounds"), "completion_bounds",
                                                       False))
 

@@ -296,3 +296,30 @@ def test_timestamp_and_decimal_partition_filters_prune(reg, tmp_path, monkeypatc
         list(reader.pushFilters(pushed))
         reader.partitions()
         assert sorted(listed) == parts, pushed
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_apache_hudi_read_option_names(reg, tmp_path, table_type):
+    """A read written for Apache Hudi (`as.of.instant`; query type incremental with its begin/end keys) reads the
+    rows it reads there: before, those keys were ignored and every such read returned the latest snapshot.
+    Range keys without their query type are refused instead of read as a snapshot."""
+    p = str(tmp_path / "t")
+    c1 = hudilite.write(_rows(n_parts=2, per=2), p, record_key="id", partition_by=("dt",), table_type=table_type)
+    c2 = hudilite.write(_rows(n_parts=2, per=1, v=100), p, record_key="id", partition_by=("dt",))
+    c3 = hudilite.write(_rows(n_parts=2, per=2, v=200).slice(3, 1), p, record_key="id", partition_by=("dt",))
+
+    def read(**options):
+        return _sorted(reg.read.format("hudilite").options(**options).load(p).collect(), "id", "v")
+
+    assert read(**{"as.of.instant": c1}) == [(i, float(i)) for i in range(4)]
+    assert read(**{"as.of.instant": c2}) == read(as_of=c2) == [(0, 100.0), (1, 101.0), (2, 2.0), (3, 3.0)]
+    incremental = {"hoodie.datasource.query.type": "incremental", "hoodie.datasource.read.begin.instanttime": c1}
+    assert read(**incremental) == [(0, 100.0), (1, 101.0), (3, 203.0)]
+    assert read(**incremental, **{"hoodie.datasource.read.end.instanttime": c2}) == read(begin=c1, end=c2) == \
+        [(0, 100.0), (1, 101.0)]
+    assert c3 > c2
+    for bad, message in (({"hoodie.datasource.read.begin.instanttime": c1}, "needs hoodie.datasource.query.type"),
+                         ({"hoodie.datasource.query.type": "incremental"}, "needs hoodie.datasource.read.begin"),
+                         ({"as_of": c1, "as.of.instant": c2}, "disagree")):
+        with pytest.raises(Exception, match=message):
+            read(**bad)
