@@ -164,6 +164,13 @@ class HudiliteDataSource(DataSource):
     def reader(self, schema):
         return _Reader(self, schema)
 
+    def writer(self, schema, overwrite: bool):
+        # a commit needs the driver's planning (index lookup, file groups, markers) before any task writes,
+        # which a data source writer's tasks-then-commit shape does not give
+        raise NotImplementedError(
+            "the hudilite data source reads only: write with hudilite.write(df, path, record_key=...) or "
+            "hudilite.Table.open(path).write(df) (one commit, any size), or through dbt; nothing was written")
+
 
 class _Reader(DataSourceReader):
     def __init__(self, source: HudiliteDataSource, schema):

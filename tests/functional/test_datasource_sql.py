@@ -323,3 +323,17 @@ def test_apache_hudi_read_option_names(reg, tmp_path, table_type):
                          ({"as_of": c1, "as.of.instant": c2}, "disagree")):
         with pytest.raises(Exception, match=message):
             read(**bad)
+
+
+def test_a_write_through_the_data_source_is_refused_clearly(reg, tmp_path):
+    """`df.write.format("hudilite")` names the ways to write (before: PySpark's "writer is not implemented");
+    the table is unchanged."""
+    p = str(tmp_path / "t")
+    hudilite.write(_rows(n_parts=2, per=1), p, record_key="id", partition_by=("dt",))
+    before = sorted((d, f, os.path.getmtime(os.path.join(d, f))) for d, _, fs in os.walk(p) for f in fs)
+    for mode in ("append", "overwrite"):
+        with pytest.raises(Exception, match="reads only: write with hudilite.write"):
+            reg.createDataFrame([(9, 9.0, "p000")], "id long, v double, dt string").write.format("hudilite") \
+                .mode(mode).save(p)
+    assert sorted((d, f, os.path.getmtime(os.path.join(d, f))) for d, _, fs in os.walk(p) for f in fs) == before
+    assert _sorted(hudilite.read(reg, p).collect(), "id") == [(0,), (1,)]
