@@ -68,10 +68,8 @@ READ_THREADS = 8  # files of a group read concurrently (pyarrow releases the GIL
 _OPS = ((EqualTo, "="), (GreaterThan, ">"), (GreaterThanOrEqual, ">="), (LessThan, "<"), (LessThanOrEqual, "<="),
         (In, "in"))
 
-
-
-# Apache Hudi's names of the read options, so that a read written for it reads the same rows here (ignored, they
-# would give the latest snapshot instead)
+# Apache Hudi's names of the read options: a read written for Apache Hudi reads the same rows here (they used to
+# be ignored, so such a read returned the latest snapshot)
 HUDI_AS_OF = "as.of.instant"
 HUDI_BEGIN, HUDI_END = READ_BEGIN.key, READ_END.key
 
@@ -96,6 +94,7 @@ def read_range(options) -> tuple:
     if query_type == "incremental" and begin is None:
         raise ValueError(f"hudilite data source: {QUERY_TYPE.key}=incremental needs {HUDI_BEGIN} (or begin)")
     return as_of, begin, end
+
 
 class _Group(InputPartition):
     """Plain base files and merged slices (SliceDesc JSON) read by one task, with the plan's read context
