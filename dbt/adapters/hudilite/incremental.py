@@ -65,6 +65,8 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
     mat = (materialized or "").lower()
     path = _upstream_path(env, relation)
     spark = env.spark
+    if _empty_mode(relation):  # `--empty`: no rows, and no checkpoint moves (nothing was consumed)
+        return _view(env, "changes", _no_changes(spark, path))
     if begin is not None or end is not None:  # an analyst's explicit range: no checkpoint
         try:
             df = hudilite.changes(spark, path, begin=begin, end=end, include_deletes=include_deletes,
@@ -99,8 +101,7 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
             if state.rebuilding(key):  # another upstream of this model was rebuilt: the model is rebuilt
                 start = None
     if fixed is None:  # the upstream has no commits yet: nothing to read
-        df = hudilite.read(spark, path).limit(0)
-        df = df.withColumn("_change_op", F.lit("I"))
+        df = _no_changes(spark, path)
     elif start is not None and start >= fixed:
         df = hudilite.changes(spark, path, begin=fixed, end=fixed, completion_bounds=True)  # empty
     else:
@@ -131,7 +132,19 @@ def rebuild_reads(env, schema: str, identifier: str) -> List[str]:
     return rebuilt
 
 
+def _empty_mode(relation) -> bool:
+    """dbt's `--empty` limits every ref() and source() to zero rows (Relation.limit 0): the relation these macros
+    read from must give none either."""
+    return getattr(relation, "limit", None) == 0
+
+
+def _no_changes(spark, path: str):
+    return hudilite.read(spark, path).limit(0).withColumn("_change_op", F.lit("I"))
+
+
 def read_relation(env, relation, as_of=None, ready_only: bool = False) -> str:
     path = _upstream_path(env, relation)
     df = hudilite.read(env.spark, path, as_of=as_of, ready_only=bool(ready_only))
+    if _empty_mode(relation):
+        df = df.limit(0)
     return _view(env, "read", df)
