@@ -8,6 +8,7 @@ checkpoint, the query signature and the aggregate state in the commit's metadata
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict
 
 from dbt.adapters.events.logging import AdapterLogger
@@ -25,8 +26,17 @@ from hudilite.aggregate import GROUP_KEY, SIGNATURE_KEY
 logger = AdapterLogger("Hudilite")
 
 
+# dbt's `--empty` renders a ref() as this subquery (BaseRelation.render_limited)
+_EMPTY_REF = re.compile(r"\(select \* from (\S+) where false limit 0\)(?:\s+_dbt_limit_subq_\w+)?", re.I)
+
+
 def materialize_aggregate(env, schema: str, identifier: str, sql: str, cfg: Dict[str, Any]):
-    """Build the aggregate model in full, or fold its detail's changes since its checkpoint into it."""
+    """Build the aggregate model in full, or fold its detail's changes since its checkpoint into it. Under
+    dbt's `--empty` (the detail rendered as an empty subquery): an existing aggregate is left as it is, a new
+    one is built with its columns and no rows; neither records a checkpoint or aggregate state, so the next
+    run computes from the detail as if the empty run had not been."""
+    empty = _EMPTY_REF.search(sql) is not None
+    sql = _EMPTY_REF.sub(lambda m: m.group(1), sql)
     try:
         q = aggregate.parse(sql)
     except aggregate.AggregateQueryError as e:
@@ -58,6 +68,11 @@ def materialize_aggregate(env, schema: str, identifier: str, sql: str, cfg: Dict
                 logger.warning(f"hudilite: {q.relation} was rebuilt since the checkpoint of {schema}.{identifier}: "
                                "recomputing the aggregate from its snapshot")
         spec.record_key = [GROUP_KEY]
+        if empty:
+            state.take(key)  # no checkpoint, no signature: the next run starts from the detail's snapshot
+            if entry is not None and entry.is_hudilite and hudilite.Table.exists(path):
+                return no_change(path, "aggregate", "--empty: nothing read")
+            return _full(env, q, schema, identifier, path, detail, end, spec, entry, empty=True)
         if start is None:
             return _full(env, q, schema, identifier, path, detail, end, spec, entry)
         return _incremental(env, q, schema, identifier, path, detail, start, end, spec, entry)
@@ -69,12 +84,15 @@ def _write_options(env, spec, identifier, detail) -> Dict[str, str]:
     return aggregate.write_options(detail, env._options(spec, identifier))
 
 
-def _full(env, q, schema, identifier, path, detail, end, spec, entry):
+def _full(env, q, schema, identifier, path, detail, end, spec, entry, empty: bool = False):
     df, visible = _spark_errors(lambda: aggregate.full_frame(env.spark, q, detail, end))
     options = _write_options(env, spec, identifier, detail)
     exists = hudilite.Table.exists(path)
-    tz = aggregate.session_time_zone(env.spark)
-    env.run.set_extra(model_key(schema, identifier), aggregate.full_state(q, detail, path, end, tz))
+    if empty:
+        df = df.limit(0)
+    else:
+        tz = aggregate.session_time_zone(env.spark)
+        env.run.set_extra(model_key(schema, identifier), aggregate.full_state(q, detail, path, end, tz))
     if exists and env._compatible(path, spec, [GROUP_KEY], df):
         op = "insert_overwrite_table"
         result = env._write(df, path, [GROUP_KEY], spec, op, options, schema, identifier)

@@ -58,9 +58,9 @@ def combined(parts: List[HudiliteAdapterResponse], what: str) -> HudiliteAdapter
         operation=last.operation, strategy=last.strategy, table_path=last.table_path, **total)
 
 
-def no_change(path: str, strategy: str) -> HudiliteAdapterResponse:
-    """An incremental run that found nothing new upstream: no commit."""
-    return HudiliteAdapterResponse(_message=f"{strategy.upper()} up to date (no upstream commits)", code="UPSERT",
+def no_change(path: str, strategy: str, reason: str = "no upstream commits") -> HudiliteAdapterResponse:
+    """An incremental run that found nothing new upstream (or read nothing: `--empty`): no commit."""
+    return HudiliteAdapterResponse(_message=f"{strategy.upper()} up to date ({reason})", code="UPSERT",
                                    rows_affected=0, rows_inserted=0, rows_updated=0, rows_deleted=0,
                                    commit_time=None, operation="none", strategy=strategy, table_path=path,
                                    files_written=0, replaced_file_groups=0)
