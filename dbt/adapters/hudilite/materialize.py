@@ -292,9 +292,13 @@ class MaterializeMixin:
     # ---- incremental runs ------------------------------------------------------------------
     def _incremental(self, schema, identifier, path, df, spec: ModelSpec, entry: CatalogEntry,
                      extra: Optional[Dict[str, str]] = None, force: bool = False):
-        cfg = hudilite.Table.open(path).layout()
-        df = self._stored_spelling(df, path)
-        spec = spec.spelled_as(df.columns)
+        table = hudilite.Table.open(path)
+        cfg = table.layout()
+        stored = table.schema()  # the table's field names, as Hudi stores them (case-sensitive)
+        stored_names = list(stored.names) if stored is not None else []
+        df, renamed = self._stored_spelling(df, stored_names)
+        if renamed:
+            spec = spec.spelled_as(df.columns)
         stored_key = list(cfg.record_key)
         keyed = stored_key != [ROW_ID]
         cols = {c.lower() for c in df.columns}
@@ -322,7 +326,8 @@ class MaterializeMixin:
                 raise DbtRuntimeError(
                     f"partition_by of {schema}.{identifier} changed (table: {stored_parts}, model: "
                     f"{spec.partition_by}): run it with --full-refresh to rebuild the table")
-        df, visible = self._schema_change(df, entry.columns, spec, record_key, cfg, schema, identifier, path)
+        df, visible = self._schema_change(df, entry.columns, spec, record_key, cfg, schema, identifier,
+                                          stored_names)
         self._check_columns(df, spec, record_key if keyed else [])
         # read on the frame analysed above: a derived frame's columns are analysed anew (a Spark Connect round
         # trip each), and the frames below keep or add the flag column without being listed again
@@ -371,19 +376,18 @@ class MaterializeMixin:
 
 
     # ---- helpers ---------------------------------------------------------------------------
-    def _stored_spelling(self, df, path: str):
-        """The model's columns spelled as the table stores them (its Hudi schema, not the catalog entry, which
-        an older publish may have left in another spelling): Spark SQL names are case-insensitive, so `amount`
-        in a model is the table's `Amount`, while Hudi's field names are not (the write would refuse a column
-        that differs only in letter case). A case-sensitive session (spark.sql.caseSensitive) keeps the
-        model's spelling: there they are two columns."""
-        schema = hudilite.Table.open(path).schema()
-        spelling = {c.lower(): c for c in (schema.names if schema is not None else ()) if not is_hidden_column(c)}
+    def _stored_spelling(self, df, stored_names: List[str]):
+        """(df, renamed): the model's columns spelled as the table stores them (its Hudi schema's
+        `stored_names`, not the catalog entry, which an older publish may have left in another spelling): Spark
+        SQL names are case-insensitive, so `amount` in a model is the table's `Amount`, while Hudi's field names
+        are not (the write would refuse a column that differs only in letter case). A case-sensitive session
+        (spark.sql.caseSensitive) keeps the model's spelling: there they are two columns."""
+        spelling = {c.lower(): c for c in stored_names if not is_hidden_column(c)}
         renames = {c: spelling[c.lower()] for c in df.columns
                    if spelling.get(c.lower(), c) != c and not is_hidden_column(c)}
         if not renames or str(self.spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true":
-            return df
-        return df.withColumnsRenamed(renames)
+            return df, False
+        return df.withColumnsRenamed(renames), True
 
     def _check_not_null(self, df, spec: ModelSpec, schema: str, identifier: str) -> None:
         """An enforced contract's not_null constraints, checked on the model's rows before anything is written

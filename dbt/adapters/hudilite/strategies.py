@@ -34,7 +34,8 @@ class StrategiesMixin:
         return sql_merge.delete_insert(batch, "__hl_del", self._target_frame(path), spec.record_key,
                                        spec.predicates, ROW_ID, IS_DELETED)
 
-    def _schema_change(self, df, target: List[str], spec: ModelSpec, record_key, cfg, schema, identifier, path):
+    def _schema_change(self, df, target: List[str], spec: ModelSpec, record_key, cfg, schema, identifier,
+                       stored_names: List[str]):
         incoming = [c for c in df.columns if not is_hidden_column(c)]
         t_lower = {c.lower() for c in target}
         i_lower = {c.lower() for c in incoming}
@@ -56,7 +57,7 @@ class StrategiesMixin:
             return df.select(*[f"`{c}`" for c in keep]), target
         # sync_all_columns removed these from the catalog only (below): their old values are still stored, and
         # would read again as the re-added column's
-        kept = {c.lower() for c in hudilite.Table.open(path).schema().names if not is_hidden_column(c)}
+        kept = {c.lower() for c in stored_names if not is_hidden_column(c)}
         back = [c for c in added if c.lower() in kept]
         if back:
             raise DbtRuntimeError(
