@@ -39,8 +39,8 @@ __all__ = [
     "evolve",
     "cast_table_to_schema",
     "float_to_double",
-    "has_float_to_double",
-    "promote_floats",
+    "has_promotion",
+    "promote",
 ]
 
 
@@ -918,6 +918,17 @@ def is_float_to_double(source: pa.DataType, target: pa.DataType) -> bool:
     return pa.types.is_float32(source) and pa.types.is_float64(target)
 
 
+def is_int_to_floating(source: pa.DataType, target: pa.DataType) -> bool:
+    """int or long -> float or double (Avro's promotions): Java's conversion to the nearest value, which Arrow's
+    safe cast refuses for integers beyond 2**53 (2**24 for float) and Spark's parquet reader does not do for
+    long -> double or any integer -> float."""
+    return pa.types.is_integer(source) and (pa.types.is_float32(target) or pa.types.is_float64(target))
+
+
+def _is_promotion(source: pa.DataType, target: pa.DataType) -> bool:
+    return is_float_to_double(source, target) or is_int_to_floating(source, target)
+
+
 def _nested_parts(t: pa.DataType) -> dict | None:
     """Children of a nested type by name (struct fields; "element" of lists; "key"/"value" of maps), else None."""
     T = pa.types
@@ -930,36 +941,39 @@ def _nested_parts(t: pa.DataType) -> dict | None:
     return None
 
 
-def has_float_to_double(source: pa.DataType, target: pa.DataType) -> bool:
-    """Whether `source` -> `target` promotes a float to double anywhere: at the top or inside structs, list
-    elements and map values (the nested promotions Apache Hudi's record rewrite applies field by field)."""
-    if is_float_to_double(source, target):
+def has_promotion(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether `source` -> `target` promotes a number as Apache Hudi does and a plain cast does not (float ->
+    double, int/long -> float/double) anywhere: at the top or inside structs, list elements and map values (the
+    nested promotions Apache Hudi's record rewrite applies field by field)."""
+    if _is_promotion(source, target):
         return True
     have, want = _nested_parts(source), _nested_parts(target)
     if have is None or want is None:
         return False
-    return any(k in have and has_float_to_double(have[k], t) for k, t in want.items())
+    return any(k in have and has_promotion(have[k], t) for k, t in want.items())
 
 
-def promote_floats(arr, target: pa.DataType):
-    """`arr` (Array or ChunkedArray) cast to `target`, every float promoted to double as `float_to_double` does,
-    at the top or nested (struct fields by name, list elements, map values); struct fields `arr` lacks become
-    nulls. Other casts are Arrow's."""
+def promote(arr, target: pa.DataType):
+    """`arr` (Array or ChunkedArray) cast to `target` with Apache Hudi's number promotions at the top or nested
+    (struct fields by name, list elements, map values): a float through its decimal form (`float_to_double`),
+    an integer to the nearest float or double; struct fields `arr` lacks become nulls. Other casts are Arrow's."""
     if isinstance(arr, pa.ChunkedArray):
-        return pa.chunked_array([promote_floats(c, target) for c in arr.chunks], target)
-    if not has_float_to_double(arr.type, target):
+        return pa.chunked_array([promote(c, target) for c in arr.chunks], target)
+    if not has_promotion(arr.type, target):
         return arr.cast(target)
     if len(arr) == 0:
         return pa.array([], type=target)
     if is_float_to_double(arr.type, target):
         return float_to_double(arr)
+    if is_int_to_floating(arr.type, target):
+        return pc.cast(arr, options=pc.CastOptions(target_type=target, allow_float_truncate=True))
     T = pa.types
     mask = arr.is_null() if arr.null_count else None
     if T.is_struct(target):
         have = {arr.type.field(i).name for i in range(arr.type.num_fields)}
         flat = arr.flatten()  # children with the parent's offset (and nulls) applied
         names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
-        children = [promote_floats(flat[names.index(f.name)], f.type) if f.name in have else pa.nulls(len(arr), f.type)
+        children = [promote(flat[names.index(f.name)], f.type) if f.name in have else pa.nulls(len(arr), f.type)
                     for f in target]
         return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
     # offsets rebased to the slice's own values (Arrow takes no null bitmap with sliced offsets)
@@ -967,12 +981,12 @@ def promote_floats(arr, target: pa.DataType):
     offsets = pc.subtract(arr.offsets, pa.scalar(first, arr.offsets.type))
     if T.is_map(target):
         keys = arr.keys.slice(first, last - first).cast(target.key_type)
-        items = promote_floats(arr.items.slice(first, last - first), target.item_type)
+        items = promote(arr.items.slice(first, last - first), target.item_type)
         if mask is None:
             return pa.MapArray.from_arrays(offsets, keys, items, type=target)
         return pa.MapArray.from_arrays(offsets, keys, items, type=target, mask=mask)
     cls = pa.LargeListArray if T.is_large_list(target) else pa.ListArray
-    values = promote_floats(arr.values.slice(first, last - first), target.value_type)
+    values = promote(arr.values.slice(first, last - first), target.value_type)
     return cls.from_arrays(offsets, values, type=target, mask=mask)
 
 
@@ -1007,8 +1021,8 @@ def cast_table_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
             arrays.append(pa.nulls(table.num_rows, f.type))
             continue
         col = table.column(pos)
-        if has_float_to_double(col.type, f.type):
-            col = promote_floats(col, f.type)
+        if has_promotion(col.type, f.type):
+            col = promote(col, f.type)
         elif col.type != f.type:
             merger = _Merger("cast")
             merger.merge(f.type, col.type, f.name)

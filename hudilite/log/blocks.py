@@ -38,7 +38,7 @@ from hudilite.log.format import (
     LogFormatError,
     header_key,
 )
-from hudilite.schema import has_float_to_double, promote_floats, to_utc_storage
+from hudilite.schema import has_promotion, promote, to_utc_storage
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -616,8 +616,8 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     for field in schema:
         if field.name in table.column_names:
             column = table.column(field.name)
-            if has_float_to_double(column.type, field.type):
-                column = promote_floats(column, field.type)
+            if has_promotion(column.type, field.type):
+                column = promote(column, field.type)
             columns.append(column if column.type == field.type else column.cast(field.type))
         else:
             columns.append(pa.nulls(table.num_rows, field.type))

@@ -34,7 +34,7 @@ from hudilite.log.format import BlockType
 from hudilite.log.reader import scan_log_file
 from hudilite.log.vector_avro import fast_records  # numpy Avro decoding of flat records (fastavro otherwise)
 from hudilite.reader import delete_vec
-from hudilite.schema import has_float_to_double, map_leaves, nan_rank, ordering_at_least, promote_floats, spark_leaf
+from hudilite.schema import has_promotion, map_leaves, nan_rank, ordering_at_least, promote, spark_leaf
 from hudilite.storage import storage_for
 
 EVENT_TIME = "EVENT_TIME_ORDERING"
@@ -117,8 +117,8 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def _cast(col: pa.ChunkedArray, t: pa.DataType, name: str) -> pa.ChunkedArray:
-    if has_float_to_double(col.type, t):  # also nested: Apache Hudi's decimal promotion, not Arrow's binary one
-        return promote_floats(col, t)
+    if has_promotion(col.type, t):  # also nested: Apache Hudi's number promotions, not Arrow's safe cast
+        return promote(col, t)
     try:
         return col.cast(t)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):

@@ -230,13 +230,14 @@ def _file_type_overrides(schema, path: str) -> tuple:
     return _overrides_from(schema, file_schema)
 
 
-def _overrides_from(schema, file_schema: pa.Schema, floats_only: bool = False) -> tuple:
+def _overrides_from(schema, file_schema: pa.Schema, promotions_only: bool = False) -> tuple:
     """Columns whose type in a file of `file_schema` (Arrow) differs from the table schema (Spark), as
     ((name, spark type of the file), ...): top-level atomic columns of another type, and columns (also nested
-    ones) holding a float where the table has a double. Java writes e.g. a timestamp-keygen source column as
-    int64 while the commit schema declares it string; Spark's parquet scan cannot convert that itself, so such
-    columns are read with the file's type and cast afterwards (hudi-rs casts the same way); floats are promoted
-    through their decimal form (`_cast_column`). `floats_only`: only the float promotions."""
+    ones) holding a number Apache Hudi promotes (`_has_promotion`). Java writes e.g. a timestamp-keygen source
+    column as int64 while the commit schema declares it string; Spark's parquet scan cannot convert that itself
+    (nor long -> double, or an integer -> float), so such columns are read with the file's type and cast
+    afterwards (hudi-rs casts the same way); floats are promoted through their decimal form (`_cast_column`).
+    `promotions_only`: only the number promotions."""
     from pyspark.sql.types import ArrayType, MapType, StructType, TimestampNTZType, TimestampType
 
     nested = (ArrayType, MapType, StructType)
@@ -250,39 +251,59 @@ def _overrides_from(schema, file_schema: pa.Schema, floats_only: bool = False) -
             got = arrow_to_spark(pa.schema([f])).fields[0].dataType
         except SchemaError:
             continue
-        if _has_float_widening(got, want):
+        if _has_promotion(got, want):
             out.append((f.name, got))
-        elif (not floats_only and not isinstance(want, nested) and not isinstance(got, nested) and got != want
+        elif (not promotions_only and not isinstance(want, nested) and not isinstance(got, nested) and got != want
               and not (isinstance(got, TimestampType) and isinstance(want, TimestampNTZType))):
             # (a wall-clock column's UTC parquet type: Spark reads it as TIMESTAMP_NTZ itself, by its UTC value)
             out.append((f.name, got))
     return tuple(out)
 
 
-def _has_float_widening(got, want) -> bool:
-    """Whether Spark type `got` -> `want` promotes a float to double anywhere (top level, struct fields, array
-    elements, map values)."""
-    from pyspark.sql.types import ArrayType, DoubleType, FloatType, MapType, StructType
+def _is_float_to_double(got, want) -> bool:
+    from pyspark.sql.types import DoubleType, FloatType
 
-    if isinstance(got, FloatType) and isinstance(want, DoubleType):
+    return isinstance(got, FloatType) and isinstance(want, DoubleType)
+
+
+def _has_promotion(got, want) -> bool:
+    """Whether Spark type `got` -> `want` promotes a number as Apache Hudi does (`hudilite.schema.has_promotion`:
+    float -> double, an integer -> float or double) anywhere: top level, struct fields, array elements, map
+    values."""
+    from pyspark.sql.types import (
+        ArrayType,
+        ByteType,
+        DoubleType,
+        FloatType,
+        IntegerType,
+        LongType,
+        MapType,
+        ShortType,
+        StructType,
+    )
+
+    if _is_float_to_double(got, want) or (isinstance(got, (ByteType, ShortType, IntegerType, LongType))
+                                          and isinstance(want, (FloatType, DoubleType))):
         return True
     if isinstance(got, StructType) and isinstance(want, StructType):
         have = {f.name: f.dataType for f in got.fields}
-        return any(f.name in have and _has_float_widening(have[f.name], f.dataType) for f in want.fields)
+        return any(f.name in have and _has_promotion(have[f.name], f.dataType) for f in want.fields)
     if isinstance(got, ArrayType) and isinstance(want, ArrayType):
-        return _has_float_widening(got.elementType, want.elementType)
+        return _has_promotion(got.elementType, want.elementType)
     if isinstance(got, MapType) and isinstance(want, MapType):
-        return _has_float_widening(got.valueType, want.valueType)
+        return _has_promotion(got.valueType, want.valueType)
     return False
 
 
 def _promote_sql(e: str, got, want, depth: int = 0) -> str:
-    """SQL of expression `e` (of Spark type `got`) as type `want`, floats promoted to double through their decimal
-    form (cast via string: Apache Hudi's rule, `hudilite.schema.float_to_double`) wherever they sit: struct fields
-    by name (fields missing from `got` null), array elements (`transform`), map values (`transform_values`)."""
+    """SQL of expression `e` (of Spark type `got`) as type `want`, numbers promoted wherever they sit (floats to
+    double through their decimal form, cast via string: Apache Hudi's rule, `hudilite.schema.float_to_double`;
+    integers by a cast): struct fields by name (fields missing from `got` null), array elements (`transform`), map
+    values (`transform_values`)."""
     from pyspark.sql.types import ArrayType, MapType, StructType
 
-    if not _has_float_widening(got, want):
+    if not _has_promotion(got, want) or not isinstance(want, (ArrayType, MapType, StructType)) \
+            and not _is_float_to_double(got, want):
         return f"CAST({e} AS {want.simpleString()})" if got != want else e
     if isinstance(want, StructType):
         have = {f.name: f.dataType for f in got.fields}
@@ -303,21 +324,21 @@ def _promote_sql(e: str, got, want, depth: int = 0) -> str:
 
 
 def _cast_column(name: str, stored, want):
-    """A column read with its file's type `stored`, as the table's type `want`; floats promoted to double (also
-    nested ones) go through their decimal form (`_promote_sql`: Apache Hudi's rule), not Spark's binary
-    widening."""
+    """A column read with its file's type `stored`, as the table's type `want`; promoted numbers (also nested
+    ones) as Apache Hudi promotes them (`_promote_sql`: floats through their decimal form, not Spark's binary
+    widening)."""
     from pyspark.sql import functions as F
 
-    if _has_float_widening(stored, want):
+    if _has_promotion(stored, want):
         return F.expr(_promote_sql(f"`{name}`", stored, want)).alias(name)
     return F.col(f"`{name}`").cast(want).alias(name)
 
 
 def _files_may_retype(config, schema) -> bool:
     """Whether a base file's column types may differ from the read schema's: Java's timestamp-based (and custom)
-    key generators leave such files, and a double column (also nested) may be a float one in files written
-    before it was widened (read through `_cast_column`). Other tables skip the per-file check."""
-    return _keygen_retypes(config) or any(_has_double(f.dataType) for f in schema.fields)
+    key generators leave such files, and a float or double column (also nested) may be an integer or float one in
+    files written before it was widened (read through `_cast_column`). Other tables skip the per-file check."""
+    return _keygen_retypes(config) or any(_has_floating(f.dataType) for f in schema.fields)
 
 
 def _keygen_retypes(config) -> bool:
@@ -325,28 +346,28 @@ def _keygen_retypes(config) -> bool:
     return "TIMESTAMP" in kg or "CUSTOM" in kg
 
 
-def _has_double(t) -> bool:
-    from pyspark.sql.types import ArrayType, DoubleType, MapType, StructType
+def _has_floating(t) -> bool:
+    from pyspark.sql.types import ArrayType, DoubleType, FloatType, MapType, StructType
 
-    if isinstance(t, DoubleType):
+    if isinstance(t, (DoubleType, FloatType)):
         return True
     if isinstance(t, StructType):
-        return any(_has_double(f.dataType) for f in t.fields)
+        return any(_has_floating(f.dataType) for f in t.fields)
     if isinstance(t, ArrayType):
-        return _has_double(t.elementType)
+        return _has_floating(t.elementType)
     if isinstance(t, MapType):
-        return _has_double(t.valueType)
+        return _has_floating(t.valueType)
     return False
 
 
 def _type_overrides_fn(plan: ReadPlan, schema):
     """None when no base file of the read can hold other column types than `schema`'s; else `overrides(path)`,
     the ((name, file's Spark type), ...) of one base file (`_overrides_from`).
-    Key generators that retype columns (`_keygen_retypes`): every file's footer is read. Otherwise only a float
-    widened to double can differ, and that is decided from the table's schema history, without reading a file:
-    a base file has the column types of the schema its commit recorded (the instant in its name: the writer's
-    schema, which the file was written with). Only files whose commit is not on the active timeline or records
-    no schema (archived instants, some foreign writers) have their footer read."""
+    Key generators that retype columns (`_keygen_retypes`): every file's footer is read. Otherwise only a number
+    type Apache Hudi promotes can differ (`_has_promotion`), and that is decided from the table's schema history,
+    without reading a file: a base file has the column types of the schema its commit recorded (the instant in
+    its name: the writer's schema, which the file was written with). Only files whose commit is not on the active
+    timeline or records no schema (archived instants, some foreign writers) have their footer read."""
     if not _files_may_retype(plan.table.config, schema):
         return None
     if _keygen_retypes(plan.table.config):
@@ -362,7 +383,7 @@ def _type_overrides_fn(plan: ReadPlan, schema):
                 try:
                     avro = (timeline.read_metadata(inst).get("extraMetadata") or {}).get("schema")
                     if avro:
-                        got = _overrides_from(schema, avro_to_arrow(avro), floats_only=True)
+                        got = _overrides_from(schema, avro_to_arrow(avro), promotions_only=True)
                 except Exception:  # noqa: BLE001 - unreadable metadata or schema: the file's footer decides
                     got = None
             at_instant[instant] = got
