@@ -15,7 +15,9 @@ dbt invocation and from plain Spark SQL on the same warehouse, without hudilite 
 by an in-flight or failed commit are never linked, so they are never visible.
 
 The catalog schema is the model's columns, with the types of the table's latest Hudi schema (older files
-with narrower types are widened by the parquet reader). The five `_hoodie_*` meta columns stay in the files
+with narrower types are widened by the parquet reader; while a base file holds a number type the reader does not
+widen, long -> double or an integer -> float, or a float Apache Hudi promotes through its decimal form, the entry
+is a data source entry, as for merge-on-read below). The five `_hoodie_*` meta columns stay in the files
 (Hudi readers and `hudilite.read` see them) but not in the catalog: `select *` of a model is exactly the
 model's columns, so unions, `select *` chains and column-wise comparisons never meet them. Columns the Hudi
 schema keeps but the model no longer produces (`sync_all_columns`, rebuilds) and the adapter's internal
@@ -60,6 +62,7 @@ from hudilite import auxfiles
 from hudilite.columns import is_system_column
 from hudilite.reader.planner import plan_read
 from hudilite.spark.datasource import PATH_KEY, SOURCE_NAME  # PATH_KEY: field metadata naming the table path
+from hudilite.spark.read import type_overrides
 from hudilite.spark.results import command_result
 from hudilite.spark.schema import arrow_to_spark
 from hudilite.spark.session import is_connect
@@ -288,7 +291,8 @@ def publish(spark, schema: str, identifier: str, path: str, visible: list[str], 
     `spark.sql`; a caller may tag or translate its errors). Returns what was done, for logs."""
     sql = sql or spark.sql
     plan = plan_read(path)
-    fields = {f.name: f for f in arrow_to_spark(plan.schema).fields}
+    spark_schema = arrow_to_spark(plan.schema)
+    fields = {f.name: f for f in spark_schema.fields}
     lower = {k.lower(): v for k, v in fields.items()}
     cols = []  # the model's columns only: `_hoodie_*` meta columns stay in the files, out of `select *`
     for c in visible:
@@ -304,6 +308,13 @@ def publish(spark, schema: str, identifier: str, path: str, visible: list[str], 
     if not is_local(path):
         _publish_merged(spark, schema, identifier, path, cols, props, entry, sql)
         return "(object storage, read through the hudilite data source)"
+    overrides = type_overrides(plan, spark_schema)
+    if overrides is not None and any(overrides(f) for f in plan.base_files):
+        # a base file written before a column was widened (long -> double, ...): Spark's parquet scan cannot
+        # read it as the table's type, the data source can; a parquet entry again once every such file is rewritten
+        _publish_merged(spark, schema, identifier, path, cols, props, entry, sql)
+        prune_snapshots(path, None)
+        return "(files of a narrower column type, read through the hudilite data source)"
     snap = publish_snapshot(path, instant, plan.base_files)
     # no per-commit properties: the location (`.../hudilite_catalog/<instant>`) names the snapshot and its
     # instant, so an unchanged model's properties stay as they are and only the location moves

@@ -49,7 +49,7 @@ def plan_to_dataframe(spark, plan: ReadPlan, columns=None):
     if not files and not merged:
         empty = spark.createDataFrame([], schema)
         return empty.select(*[F.col(f"`{c}`") for c in columns]) if columns is not None else empty
-    check = _type_overrides_fn(plan, schema)
+    check = type_overrides(plan, schema)
     plain_schema = StructType([f for f in schema.fields if f.name in keep]) if keep is not None else schema
 
     def scan(paths, row_ids=False):
@@ -360,7 +360,7 @@ def _has_floating(t) -> bool:
     return False
 
 
-def _type_overrides_fn(plan: ReadPlan, schema):
+def type_overrides(plan: ReadPlan, schema):
     """None when no base file of the read can hold other column types than `schema`'s; else `overrides(path)`,
     the ((name, file's Spark type), ...) of one base file (`_overrides_from`).
     Key generators that retype columns (`_keygen_retypes`): every file's footer is read. Otherwise only a number
@@ -375,6 +375,7 @@ def _type_overrides_fn(plan: ReadPlan, schema):
     timeline = plan.table.timeline
     by_time = {i.timestamp: i for i in timeline.completed()}
     at_instant: dict[str, tuple | None] = {}
+    of_schema: dict[str, tuple] = {}  # most commits record the same schema: compared once
 
     def from_history(instant: str) -> tuple | None:
         if instant not in at_instant:
@@ -383,7 +384,9 @@ def _type_overrides_fn(plan: ReadPlan, schema):
                 try:
                     avro = (timeline.read_metadata(inst).get("extraMetadata") or {}).get("schema")
                     if avro:
-                        got = _overrides_from(schema, avro_to_arrow(avro), promotions_only=True)
+                        if avro not in of_schema:
+                            of_schema[avro] = _overrides_from(schema, avro_to_arrow(avro), promotions_only=True)
+                        got = of_schema[avro]
                 except Exception:  # noqa: BLE001 - unreadable metadata or schema: the file's footer decides
                     got = None
             at_instant[instant] = got

@@ -159,12 +159,12 @@ def test_float_columns_decided_from_the_schema_history(spark, tmp_path, monkeypa
     assert footers == []
     plan = plan_read(path)
     schema = spark_read.arrow_to_spark(plan.schema)
-    overrides = spark_read._type_overrides_fn(plan, schema)
+    overrides = spark_read.type_overrides(plan, schema)
     by_region = {s.partition[-1]: overrides(s.base_file.path) for s in plan.slices}
     assert by_region == {"a": (("score", FloatType()),), "b": ()}
     # an instant the active timeline does not have (archived): the footer decides
     plan.table.timeline.completed = lambda *a, **k: []
     footers.clear()
-    overrides = spark_read._type_overrides_fn(plan, schema)
+    overrides = spark_read.type_overrides(plan, schema)
     assert [overrides(s.base_file.path) for s in plan.slices] == [by_region[s.partition[-1]] for s in plan.slices]
     assert len(footers) == len(plan.slices)
