@@ -243,11 +243,12 @@ class HudiliteAdapter(SparkAdapter):
     # ---- incremental reads, aggregates (dbt/adapters/hudilite/incremental.py, aggregate.py) ----------------
     @available
     def hudilite_changes(self, this, relation, begin=None, end=None, include_deletes=True, before_image=False,
-                         materialized=None, full_refresh=False, resource_type=None, location_root=None) -> str:
+                         materialized=None, full_refresh=False, resource_type=None, location_root=None,
+                         strategy=None) -> str:
         """`{{ hudilite.changes(ref('x')) }}`: a temporary view of the upstream's changes since this model's
         checkpoint (or the explicit `begin`/`end` range); returns its quoted name."""
         return changes_relation(self.env, this, relation, begin, end, include_deletes, before_image,
-                                materialized, bool(full_refresh), resource_type, location_root)
+                                materialized, bool(full_refresh), resource_type, location_root, strategy)
 
     @available
     def hudilite_read(self, relation, as_of=None, ready_only=False) -> str:

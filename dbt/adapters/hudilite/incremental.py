@@ -32,6 +32,7 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from pyspark.sql import functions as F
 
 import hudilite
+from dbt.adapters.hudilite.microbatch import window_filter
 from dbt.adapters.hudilite.run_state import model_key, resume_position
 from hudilite.storage import normalize_path
 
@@ -61,7 +62,8 @@ def _view(env, kind: str, df) -> str:
 
 def changes_relation(env, this, relation, begin=None, end=None, include_deletes=True, before_image=False,
                      materialized: Optional[str] = None, full_refresh: bool = False,
-                     resource_type: Optional[str] = None, location_root: Optional[str] = None) -> str:
+                     resource_type: Optional[str] = None, location_root: Optional[str] = None,
+                     strategy: Optional[str] = None) -> str:
     mat = (materialized or "").lower()
     path = _upstream_path(env, relation)
     spark = env.spark
@@ -73,11 +75,17 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
                                   before_image=before_image)
         except hudilite.HudiliteError as e:
             raise DbtRuntimeError(f"hudilite.changes({relation}, begin={begin!r}, end={end!r}): {e}") from None
-        return _view(env, "changes", df)
+        return _view(env, "changes", _in_event_time_window(df, relation))
     if resource_type in _AD_HOC:  # dbt show --inline, an analysis, run-operation
         raise CompilationError("hudilite.changes() without begin=/end= in an ad-hoc query (dbt show --inline, "
                                "an analysis or operation): only a stored model keeps a checkpoint to read changes "
                                "since; pass begin= (and end=) for an explicit range")
+    if (strategy or "").lower() == "microbatch":
+        raise CompilationError(f"hudilite.changes() in {getattr(this, 'identifier', '?')}: dbt runs a microbatch "
+                               "model as batches of event time, each its own commit, and a checkpoint cannot span "
+                               "them (a failed batch would lose its changes); select from ref() with "
+                               "microbatch_source='changes' (batches from the upstream's changes since the "
+                               "checkpoint), or pass begin=/end= for an explicit range")
     if mat in _NOT_PERSISTED:
         raise CompilationError(f"hudilite.changes() in {getattr(this, 'identifier', '?')}: a {mat} model is not "
                                "stored, so it cannot keep a checkpoint; use it in an incremental, aggregate or "
@@ -110,7 +118,7 @@ def changes_relation(env, this, relation, begin=None, end=None, include_deletes=
                                   before_image=before_image, completion_bounds=True, table_id=table_id)
         except hudilite.RangeUnavailableError as e:
             raise DbtRuntimeError(f"hudilite.changes({relation}) for {this}: {e}") from None
-    view = _view(env, "changes", df)
+    view = _view(env, "changes", _in_event_time_window(df, relation))
     if mat in CHECKPOINTED:
         state.note_read(key, view.strip("`"), path, fixed, rebuilt)
     return view
@@ -138,6 +146,15 @@ def _empty_mode(relation) -> bool:
     return getattr(relation, "limit", None) == 0
 
 
+def _in_event_time_window(df, relation):
+    """`df` in the time window dbt puts on this ref() of a model with `event_time` (each batch of a microbatch
+    model, every ref under `--sample`), as dbt filters the ref itself; `df` when there is none."""
+    f = getattr(relation, "event_time_filter", None)
+    if f is None or not (f.start or f.end):
+        return df
+    return df.filter(window_filter(f.field_name, (f.start, f.end)))
+
+
 def _no_changes(spark, path: str):
     return hudilite.read(spark, path).limit(0).withColumn("_change_op", F.lit("I"))
 
@@ -147,4 +164,4 @@ def read_relation(env, relation, as_of=None, ready_only: bool = False) -> str:
     df = hudilite.read(env.spark, path, as_of=as_of, ready_only=bool(ready_only))
     if _empty_mode(relation):
         df = df.limit(0)
-    return _view(env, "read", df)
+    return _view(env, "read", _in_event_time_window(df, relation))

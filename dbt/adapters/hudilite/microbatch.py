@@ -42,11 +42,14 @@ def window_id(schema: str, identifier: str, batch: Tuple[str, str]) -> str:
     return f"{schema}.{identifier}|{batch[0]}|{batch[1]}".lower()
 
 
-def window_filter(event_time: str, batch: Tuple[str, str]):
+def window_filter(event_time: str, batch: Tuple[Optional[str], Optional[str]]):
     """The window as dbt filters an upstream ref() (BaseRelation._render_event_time_filtered): the same
-    string literals, so a stored row is in the window exactly when dbt would have selected it upstream."""
+    string literals, so a stored row is in the window exactly when dbt would have selected it upstream. A bound
+    may be None (open), as under `--sample`."""
     col = f"`{event_time}`"
-    return F.expr(f"{col} >= '{batch[0]}' and {col} < '{batch[1]}'")
+    start, end = batch
+    return F.expr(" and ".join([*([f"{col} >= '{start}'"] if start else []), *([f"{col} < '{end}'"] if end else [])])
+                  or "true")
 
 
 def fingerprint(df) -> str:

@@ -24,5 +24,5 @@
   {{ return(adapter.hudilite_changes(this, relation, begin, end, include_deletes, before_image,
                                      config.get('materialized'), should_full_refresh(),
                                      model.resource_type if model is defined and model else none,
-                                     config.get('location_root'))) }}
+                                     config.get('location_root'), config.get('incremental_strategy'))) }}
 {%- endmacro %}
