@@ -8,6 +8,7 @@ checkpoint, the query signature and the aggregate state in the commit's metadata
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any, Dict
 
@@ -28,19 +29,28 @@ logger = AdapterLogger("Hudilite")
 
 # dbt's `--empty` renders a ref() as this subquery (BaseRelation.render_limited)
 _EMPTY_REF = re.compile(r"\(select \* from (\S+) where false limit 0\)(?:\s+_dbt_limit_subq_\w+)?", re.I)
+# and a ref() of a model with `event_time` under `--sample` as this one (BaseRelation.render_event_time_filtered)
+_WINDOW_REF = re.compile(r"\(select \* from (\S+) where ([^()]+?)\)(?:\s+_dbt_et_filter_subq_\w+)?", re.I)
 
 
 def materialize_aggregate(env, schema: str, identifier: str, sql: str, cfg: Dict[str, Any]):
     """Build the aggregate model in full, or fold its detail's changes since its checkpoint into it. Under
     dbt's `--empty` (the detail rendered as an empty subquery): an existing aggregate is left as it is, a new
     one is built with its columns and no rows; neither records a checkpoint or aggregate state, so the next
-    run computes from the detail as if the empty run had not been."""
+    run computes from the detail as if the empty run had not been. Under `--sample` (the detail in a window of
+    its event time): the aggregate of the window's rows."""
     empty = _EMPTY_REF.search(sql) is not None
     sql = _EMPTY_REF.sub(lambda m: m.group(1), sql)
+    window = _WINDOW_REF.search(sql)
+    sql = _WINDOW_REF.sub(lambda m: m.group(1), sql)
     try:
         q = aggregate.parse(sql)
     except aggregate.AggregateQueryError as e:
         raise CompilationError(f"materialized='aggregate': {e}") from None
+    if window is not None:
+        # the window is part of the query: its signature differs, so the aggregate is built from the window's
+        # rows, and the next run without it (another signature again) rebuilds it from the whole detail
+        q = dataclasses.replace(q, where=f"({q.where}) and ({window.group(2)})" if q.where else window.group(2))
     spec = ModelSpec.from_config(cfg)
     set_publish_options(env, schema, identifier, cfg)
     if spec.record_key:
