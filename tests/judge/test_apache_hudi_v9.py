@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import pathlib
 
+import pyarrow as pa
 import pytest
 
 import hudilite
 from hudilite import Table
 from hudilite.errors import CommitConflictError
+from hudilite.reader.merge import SliceDesc, merge_slice
+from hudilite.reader.planner import plan_read
 from hudilite.services.clustering import schedule_clustering
 from hudilite.services.compaction import run_compaction, schedule_compaction
 from hudilite.timeline.plans import clustering_plan
@@ -311,3 +314,20 @@ def test_hudi_reads_our_nbcc_table(hudi_judge, tmp_path):
     c_to_end = (done[str(c_at)], after.completion_time(after.completed(("commit",))[-1]))
     assert ours(path, begin=c_to_end[0], end=c_to_end[1]) == [(1, 9, "a1"), (2, 6, "b2"), (4, 7, "b4")]
     assert _proj(hudi_judge.incremental(path, *c_to_end)) == [(1, 9, "a1"), (2, 6, "b2"), (3, 5, "a3"), (4, 7, "b4")]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_hudi_reads_a_long_widened_to_double_as_we_do(hudi_judge, tmp_path, table_type):
+    """A long column widened to double while partition q keeps its long base file: Apache Hudi reads the old file's
+    2**53 + 1 as 2**53, as hudilite's readers do (tests/compat/test_number_widening.py). (Apache Hudi 1.2 refuses
+    the same widening inside a struct in its vectorized reader; hudilite and hudi-rs read it.)"""
+    path = str(tmp_path / table_type)
+    kw = dict(record_key="id", precombine_field="v", partition_by="pt", table_type=table_type)
+    hudilite.write(pa.table({"id": [1, 2], "v": [1, 1], "a": pa.array([5, 2**53 + 1], pa.int64()), "pt": ["p", "q"]}),
+                   path, **kw)
+    hudilite.write(pa.table({"id": [1], "v": [2], "a": [1.5], "pt": ["p"]}), path, **kw)
+    want = [{"id": 1, "v": 2, "a": 1.5, "pt": "p"}, {"id": 2, "v": 1, "a": float(2**53), "pt": "q"}]
+    assert sorted(hudi_judge.read(path), key=lambda r: r["id"]) == want
+    plan = plan_read(path)  # the per-slice merge hudilite's Spark read runs, here in-process
+    ours = pa.concat_tables([merge_slice(SliceDesc.of(s), plan.merge_spec()) for s in plan.slices])
+    assert sorted(ours.select(["id", "v", "a", "pt"]).to_pylist(), key=lambda r: r["id"]) == want
