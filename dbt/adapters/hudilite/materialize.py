@@ -326,6 +326,10 @@ class MaterializeMixin:
                 raise DbtRuntimeError(
                     f"partition_by of {schema}.{identifier} changed (table: {stored_parts}, model: "
                     f"{spec.partition_by}): run it with --full-refresh to rebuild the table")
+        if spec.table_type != cfg.table_type:  # (the model's default is copy-on-write)
+            raise DbtRuntimeError(
+                f"table_type of {schema}.{identifier} changed (table: {cfg.table_type}, model: {spec.table_type}): "
+                "run it with --full-refresh to rebuild the table")
         df, visible = self._schema_change(df, entry.columns, spec, record_key, cfg, schema, identifier,
                                           stored_names)
         self._check_columns(df, spec, record_key if keyed else [])

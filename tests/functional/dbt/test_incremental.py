@@ -375,3 +375,33 @@ class TestColumnWidenedToDouble:
             run_dbt(["run", "-s", name, "--vars", f"{{tt: {tt}, batch: 1}}"])
             assert rows(project, f"select id, amount, detail.n from {s}.{name}") == [
                 (1, float(2**53), 7.0), (2, 20.0, 8.0)], tt
+
+
+RELAID = """
+{{ config(materialized='incremental', **var('cfg')) }}
+select {{ var('batch') }} as id, 'r{{ var('batch') }}' as region
+"""
+
+
+class TestLayoutChangeNeedsFullRefresh:
+    """A stored table's key, partitioning and type are set when it is built: an incremental run whose config
+    changes one of them fails naming it and asking for --full-refresh, the table unchanged (before: a changed
+    table_type failed with the core's advice to omit table_type), and --full-refresh rebuilds it so."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"relaid.sql": RELAID}
+
+    def test_changes_refused_then_rebuilt(self, project):
+        s = project.test_schema
+        run_dbt(["run", "--vars", "{cfg: {unique_key: id}, batch: 1}"])
+        for cfg, what in (("{unique_key: [id, region]}", "unique_key"),
+                          ("{unique_key: id, partition_by: [region]}", "partition_by"),
+                          ("{unique_key: id, table_type: mor}", "table_type")):
+            _, out = run_dbt_and_capture(["run", "--vars", f"{{cfg: {cfg}, batch: 2}}"], expect_pass=False)
+            assert f"{what} of {s}.relaid changed" in out and "--full-refresh" in out, (what, out[-2000:])
+            assert rows(project, f"select id, region from {s}.relaid") == [(1, "r1")], what
+        run_dbt(["run", "--full-refresh", "--vars", "{cfg: {unique_key: id, table_type: mor}, batch: 2}"])
+        assert hudilite.Table.open(table_dir(project, "relaid")).layout().table_type == "MERGE_ON_READ"
+        run_dbt(["run", "--vars", "{cfg: {unique_key: id, table_type: mor}, batch: 3}"])
+        assert rows(project, f"select id, region from {s}.relaid") == [(2, "r2"), (3, "r3")]
