@@ -72,6 +72,7 @@ def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), oper
           table_type=UNSET, options=None, extra_metadata=None, commit=True):
     """`commit=False`: the data is written but the instant stays inflight; returns a PendingWrite
     (`.complete()` / `.abort()`, `.read(spark)` for audits) - see hudilite/writer/pending.py."""
+    df = writer_input(df)
     if not is_arrow(df):  # Spark Connect: before the first storage access (the upgrade probe, the table)
         check_client_storage(df.sparkSession, path, write=True)
     if o.AUTO_UPGRADE.get(options) and HoodieTable.exists(path) and HoodieTable.open(path).config.version == 6:
@@ -85,6 +86,29 @@ def write(df, path, *, record_key, precombine_field=UNSET, partition_by=(), oper
 def is_arrow(data) -> bool:
     return isinstance(data, (pa.Table, pa.RecordBatch)) or (
         isinstance(data, (list, tuple)) and bool(data) and all(isinstance(b, pa.RecordBatch) for b in data))
+
+
+def _is_spark(data) -> bool:
+    return type(data).__module__.split(".")[:2] == ["pyspark", "sql"] and hasattr(data, "sparkSession")
+
+
+def writer_input(data):
+    """`data` as the writer takes it: a Spark DataFrame (classic or Connect) or Arrow input (a Table, a RecordBatch,
+    a list of batches) as it is; a RecordBatchReader, a pandas DataFrame (without its index) or any other object
+    exporting an Arrow stream (`__arrow_c_stream__`: polars, DuckDB, ...) as the Arrow Table it reads, written on
+    the driver. Anything else raises InvalidWriteError (nothing is written)."""
+    if is_arrow(data) or _is_spark(data):  # (a Spark DataFrame exports an Arrow stream too: never collected here)
+        return data
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if type(data).__module__.split(".")[0] == "pandas" and type(data).__name__ == "DataFrame":
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.table(data)
+    what = "an empty list" if isinstance(data, (list, tuple)) and not data else f"a {type(data).__name__}"
+    raise InvalidWriteError(f"cannot write {what}: write a Spark DataFrame, a pyarrow Table, RecordBatch, list of "
+                            "RecordBatches or RecordBatchReader, a pandas DataFrame, or an object exporting an Arrow "
+                            "stream (__arrow_c_stream__)")
 
 
 _NOT_COLLECTED = object()  # WriteClient._small_batch: the input was not collected yet

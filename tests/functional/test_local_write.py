@@ -174,3 +174,40 @@ def test_arrow_first_write_failure_leaves_no_table(tmp_path):
     with pytest.raises(hudilite.InvalidWriteError):
         hudilite.write(bad, path, record_key="id", precombine_field="v")
     assert not os.path.exists(os.path.join(path, ".hoodie", "hoodie.properties"))
+
+
+class _ArrowStream:
+    """An object that only exports an Arrow stream (the PyCapsule interface polars and DuckDB implement)."""
+
+    def __init__(self, table: pa.Table):
+        self._table = table
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self._table.__arrow_c_stream__(requested_schema)
+
+
+def test_pandas_readers_and_arrow_streams_are_written_on_the_driver(tmp_path):
+    """A pandas DataFrame (its index left out), a RecordBatchReader and any object exporting an Arrow stream are
+    written like a pyarrow Table (before: each failed with "'DataFrame' object has no attribute 'sparkSession'");
+    other objects are refused naming what can be written, and nothing is written."""
+    import pandas as pd
+
+    path = str(tmp_path / "t")
+    kw = dict(record_key="id", precombine_field="v")
+    frame = pd.DataFrame({"id": pd.array([1, 2], dtype="Int64"), "v": [1, 1], "s": pd.array(["a", None], "string"),
+                          "c": pd.Categorical(["x", "y"])}, index=[10, 20])
+    hudilite.write(frame, path, **kw)
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("s", pa.string()), ("c", pa.string())])
+    reader = pa.RecordBatchReader.from_batches(schema, [pa.record_batch([[2], [2], ["b"], ["z"]], schema=schema)])
+    hudilite.write(reader, path, **kw)
+    hudilite.write(_ArrowStream(pa.table({"id": [3], "v": [1], "s": ["c"], "c": ["w"]}, schema=schema)), path, **kw)
+    got = hudilite.Table(path).to_arrow(["id", "v", "s", "c"])
+    assert sorted(got.to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": 1, "s": "a", "c": "x"}, {"id": 2, "v": 2, "s": "b", "c": "z"},
+        {"id": 3, "v": 1, "s": "c", "c": "w"}]
+    assert "__index_level_0__" not in hudilite.Table(path).schema().names
+    before = sorted(os.walk(path))
+    for bad, what in (({"id": [4], "v": [1]}, "a dict"), ([], "an empty list"), (None, "a NoneType")):
+        with pytest.raises(hudilite.InvalidWriteError, match=f"cannot write {what}: write a Spark DataFrame"):
+            hudilite.write(bad, path, **kw)
+    assert sorted(os.walk(path)) == before
