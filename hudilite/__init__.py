@@ -11,6 +11,7 @@ from hudilite.errors import (
     CommitConflictError,
     CorruptTableError,
     HudiliteError,
+    InvalidReadError,
     InvalidWriteError,
     LockTimeoutError,
     RangeUnavailableError,
@@ -70,7 +71,7 @@ def changes(spark, path, begin=None, end=None, *, include_deletes=True, before_i
 __all__ = [
     "Table", "TableInfo", "TableLayout", "TableServices", "OPERATIONS", "write", "read", "changes", "register",
     "check_workers", "local_session", "check_options", "UNSET", "HudiliteError", "InvalidWriteError",
-    "TableNotFoundError", "CorruptTableError",
+    "InvalidReadError", "TableNotFoundError", "CorruptTableError",
     "UnsupportedTableError", "CommitConflictError", "LockTimeoutError", "RangeUnavailableError",
     "TableReplacedError", "WorkerEnvironmentError", "StorageAccessError", "RollbackRefusedError",
 ]

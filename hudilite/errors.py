@@ -23,6 +23,10 @@ class InvalidWriteError(HudiliteError, ValueError):
     """The data or the options of a write are invalid; nothing was written."""
 
 
+class InvalidReadError(HudiliteError, ValueError):
+    """The arguments of a read are invalid (a filter, a column, an instant or a range); nothing was read."""
+
+
 class CommitConflictError(HudiliteError):
     """Another writer committed first (put-if-absent lost, or overlapping file groups).
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 from hudilite import change_images
 from hudilite.change_images import BEFORE, CHANGE_OP, DELETE, INSERT, UPDATE  # noqa: F401 - the op values
 from hudilite.config import table_id_created
-from hudilite.errors import InvalidWriteError, TableReplacedError, UnsupportedTableError
+from hudilite.errors import InvalidReadError, TableReplacedError, UnsupportedTableError
 from hudilite.index.global_index import META_KEY
 from hudilite.reader.planner import ReadPlan, prune_partitions, table_schema
 from hudilite.reader.ranges import EPOCH, ChangeRange, completion_map, replaced_upto, resolve_range, slices_at
@@ -225,8 +225,8 @@ def select_columns(schema, columns, filters) -> tuple:
     wanted = list(columns)
     unknown = [c for c in wanted if c not in schema.names]
     if unknown:
-        raise InvalidWriteError(f"changes(columns=...): no such column(s) {unknown} (table columns: {schema.names})")
+        raise InvalidReadError(f"changes(columns=...): no such column(s) {unknown} (table columns: {schema.names})")
     missing = sorted({f[0] for f in (filters or [])} - set(wanted))
     if missing:
-        raise InvalidWriteError(f"changes(columns=...): the filter column(s) {missing} must be among the columns")
+        raise InvalidReadError(f"changes(columns=...): the filter column(s) {missing} must be among the columns")
     return tuple(c for c in schema.names if c in set(wanted))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from hudilite.errors import InvalidWriteError, RangeUnavailableError, UnsupportedTableError
+from hudilite.errors import InvalidReadError, RangeUnavailableError, UnsupportedTableError
 from hudilite.file_group import FileSlice
 from hudilite.keygen import DEFAULT_PARTITION, KeySpec, integer_key_column, partition_values
 from hudilite.reader.merge import MergeSpec
@@ -254,26 +254,48 @@ def prune_partitions(table: HoodieTable, schema: pa.Schema, partitions: list[str
     return out
 
 
+def check_filters(filters, names) -> list:
+    """`filters` (a list of (column, op, value) with op in _OPS; 'in' / 'not in' take a list, tuple or set) as a
+    list, each column a column of the table (`names`; letter case as Spark SQL ignores it); InvalidReadError
+    naming the first that is not."""
+    if filters is None:
+        return []
+    if isinstance(filters, (str, bytes)) or not isinstance(filters, (list, tuple)):
+        raise InvalidReadError(f"filters={filters!r}: expected a list of (column, op, value) tuples, e.g. "
+                               "[('dt', '>=', '2024-01-01')]")
+    lower = {n.lower() for n in names}
+    for f in filters:
+        if not isinstance(f, (list, tuple)) or len(f) != 3 or str(f[1]).lower() not in _OPS:
+            raise InvalidReadError(f"bad filter {f!r}: expected (column, op, value) with op in {sorted(_OPS)}")
+        col, op, value = f
+        if not isinstance(col, str) or col.lower() not in lower:
+            raise InvalidReadError(f"bad filter {tuple(f)!r}: {col!r} is not a column of the table (its columns: "
+                                   f"{', '.join(names)})")
+        if str(op).lower() in ("in", "not in") and not isinstance(value, (list, tuple, set, frozenset)):
+            raise InvalidReadError(f"bad filter {tuple(f)!r}: {op!r} takes a list, tuple or set of values")
+    return list(filters)
+
+
 def plan_read(path_or_table, *, as_of=None, begin=None, end=None, filters=None, read_optimized=False,
               completion_bounds=False) -> ReadPlan:
     """Plan a snapshot (latest or `as_of`) or incremental `(begin, end]` read. `read_optimized`: merge-on-read
     tables are read from their base files only (log files ignored). `completion_bounds`: `begin`/`end` are
     completion times (positions from `hudilite.reader.changes.checkpoint`), not instant times."""
     table = path_or_table if isinstance(path_or_table, HoodieTable) else HoodieTable.open(path_or_table)
-    filters = list(filters or [])
-    for f in filters:
-        if len(f) != 3 or str(f[1]).lower() not in _OPS:
-            raise InvalidWriteError(f"bad filter {f!r}: expected (column, op, value) with op in {sorted(_OPS)}")
     if as_of is not None and (begin is not None or end is not None):
-        raise InvalidWriteError("as_of cannot be combined with begin/end (time travel vs incremental read)")
+        raise InvalidReadError("as_of cannot be combined with begin/end (time travel vs incremental read)")
     tl = table.timeline
     schema = table_schema(table)
+    filters = check_filters(filters, schema.names)
     if begin is not None or end is not None:
         return _finish(_plan_incremental(table, schema, begin, end, filters, completion_bounds), read_optimized)
     completed = tl.completed()
     travel = as_of is not None  # (a clean never removes the latest slices: the latest snapshot needs no check)
     if as_of is not None:
-        as_of = normalize_instant_arg(as_of)
+        try:
+            as_of = normalize_instant_arg(as_of)
+        except ValueError as e:
+            raise InvalidReadError(f"as_of: {e}") from None
     elif completed:
         as_of = completed[-1].timestamp
     archived = as_of is not None and (not completed or as_of < completed[0].timestamp)

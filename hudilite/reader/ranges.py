@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from hudilite.errors import InvalidWriteError, RangeUnavailableError
+from hudilite.errors import InvalidReadError, RangeUnavailableError
 from hudilite.file_group import FileSlice
 from hudilite.table import HoodieTable
 from hudilite.timeline import REPLACE_COMMIT
@@ -19,7 +19,7 @@ def _bound(value) -> str:
     try:
         return normalize_instant_arg(value)
     except ValueError as e:
-        raise InvalidWriteError(str(e)) from None
+        raise InvalidReadError(str(e)) from None
 
 @dataclass
 class ChangeRange:

@@ -24,7 +24,7 @@ from hudilite.reader.changes import (
 )
 from hudilite.reader.group_changes import CANDIDATES, ChangeContext, GroupTask, classify, images, resolve
 from hudilite.reader.merge import SliceDesc, to_spark_arrow
-from hudilite.reader.planner import ReadPlan, check_readable, prune_partitions, table_schema
+from hudilite.reader.planner import ReadPlan, check_filters, check_readable, prune_partitions, table_schema
 from hudilite.reader.ranges import (
     ChangeRange,
     Touched,
@@ -60,6 +60,7 @@ def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, 
 
     table = path if isinstance(path, HoodieTable) else HoodieTable.open(path)
     check_table(table, begin, table_id)
+    filters = check_filters(filters, table_schema(table).names)
     if columns is not None:
         columns = select_columns(table_schema(table), columns, filters)
     rng = resolve_range(table, begin, end, completion_bounds=completion_bounds)

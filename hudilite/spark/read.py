@@ -7,6 +7,7 @@ import os
 
 import pyarrow as pa
 
+from hudilite.errors import InvalidReadError
 from hudilite.file_group import parse_base_file_name
 from hudilite.options import SMALL_SLICE_BYTES as SMALL_SLICE_BYTES_OPTION
 from hudilite.options import spark_conf
@@ -39,7 +40,8 @@ def plan_to_dataframe(spark, plan: ReadPlan, columns=None):
         columns = list(columns)
         unknown = [c for c in columns if c not in schema.fieldNames()]
         if unknown:
-            raise ValueError(f"columns {unknown} are not in the table (its columns: {', '.join(schema.fieldNames())})")
+            raise InvalidReadError(f"columns {unknown} are not in the table (its columns: "
+                                   f"{', '.join(schema.fieldNames())})")
         need = set(columns) | {c for c, _op, _v in plan.filters}
         if plan.query == "incremental":
             need.add("_hoodie_commit_time")

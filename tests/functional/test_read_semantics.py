@@ -3,6 +3,7 @@
 archived instants, one rule for deletes followed by lower-ordered re-inserts."""
 
 import glob
+import re
 import os
 
 import pyarrow as pa
@@ -198,3 +199,24 @@ def test_delete_then_lower_reinsert_one_rule(spark, table_path, writer, table_ty
     c2 = w([1], [20])                                 # an update of the re-inserted row: still one row
     assert ours() == _ids(read_hudi_rs(table_path)) == [(1, 20), (2, 10)]
     assert ours(as_of=c) == want
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda s, p: hudilite.read(s, p, filters="dt = 'p0'"), "expected a list of (column, op, value) tuples"),
+    (lambda s, p: hudilite.read(s, p, filters=[("dt", "~", "p0")]), "bad filter ('dt', '~', 'p0'): expected"),
+    (lambda s, p: hudilite.read(s, p, filters=[("nope", "=", 1)]), "'nope' is not a column of the table"),
+    (lambda s, p: hudilite.read(s, p, filters=[("dt", "in", "p0")]), "'in' takes a list, tuple or set"),
+    (lambda s, p: hudilite.changes(s, p, filters=[("nope", "=", 1)]), "'nope' is not a column of the table"),
+    (lambda s, p: hudilite.read(s, p, as_of="yesterday"), "as_of: cannot interpret 'yesterday'"),
+    (lambda s, p: hudilite.read(s, p, as_of="0", begin="0"), "as_of cannot be combined with begin/end"),
+    (lambda s, p: hudilite.changes(s, p, begin="yesterday"), "cannot interpret 'yesterday'"),
+    (lambda s, p: hudilite.read(s, p, columns=["nope"]), "columns ['nope'] are not in the table"),
+])
+def test_bad_read_arguments_are_refused_naming_them(spark, table_path, call, message):
+    """A read's bad filter, instant, range or column raises InvalidReadError naming it (before: a filter given as
+    a string was taken character by character, 'in' with a string matched its characters, an unknown filter
+    column failed in Spark's analysis, and the errors were write errors)."""
+    aw(table_path, [(1, 1, "a"), (2, 1, "b")])
+    with pytest.raises(hudilite.InvalidReadError, match=re.escape(message)):
+        call(spark, table_path).collect()
+    assert sorted(r["id"] for r in hudilite.read(spark, table_path, filters=[("dt", "in", ["p0"])]).collect()) == [2]
