@@ -50,6 +50,7 @@ except ImportError:  # pragma: no cover - pyspark < 4.1
     DataSource = DataSourceReader = InputPartition = object
     EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = ()
 
+from hudilite.errors import InvalidReadError
 from hudilite.options import QUERY_TYPE, READ_BEGIN, READ_END, READ_PARTITION_BYTES, check_read_options, parse_bool
 from hudilite.reader.merge import SliceDesc, merge_slices
 from hudilite.reader.planner import plan_read, table_schema
@@ -82,17 +83,17 @@ def read_range(options) -> tuple:
     def one(ours: str, hudi: str):
         a, b = options.get(ours), options.get(hudi)
         if a is not None and b is not None and str(a) != str(b):
-            raise ValueError(f"hudilite data source: options {ours}={a!r} and {hudi}={b!r} disagree")
+            raise InvalidReadError(f"hudilite data source: options {ours}={a!r} and {hudi}={b!r} disagree")
         return a if a is not None else b
 
     query_type = QUERY_TYPE.get(options)
     as_of, begin, end = one("as_of", HUDI_AS_OF), one("begin", HUDI_BEGIN), one("end", HUDI_END)
     hudi_range = [k for k in (HUDI_BEGIN, HUDI_END) if options.get(k) is not None]
     if hudi_range and query_type != "incremental":
-        raise ValueError(f"hudilite data source: {', '.join(hudi_range)} needs {QUERY_TYPE.key}=incremental "
+        raise InvalidReadError(f"hudilite data source: {', '.join(hudi_range)} needs {QUERY_TYPE.key}=incremental "
                          f"(it is {query_type}): without it the read would be a snapshot")
     if query_type == "incremental" and begin is None:
-        raise ValueError(f"hudilite data source: {QUERY_TYPE.key}=incremental needs {HUDI_BEGIN} (or begin)")
+        raise InvalidReadError(f"hudilite data source: {QUERY_TYPE.key}=incremental needs {HUDI_BEGIN} (or begin)")
     return as_of, begin, end
 
 
@@ -135,7 +136,7 @@ class HudiliteDataSource(DataSource):
         if not path and schema is not None:
             path = next((f.metadata.get(PATH_KEY) for f in schema.fields if f.metadata.get(PATH_KEY)), None)
         if not path:
-            raise ValueError("hudilite data source: no path given (use .load(path), OPTIONS (path '...') or "
+            raise InvalidReadError("hudilite data source: no path given (use .load(path), OPTIONS (path '...') or "
                              "LOCATION '...'; a catalog table created with a column list needs the "
                              f"'{PATH_KEY}' field metadata)")
         return normalize_path(path)
