@@ -57,6 +57,7 @@ class Dml:
     if_not_exists: bool = False  # ctas: CREATE TABLE IF NOT EXISTS
     partition_by: Optional[List[str]] = None  # ctas
     new_columns: Optional[List[Tuple[str, str]]] = None  # add_columns: (name, type)
+    refused: Optional[str] = None  # add_columns: a definition a hudilite table cannot take (a default, ...)
 
 
 def _unquote(name: str) -> str:
@@ -134,16 +135,20 @@ def parse(sql: str) -> Optional[Dml]:
         text = m.group("cols").strip()
         if text.startswith("(") and text.endswith(")"):
             text = text[1:-1]
-        cols = []
+        cols, refused = [], None
         for part in split_top_level(text):
             part = _COMMENT.sub("", part.strip())
             part = _DEFAULT_NULL.sub("", part)  # a new column is null in the stored rows anyway
             bits = part.split(None, 1)
-            if len(bits) != 2 or re.search(r"\b(default|not\s+null|first|after)\b", bits[1], re.IGNORECASE):
-                return None  # not a plain `name type` definition: leave it to Spark (which reports it)
+            if len(bits) != 2:
+                return None  # not a column definition: leave it to Spark (which reports it)
+            if re.search(r"\b(default|not\s+null|first|after)\b", bits[1], re.IGNORECASE):
+                # refused on a hudilite table (not left to Spark: on a copy-on-write entry, a parquet table,
+                # Spark would take a DEFAULT into the catalog alone, and the next commit's entry would drop it)
+                refused = refused or part
             cols.append((_unquote(bits[0]), bits[1].strip()))
         schema, ident = _split_rel(m.group("rel"))
-        return Dml("add_columns", schema, ident, new_columns=cols)
+        return Dml("add_columns", schema, ident, new_columns=cols, refused=refused)
     m = UPDATE_RE.match(sql)
     if m:
         assignments = []
@@ -206,6 +211,10 @@ def execute(spark, d: Dml, path: str, name: str, query_frame=None,
     keyed = list(cfg.record_key_fields) != [ROW_ID_FIELD]
     added: List[str] = []
     if d.kind == "add_columns":
+        if d.refused:
+            raise DmlError(f"ALTER TABLE {name} ADD COLUMNS: {d.refused!r}: a hudilite table's new column is nullable, "
+                           "comes last and has no default (its stored rows hold null; Hudi schemas keep no "
+                           "defaults): add it as `name type`, then set its values with UPDATE")
         # the Hudi schema gets the nullable columns through an empty upsert commit (schema evolution), so
         # every reader (catalog, hudi-rs) sees them, null in the stored rows
         fields = list(current.select(*[F.col(f"`{c}`") for c in data_cols]).schema.fields)

@@ -22,12 +22,16 @@ def test_parse_recognises_each_statement():
     assert (d.kind, d.replace, d.if_not_exists, d.partition_by) == ("ctas", True, True, ["p"])
     d = parse("alter table s.t add columns (n int comment 'x, y', m decimal(10, 2) default null)")
     assert (d.kind, d.new_columns) == ("add_columns", [("n", "int"), ("m", "decimal(10, 2)")])
+    assert d.refused is None
+    # a default, NOT NULL or a position: refused on a hudilite table (run_dml leaves other tables to Spark)
+    d = parse("alter table s.t add column c string default 'v'")
+    assert (d.kind, d.refused) == ("add_columns", "c string default 'v'")
+    assert parse("alter table s.t add columns (a int, n int not null)").refused == "n int not null"
 
 
 @pytest.mark.parametrize("sql", [
     "select 1",
     "create table s.t using parquet as select 1",  # another format: Spark's own CTAS
-    "alter table s.t add columns (n int not null)",  # not a plain `name type`: Spark reports it
     "update s.t set a",
 ])
 def test_parse_leaves_other_statements_to_spark(sql):

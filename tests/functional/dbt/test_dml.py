@@ -54,3 +54,20 @@ class TestDml:
         # every statement was a Hudi commit (never a parquet file written beside the table)
         actions = [i.action for i in HoodieTable.open(table_dir(project, "keyless")).timeline.completed()]
         assert actions == ["commit", "commit", "commit", "replacecommit", "replacecommit"]
+
+    def test_add_columns(self, project):
+        """ALTER TABLE ADD COLUMNS evolves the Hudi schema (null in the stored rows) and the column stays through
+        later commits; a definition the table cannot take (a DEFAULT, NOT NULL) is refused, the table and its
+        entry unchanged (before: Spark took a DEFAULT into the copy-on-write entry alone, and the next commit's
+        entry dropped the column)."""
+        s = project.test_schema
+        run_dbt(["run", "-s", "keyless"])
+        project.run_sql(f"alter table {s}.keyless add columns (note string comment 'a note')")
+        for bad in ("d string default 'v'", "n int not null"):
+            with pytest.raises(Exception, match=r"a hudilite table's new column is nullable, comes last and has no "
+                                                r"default"):
+                project.run_sql(f"alter table {s}.keyless add column {bad}")
+        project.run_sql(f"update {s}.keyless set note = 'x' where id = 2")
+        assert rows(project, f"select * from {s}.keyless") == [(1, "a", None), (2, "b", "x")]
+        cols = [r[0] for r in project.run_sql(f"describe {s}.keyless", fetch="all")]
+        assert cols[:3] == ["id", "name", "note"] and "d" not in cols and "n" not in cols
