@@ -304,9 +304,9 @@ def _promote_sql(e: str, got, want, depth: int = 0) -> str:
     values (`transform_values`)."""
     from pyspark.sql.types import ArrayType, MapType, StructType
 
-    if not _has_promotion(got, want) or not isinstance(want, (ArrayType, MapType, StructType)) \
-            and not _is_float_to_double(got, want):
-        return f"CAST({e} AS {want.simpleString()})" if got != want else e
+    nested = isinstance(want, (ArrayType, MapType, StructType))
+    if not _has_promotion(got, want) or (not nested and not _is_float_to_double(got, want)):
+        return f"CAST({e} AS {want.simpleString()})" if got != want else e  # (an integer: Java's conversion)
     if isinstance(want, StructType):
         have = {f.name: f.dataType for f in got.fields}
         parts = []
