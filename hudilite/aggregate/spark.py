@@ -13,7 +13,17 @@ import uuid
 from typing import List, Optional
 
 from pyspark.sql import functions as F
-from pyspark.sql.types import DecimalType, StructField, StructType
+from pyspark.sql.types import (
+    ByteType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StructField,
+    StructType,
+)
 
 from hudilite.aggregate.query import GROUP_KEY, ROWS, AggregateQuery, Item, default_name
 from hudilite.api import Table
@@ -92,6 +102,12 @@ def _is_decimal(t) -> bool:
     return isinstance(t, DecimalType)
 
 
+def _fractional_over_integral(stored, new) -> bool:
+    """A sum stored as an integer whose delta is now a float or double: cast to the stored type it would lose
+    the fraction (2.25 -> 2)."""
+    return isinstance(stored, (ByteType, ShortType, IntegerType, LongType)) and isinstance(new, (FloatType, DoubleType))
+
+
 def _view(df, tag: str) -> str:
     name = f"hudilite_agg_{tag}_{uuid.uuid4().hex[:10]}"
     df.createOrReplaceTempView(name)
@@ -157,7 +173,10 @@ def incremental_frame(spark, q: AggregateQuery, detail: str, agg_path: str, star
     merged = [F.col(GROUP_KEY)] + [F.col(_q(f"__hl_k{i}")) for i in range(len(q.keys))]
     for c in state_cols:  # old state + delta, in the stored column's type
         v = F.coalesce(F.col(f"__cur_{c}"), F.lit(0)) + F.coalesce(F.col(c), F.lit(0))
-        merged.append((v.cast(stored[c]) if c in stored else v).alias(c))
+        t = stored.get(c)
+        if t is not None and _fractional_over_integral(t, delta.schema[c].dataType):
+            t = delta.schema[c].dataType  # the detail column was widened (long -> double): so is the sum
+        merged.append((v.cast(t) if t is not None else v).alias(c))
     new = j.select(*merged)
     if q.recomputed:  # min / max / count(distinct): only the affected groups, from the detail snapshot
         aff = _view(delta.select(*[_q(f"__hl_k{i}") for i in range(len(q.keys))]), "aff")

@@ -269,3 +269,30 @@ def test_decimal_sum_outgrowing_its_type_is_left_to_spark(spark, tmp_path, monke
     finally:
         spark.conf.set("spark.sql.ansi.enabled", old)
     assert runs == [None]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_fold_after_the_detail_column_widened_to_double(spark, tmp_path, table_type):
+    """A summed bigint column widened to double: the folds after it keep the fractions (before: the Spark fold
+    cast the new sums to the stored bigint state, so adding 2.25 to a group added 2), equal to Spark SQL over
+    the detail each time."""
+    detail, agg = str(tmp_path / "detail"), str(tmp_path / "agg")
+    kw = dict(record_key="id", precombine_field="v", partition_by="pt", table_type=table_type)
+    q = parse(f"select g, count(*) as n, sum(a) as sa, avg(a) as aa, count(a) as ca from `{detail}` t group by g")
+
+    def check():
+        refresh(spark, q, detail, agg)
+        hudilite.read(spark, detail).createOrReplaceTempView("hl_widened_detail")
+        want = _rows(spark.sql("select g, count(*) as n, sum(a) as sa, avg(a) as aa, count(a) as ca "
+                               "from hl_widened_detail group by g"), ["g", "n", "sa", "aa", "ca"])
+        assert _rows(hudilite.read(spark, agg), ["g", "n", "sa", "aa", "ca"]) == want
+
+    hudilite.write(pa.table({"id": [1, 2, 3], "v": [1, 1, 1], "a": pa.array([4, 5, 7], pa.int64()),
+                             "g": ["x", "x", "y"], "pt": ["p", "q", "q"]}), detail, **kw)
+    check()
+    hudilite.write(pa.table({"id": [2], "v": [2], "a": [1.5], "g": ["x"], "pt": ["q"]}), detail, **kw)  # widened
+    check()
+    hudilite.write(pa.table({"id": [4, 5], "v": [1, 1], "a": [2.25, None], "g": ["y", "y"], "pt": ["p", "p"]}),
+                   detail, **kw)
+    check()
+    assert dict(hudilite.read(spark, agg).dtypes)["sa"] == "double"
