@@ -99,12 +99,16 @@ def writer_input(data):
     the driver. Anything else raises InvalidWriteError (nothing is written)."""
     if is_arrow(data) or _is_spark(data):  # (a Spark DataFrame exports an Arrow stream too: never collected here)
         return data
-    if isinstance(data, pa.RecordBatchReader):
-        return data.read_all()
-    if type(data).__module__.split(".")[0] == "pandas" and type(data).__name__ == "DataFrame":
-        return pa.Table.from_pandas(data, preserve_index=False)
-    if hasattr(data, "__arrow_c_stream__"):
-        return pa.table(data)
+    try:
+        if isinstance(data, pa.RecordBatchReader):
+            return data.read_all()
+        if type(data).__module__.split(".")[0] == "pandas" and type(data).__name__ == "DataFrame":
+            return pa.Table.from_pandas(data, preserve_index=False)
+        if hasattr(data, "__arrow_c_stream__"):
+            return pa.table(data)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+        # e.g. a pandas object column holding numbers and strings ("Conversion failed for column x ...")
+        raise InvalidWriteError(f"cannot read the {type(data).__name__} as Arrow data: {e}") from None
     what = "an empty list" if isinstance(data, (list, tuple)) and not data else f"a {type(data).__name__}"
     raise InvalidWriteError(f"cannot write {what}: write a Spark DataFrame, a pyarrow Table, RecordBatch, list of "
                             "RecordBatches or RecordBatchReader, a pandas DataFrame, or an object exporting an Arrow "

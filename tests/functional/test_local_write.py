@@ -210,4 +210,7 @@ def test_pandas_readers_and_arrow_streams_are_written_on_the_driver(tmp_path):
     for bad, what in (({"id": [4], "v": [1]}, "a dict"), ([], "an empty list"), (None, "a NoneType")):
         with pytest.raises(hudilite.InvalidWriteError, match=f"cannot write {what}: write a Spark DataFrame"):
             hudilite.write(bad, path, **kw)
+    mixed = pd.DataFrame({"id": [4, 5], "v": [1, 1], "s": [1, "a"], "c": ["u", "v"]})  # numbers and strings
+    with pytest.raises(hudilite.InvalidWriteError, match="cannot read the DataFrame as Arrow data: .*column s"):
+        hudilite.write(mixed, path, **kw)
     assert sorted(os.walk(path)) == before
