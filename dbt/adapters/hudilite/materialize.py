@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
+from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -41,6 +42,7 @@ from dbt.adapters.hudilite.run_state import model_key
 from dbt.adapters.hudilite.strategies import with_row_id
 from hudilite import metastore as ms
 from hudilite import options as o
+from hudilite.spark.session import is_connect
 from hudilite.storage import normalize_path
 
 logger = AdapterLogger("Hudilite")
@@ -216,6 +218,7 @@ class MaterializeMixin:
     # ---- full builds -----------------------------------------------------------------------
     def _build(self, schema, identifier, path, df, spec: ModelSpec, entry, seed: bool = False,
                extra: Optional[Dict[str, str]] = None):
+        self._check_delete_condition(df, spec, schema, identifier)
         missing = [k for k in spec.record_key if k.lower() not in {c.lower() for c in df.columns}]
         if missing and not seed:
             # dbt applies unique_key on merges only ("unique keys are not applied on first run"): the first
@@ -229,7 +232,7 @@ class MaterializeMixin:
         record_key = spec.record_key if keyed else [ROW_ID]
         deleted = None
         if spec.delete_condition:
-            deleted = F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"), F.lit(False))
+            deleted = spec.deletes()
         elif IS_DELETED in df.columns:
             deleted = F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False))
         newest = deleted is not None and keyed  # the newest event per key decides, deletes included
@@ -299,6 +302,7 @@ class MaterializeMixin:
         df, renamed = self._stored_spelling(df, stored_names)
         if renamed:
             spec = spec.spelled_as(df.columns)
+        self._check_delete_condition(df, spec, schema, identifier)
         stored_key = list(cfg.record_key)
         keyed = stored_key != [ROW_ID]
         cols = {c.lower() for c in df.columns}
@@ -342,7 +346,7 @@ class MaterializeMixin:
         if strategy == "microbatch":
             self._microbatch_check(df, spec, schema, identifier)
             if spec.delete_condition:  # delete events: their window is replaced without them
-                df = df.filter(~F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"), F.lit(False)))
+                df = df.filter(~spec.deletes())
             if flagged:
                 df = df.filter(~F.col(IS_DELETED)).drop(IS_DELETED)
             return self._microbatch(schema, identifier, path, df, spec, record_key, keyed, options, visible,
@@ -352,8 +356,7 @@ class MaterializeMixin:
             op = "upsert"
         elif strategy in ("upsert", "delete+insert"):
             if spec.delete_condition:  # evaluated on the model's rows, before any stored value is joined in
-                df = df.withColumn(IS_DELETED, F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"),
-                                                          F.lit(False)))
+                df = df.withColumn(IS_DELETED, spec.deletes())
                 flagged = True
             partial = strategy == "upsert" and bool(spec.update_columns or spec.exclude_columns)
             if spec.predicates:
@@ -367,7 +370,7 @@ class MaterializeMixin:
             op = "upsert"
         else:
             if spec.delete_condition:
-                df = df.filter(~F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"), F.lit(False)))
+                df = df.filter(~spec.deletes())
             if flagged:
                 df = df.filter(~F.col(IS_DELETED)).drop(IS_DELETED)
             if not keyed:
@@ -404,7 +407,7 @@ class MaterializeMixin:
                                   f"columns of the model (columns: {', '.join(df.columns)})")
         rows = df
         if spec.delete_condition:
-            rows = rows.filter(~F.coalesce(F.expr(f"({spec.delete_condition})").cast("boolean"), F.lit(False)))
+            rows = rows.filter(~spec.deletes())
         elif IS_DELETED in df.columns:
             rows = rows.filter(~F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False)))
         names = [cols[c.lower()] for c in spec.not_null]
@@ -416,6 +419,17 @@ class MaterializeMixin:
                 f"hudilite: NOT NULL constraint violated in {schema}.{identifier}: "
                 + ", ".join(f"column {n!r} is null in {k} row(s)" for n, k in bad)
                 + " of the model's result; nothing was written, the table is unchanged")
+
+    def _check_delete_condition(self, df, spec: ModelSpec, schema: str, identifier: str) -> None:
+        """A delete_condition that does not analyse on the model's columns fails naming it: a classic session
+        analyses it here, without a job (over Spark Connect the write reports it, the table unchanged)."""
+        if not spec.delete_condition or is_connect(self.spark):
+            return
+        try:
+            df.select(spec.deletes())
+        except (AnalysisException, ParseException) as e:
+            raise DbtRuntimeError(f"delete_condition {spec.delete_condition!r} of {schema}.{identifier}: "
+                                  f"{error_text(e)}") from None
 
     def _check_columns(self, df, spec: ModelSpec, record_key) -> None:
         cols = {c.lower() for c in df.columns}

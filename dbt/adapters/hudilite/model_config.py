@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
+from pyspark.sql import functions as F
 
 from hudilite import options as o
 from hudilite.columns import META_FIELDS, ROW_ID_FIELD, is_system_column  # noqa: F401 (re-exported)
@@ -43,6 +44,13 @@ class ModelSpec:
     event_time: Optional[str] = None
     batch: Optional[Tuple[str, str]] = None  # a microbatch batch's window [start, end), as dbt renders it
     microbatch_source: str = "time"  # 'changes': batches from the upstreams' commits (change_batches.py)
+
+    def deletes(self):
+        """The rows `delete_condition` marks as deletes: a boolean Column, false where the condition is null;
+        None without a condition."""
+        if not self.delete_condition:
+            return None
+        return F.coalesce(F.expr(f"({self.delete_condition})").cast("boolean"), F.lit(False))
     batch_size: Optional[str] = None
     begin: Optional[str] = None
     upstreams: Tuple[dict, ...] = ()  # refs of a changes-driven model: schema, identifier, event_time

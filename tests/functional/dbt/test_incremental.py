@@ -405,3 +405,27 @@ class TestLayoutChangeNeedsFullRefresh:
         assert hudilite.Table.open(table_dir(project, "relaid")).layout().table_type == "MERGE_ON_READ"
         run_dbt(["run", "--vars", "{cfg: {unique_key: id, table_type: mor}, batch: 3}"])
         assert rows(project, f"select id, region from {s}.relaid") == [(2, "r2"), (3, "r3")]
+
+
+BAD_DELETE = """
+{{ config(materialized='incremental', unique_key='id', delete_condition=var('cond')) }}
+select {{ var('batch') }} as id, 'a' as op
+"""
+
+
+class TestBadDeleteCondition:
+    """A delete_condition that does not resolve on the model's columns fails naming the config and the model,
+    on the first build and on an incremental run, the table unchanged (before: Spark's bare analysis error)."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"bad_delete.sql": BAD_DELETE}
+
+    def test_named(self, project):
+        s = project.test_schema
+        _, out = run_dbt_and_capture(["run", "--vars", "{cond: nope = 1, batch: 1}"], expect_pass=False)
+        assert f"delete_condition 'nope = 1' of {s}.bad_delete" in out and "UNRESOLVED_COLUMN" in out
+        run_dbt(["run", "--vars", "{cond: op = 'd', batch: 1}"])
+        _, out = run_dbt_and_capture(["run", "--vars", "{cond: 'op = = 1', batch: 2}"], expect_pass=False)
+        assert f"delete_condition 'op = = 1' of {s}.bad_delete" in out
+        assert rows(project, f"select id, op from {s}.bad_delete") == [(1, "a")]
