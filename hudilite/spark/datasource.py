@@ -91,7 +91,7 @@ def read_range(options) -> tuple:
     hudi_range = [k for k in (HUDI_BEGIN, HUDI_END) if options.get(k) is not None]
     if hudi_range and query_type != "incremental":
         raise InvalidReadError(f"hudilite data source: {', '.join(hudi_range)} needs {QUERY_TYPE.key}=incremental "
-                         f"(it is {query_type}): without it the read would be a snapshot")
+                               f"(it is {query_type}): without it the read would be a snapshot")
     if query_type == "incremental" and begin is None:
         raise InvalidReadError(f"hudilite data source: {QUERY_TYPE.key}=incremental needs {HUDI_BEGIN} (or begin)")
     return as_of, begin, end
@@ -137,8 +137,8 @@ class HudiliteDataSource(DataSource):
             path = next((f.metadata.get(PATH_KEY) for f in schema.fields if f.metadata.get(PATH_KEY)), None)
         if not path:
             raise InvalidReadError("hudilite data source: no path given (use .load(path), OPTIONS (path '...') or "
-                             "LOCATION '...'; a catalog table created with a column list needs the "
-                             f"'{PATH_KEY}' field metadata)")
+                                   "LOCATION '...'; a catalog table created with a column list needs the "
+                                   f"'{PATH_KEY}' field metadata)")
         return normalize_path(path)
 
     def _plan(self, path: str, filters=None):

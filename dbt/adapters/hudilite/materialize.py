@@ -230,11 +230,7 @@ class MaterializeMixin:
         # by the hidden row id; the adapter resolves unique_key itself (see _delete_insert)
         keyed = bool(spec.record_key) and not missing and spec.strategy != "delete+insert"
         record_key = spec.record_key if keyed else [ROW_ID]
-        deleted = None
-        if spec.delete_condition:
-            deleted = spec.deletes()
-        elif IS_DELETED in df.columns:
-            deleted = F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False))
+        deleted = spec.deletes(df.columns)
         newest = deleted is not None and keyed  # the newest event per key decides, deletes included
         if deleted is not None:
             if keyed:
@@ -341,7 +337,7 @@ class MaterializeMixin:
         # trip each), and the frames below keep or add the flag column without being listed again
         flagged = IS_DELETED in df.columns
         if flagged and not spec.delete_condition:  # same columns, the flag's nulls as False
-            df = df.withColumn(IS_DELETED, F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False)))
+            df = df.withColumn(IS_DELETED, spec.deletes(df.columns))
         options = self._options(spec, identifier)
         if strategy == "microbatch":
             self._microbatch_check(df, spec, schema, identifier)
@@ -405,11 +401,8 @@ class MaterializeMixin:
         if missing:  # the contract's column check (get_assert_columns_equivalent) normally reports this first
             raise DbtRuntimeError(f"not_null constraint of {schema}.{identifier}: column(s) {missing} are not "
                                   f"columns of the model (columns: {', '.join(df.columns)})")
-        rows = df
-        if spec.delete_condition:
-            rows = rows.filter(~spec.deletes())
-        elif IS_DELETED in df.columns:
-            rows = rows.filter(~F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False)))
+        deleted = spec.deletes(df.columns)
+        rows = df if deleted is None else df.filter(~deleted)
         names = [cols[c.lower()] for c in spec.not_null]
         counts = rows.agg(*[F.count(F.when(F.col(f"`{n}`").isNull(), 1)).alias(f"_c{i}")
                             for i, n in enumerate(names)]).collect()[0]

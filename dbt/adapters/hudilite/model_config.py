@@ -45,12 +45,14 @@ class ModelSpec:
     batch: Optional[Tuple[str, str]] = None  # a microbatch batch's window [start, end), as dbt renders it
     microbatch_source: str = "time"  # 'changes': batches from the upstreams' commits (change_batches.py)
 
-    def deletes(self):
-        """The rows `delete_condition` marks as deletes: a boolean Column, false where the condition is null;
-        None without a condition."""
-        if not self.delete_condition:
-            return None
-        return F.coalesce(F.expr(f"({self.delete_condition})").cast("boolean"), F.lit(False))
+    def deletes(self, columns=()):
+        """The model's rows that are deletes, as a boolean Column (null counts as false): those `delete_condition`
+        marks, else, when `columns` has it, those the `_hoodie_is_deleted` column flags; None when neither."""
+        if self.delete_condition:
+            return F.coalesce(F.expr(f"({self.delete_condition})").cast("boolean"), F.lit(False))
+        if IS_DELETED in columns:
+            return F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False))
+        return None
     batch_size: Optional[str] = None
     begin: Optional[str] = None
     upstreams: Tuple[dict, ...] = ()  # refs of a changes-driven model: schema, identifier, event_time

@@ -24,9 +24,9 @@ class StrategiesMixin:
     def _delete_insert(self, df, path, spec: ModelSpec):
         """delete+insert on a row-id keyed table, as ONE upsert commit (hudilite.sql_merge.delete_insert);
         rows matching delete_condition (or flagged `_hoodie_is_deleted`) only delete."""
-        flag = (spec.deletes() if spec.delete_condition else
-                F.coalesce(F.col(IS_DELETED).cast("boolean"), F.lit(False)) if IS_DELETED in df.columns
-                else F.lit(False))
+        flag = spec.deletes(df.columns)
+        if flag is None:
+            flag = F.lit(False)
         batch = df.withColumn("__hl_del", flag)
         if IS_DELETED in batch.columns:
             batch = batch.drop(IS_DELETED)
