@@ -154,7 +154,12 @@ def _server(args) -> int:
                 raise HudiliteError(f"--conf {kv!r}: expected key=value")
             conf[k.strip()] = v.strip()
         info = server.start(args.warehouse, port=args.port, host=args.host, master=args.master, spark_conf=conf)
-        print(f"Spark Connect server for {where} running at {info.url} (pid {info.pid}, log {info.log})")
+        print(f"Spark Connect server for {where} running at {info.url} (pid {info.pid}, log {info.log})"
+              + _token_note(info))
+        if not info.token_required and not server.is_loopback(info.host):
+            print(f"warning: the server listens on {info.host} without a token: anyone who reaches port "
+                  f"{info.port} runs code as this user. Stop it, set {server.TOKEN_ENV} (or --conf "
+                  f"{server.TOKEN_CONF}=...) and start it again", file=sys.stderr)
         return 0
     if args.action == "stop":
         pending = server.read_state(args.warehouse)
@@ -170,8 +175,13 @@ def _server(args) -> int:
         print(f"no Spark Connect server for {where}. Start one with: {server.start_command(args.warehouse)}")
         return 1
     print(f"Spark Connect server for {where} running at {info.url} (pid {info.pid}, python {info.python}, "
-          f"log {info.log})")
+          f"log {info.log})" + _token_note(info))
     return 0
+
+
+def _token_note(info) -> str:
+    return f"; clients must send its token (dbt profile `token`, or {server.TOKEN_ENV})" if info.token_required \
+        else ""
 
 
 def main(argv=None) -> int:
@@ -231,7 +241,9 @@ def main(argv=None) -> int:
     s.add_argument("--warehouse", default=os.environ.get("HUDILITE_WAREHOUSE", "."),
                    help="the warehouse directory (its catalog in DIR/.metastore); default: $HUDILITE_WAREHOUSE or .")
     s.add_argument("--port", type=int, default=server.DEFAULT_PORT)
-    s.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: loopback only)")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="the address to listen on (default: loopback only; elsewhere start it with a token: "
+                        f"${server.TOKEN_ENV} or --conf {server.TOKEN_CONF}=...)")
     s.add_argument("--master", default="local[*]")
     s.add_argument("--conf", action="append", metavar="KEY=VALUE", help="a Spark setting of the server")
     s.set_defaults(fn=_server)

@@ -39,6 +39,10 @@ STATE_FILE = "connect-server.json"  # in <warehouse>/.metastore
 SERVER_LOG = "connect-server.log"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 SERVER_TMP = "tmp"  # in <warehouse>/.metastore: the server JVM's java.io.tmpdir
+# Spark's own names for a server's pre-shared token: the server reads the setting or the variable, PySpark's
+# client sends the variable's value when the URL names no token
+TOKEN_CONF = "spark.connect.authenticate.token"
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 
 
 class ServerError(HudiliteError):
@@ -55,10 +59,14 @@ class ServerInfo:
     python: str
     class_dump: str | None = None  # where its JVM writes the class archive at exit (the first server only)
     class_archive: str | None = None  # where stop() moves that dump once the JVM is gone
+    token_required: bool = False  # started with a token: clients must send it
 
     @property
     def url(self) -> str:
-        return f"sc://{self.host}:{self.port}"
+        """The URL clients use: a token server on loopback as `localhost`, where PySpark's client sends a
+        token without TLS (`connect_url`)."""
+        local = self.token_required and is_loopback(self.host.strip("[]"))
+        return f"sc://{'localhost' if local else self.host}:{self.port}"
 
 
 def metastore_dir(warehouse: str) -> str:
@@ -137,10 +145,15 @@ def _server_conf(warehouse: str, host: str, port: int, spark_conf: dict | None, 
 
 
 def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", master: str = "local[*]",
-          spark_conf: dict | None = None, timeout: float = 180.0) -> ServerInfo:
+          spark_conf: dict | None = None, timeout: float = 180.0, token: str | None = None) -> ServerInfo:
     """Start the warehouse's Spark Connect server and wait until it answers a query on the catalog (which
-    boots the metastore, so the first client finds it warm). A running one is returned as it is."""
+    boots the metastore, so the first client finds it warm). A running one is returned as it is.
+    `token`: clients must send it (Connect's pre-shared token); left out, `spark_conf`'s
+    spark.connect.authenticate.token or $SPARK_CONNECT_AUTHENTICATE_TOKEN, else none."""
     warehouse = os.path.abspath(warehouse)
+    spark_conf = dict(spark_conf or {})
+    # the token goes to the server in its environment, not on a command line every local user can list
+    token = token or spark_conf.pop(TOKEN_CONF, None) or os.environ.get(TOKEN_ENV) or None
     recorded = read_state(warehouse)
     if recorded is not None and process_alive(recorded.pid):
         return status(warehouse)  # running (or hung: said so)
@@ -165,16 +178,16 @@ def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", 
         # the lock is held: no server of this warehouse runs, so what is there is a killed one's
         shutil.rmtree(server_tmp(warehouse), ignore_errors=True)
         os.makedirs(server_tmp(warehouse), exist_ok=True)
-        proc = _spawn(warehouse, host, port, master, spark_conf, lock_fd, cds)
+        proc = _spawn(warehouse, host, port, master, spark_conf, lock_fd, cds, token)
     finally:
         os.close(lock_fd)
     info = ServerInfo(pid=proc.pid, host=host, port=port, warehouse=warehouse,
                       log=os.path.join(ms, SERVER_LOG), python=sys.executable, class_dump=dump,
-                      class_archive=archive)
+                      class_archive=archive, token_required=bool(token))
     with open(_state_path(warehouse), "w") as f:
         json.dump(asdict(info), f)
     try:
-        _wait_ready(proc, info, timeout)
+        _wait_ready(proc, info, timeout, token)
     except BaseException:
         _terminate(proc.pid, 10)
         if dump and archive:
@@ -184,7 +197,8 @@ def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", 
     return info
 
 
-def _spawn(warehouse: str, host: str, port: int, master: str, spark_conf: dict | None, lock_fd: int, cds: str):
+def _spawn(warehouse: str, host: str, port: int, master: str, spark_conf: dict | None, lock_fd: int, cds: str,
+           token: str | None):
     import pyspark  # the server is the installed pyspark's (its jars); only `start` needs it
 
     home = os.path.dirname(pyspark.__file__)
@@ -196,6 +210,9 @@ def _spawn(warehouse: str, host: str, port: int, master: str, spark_conf: dict |
                SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)  # a client setting: the server must start classic
     env.pop("SPARK_REMOTE", None)
+    env.pop(TOKEN_ENV, None)
+    if token:
+        env[TOKEN_ENV] = token
     log = open(os.path.join(metastore_dir(warehouse), SERVER_LOG), "wb")
     try:
         # a session of its own: a Ctrl-C in the starting terminal does not stop the server
@@ -205,7 +222,7 @@ def _spawn(warehouse: str, host: str, port: int, master: str, spark_conf: dict |
         log.close()
 
 
-def _wait_ready(proc, info: ServerInfo, timeout: float) -> None:
+def _wait_ready(proc, info: ServerInfo, timeout: float, token: str | None) -> None:
     deadline = time.monotonic() + timeout
     while not answers(info.host, info.port, 0.5):
         if proc.poll() is not None:
@@ -219,7 +236,7 @@ def _wait_ready(proc, info: ServerInfo, timeout: float) -> None:
     # (SPARK_CONNECT_MODE_ENABLED), which a process that starts the server (a test session) may not want
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 
-    spark = RemoteSession.builder.remote(info.url).create()
+    spark = RemoteSession.builder.remote(connect_url(info.url, token=token)).create()
     try:
         spark.sql("show databases").collect()  # boots the metastore: a broken catalog fails here, not in dbt
     finally:
@@ -272,17 +289,11 @@ def _terminate(pid: int, timeout: float) -> bool:
     return False
 
 
-def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params: dict | None = None,
-            conf: dict | None = None):
-    """A Spark Connect session to `url` (sc://host:port[/;param=...]); `token` and `use_ssl` are added as the
-    Connect URL parameters; `conf`: runtime SQL settings of the new session, sent in one request (a
-    `spark.conf.set` each would be a round trip each) that PySpark sends ignoring failures: pass settings
-    known to be valid. A server that does not answer raises ServerError naming how to start one. A server on
-    the loopback interface is queried without reattachable executions. PySpark then runs this process in
-    Connect mode (its functions build Connect columns): a process has classic sessions or Connect ones, not
-    both."""
-    from pyspark.sql import SparkSession
-
+def connect_url(url: str, *, token: str | None = None, use_ssl: bool = False, params: dict | None = None) -> str:
+    """The Connect URL for `url` (sc://host:port[/;param=...], the scheme optional) with `token`, `use_ssl`
+    and `params` added as its parameters. A token without TLS to a loopback address names the host
+    `localhost`: PySpark sends a token over TLS to any other host name, which a local server does not speak,
+    and over gRPC's local credentials to `localhost`."""
     full = url if url.startswith("sc://") else f"sc://{url}"
     extra = dict(params or {})
     if token:
@@ -291,6 +302,27 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
         extra["use_ssl"] = "true"
     if extra:
         full = full.rstrip("/") + ("/" if "/;" not in full else "") + "".join(f";{k}={v}" for k, v in extra.items())
+    hostport, _, rest = full[len("sc://"):].partition("/")
+    host, _, port = hostport.rpartition(":")
+    secure = "use_ssl=true" in rest.lower()
+    sends_token = ";token=" in f";{rest}" or (os.environ.get(TOKEN_ENV) and "token=" not in rest)
+    if sends_token and not secure and host and is_loopback(host.strip("[]")):
+        full = f"sc://localhost:{port}" + (f"/{rest}" if rest else "")
+    return full
+
+
+def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params: dict | None = None,
+            conf: dict | None = None):
+    """A Spark Connect session to `url` (sc://host:port[/;param=...]); `token` and `use_ssl` are added as the
+    Connect URL parameters (`connect_url`); `conf`: runtime SQL settings of the new session, sent in one
+    request (a `spark.conf.set` each would be a round trip each) that PySpark sends ignoring failures: pass
+    settings known to be valid. A server that does not answer, or refuses the token, raises ServerError naming
+    what to do. A server on the loopback interface is queried without reattachable executions. PySpark then
+    runs this process in Connect mode (its functions build Connect columns): a process has classic sessions
+    or Connect ones, not both."""
+    from pyspark.sql import SparkSession
+
+    full = connect_url(url, token=token, use_ssl=use_ssl, params=params)
     hostport = full[len("sc://"):].split("/", 1)[0]
     host, _, port = hostport.rpartition(":")
     if host and port.isdigit() and not answers(host, int(port), 2.0):
@@ -300,7 +332,18 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
     builder = SparkSession.builder.remote(full)
     if conf:
         builder = builder.config(map={k: str(v) for k, v in conf.items()})
-    spark = builder.create()
+    try:
+        spark = builder.create()  # sends `conf`, the first request, where the server checks the token
+        if not conf:
+            spark.conf.get("spark.sql.session.timeZone")  # else the first query's would fail on it
+    except Exception as e:
+        if "UNAUTHENTICATED" not in str(e):
+            raise
+        given = ";token=" in full or (os.environ.get(TOKEN_ENV) and ";token=" not in full)
+        shown = (url if url.startswith("sc://") else f"sc://{url}").split("/;")[0].rstrip("/")
+        raise ServerError(f"the Spark Connect server at {shown} "
+                          + ("refused the token sent (it is not the server's)" if given else "requires a token")
+                          + f": pass the server's token (the dbt profile's `token`) or set {TOKEN_ENV}") from None
     atexit.register(_close_at_exit, spark.client)  # after the client's own handler: runs before it
     if is_loopback(host.strip("[]")):
         # a reattachable execution sends a ReleaseExecute after each reply: ~10 ms per query on 2 cores

@@ -44,6 +44,61 @@ def test_connect_to_an_absent_server_names_the_command():
         server.connect(f"sc://127.0.0.1:{port}", token="t", use_ssl=True)
 
 
+@pytest.mark.parametrize("url,kw,env,expect", [
+    ("sc://127.0.0.1:15002", {}, None, "sc://127.0.0.1:15002"),
+    ("127.0.0.1:15002", {"token": "t"}, None, "sc://localhost:15002/;token=t"),
+    ("sc://[::1]:15002/;session_id=x", {"token": "t"}, None, "sc://localhost:15002/;session_id=x;token=t"),
+    ("sc://127.0.0.1:15002/;token=t", {}, None, "sc://localhost:15002/;token=t"),
+    ("sc://127.0.0.1:15002", {}, "t", "sc://localhost:15002"),  # PySpark's client sends the variable's token
+    ("sc://127.0.0.1:15002", {"token": "t", "use_ssl": True}, None, "sc://127.0.0.1:15002/;token=t;use_ssl=true"),
+    ("sc://spark.example.com:443", {"token": "t"}, None, "sc://spark.example.com:443/;token=t"),
+])
+def test_a_token_to_a_loopback_server_goes_to_localhost(monkeypatch, url, kw, env, expect):
+    """PySpark sends a token over TLS to every host but `localhost`; a local server speaks no TLS."""
+    if env:
+        monkeypatch.setenv(server.TOKEN_ENV, env)
+    else:
+        monkeypatch.delenv(server.TOKEN_ENV, raising=False)
+    assert server.connect_url(url, **kw) == expect
+
+
+def test_a_token_server_is_reached_as_localhost_and_says_so(tmp_path, capsys):
+    info = server.ServerInfo(pid=1, host="127.0.0.1", port=15002, warehouse=str(tmp_path), log="x.log",
+                             python="python", token_required=True)
+    assert info.url == "sc://localhost:15002"
+    assert server.ServerInfo(**{**info.__dict__, "host": "10.0.0.5"}).url == "sc://10.0.0.5:15002"
+    assert server.ServerInfo(**{**info.__dict__, "token_required": False}).url == "sc://127.0.0.1:15002"
+    assert "clients must send its token" in cli._token_note(info) and cli._token_note(
+        server.ServerInfo(**{**info.__dict__, "token_required": False})) == ""
+
+
+def test_the_token_goes_to_the_server_in_its_environment(tmp_path, monkeypatch):
+    """`--conf spark.connect.authenticate.token=...` or the variable: the server JVM gets it from its
+    environment, never on the command line (which every local user can list)."""
+    seen = {}
+
+    class Proc:
+        pid, returncode = 4242, 1
+
+        def poll(self):
+            return 1
+
+    def fake_popen(cmd, env, **_):
+        seen.update(cmd=cmd, env=env)
+        return Proc()
+
+    monkeypatch.setattr(server.subprocess, "Popen", fake_popen)
+    monkeypatch.setattr(server, "_terminate", lambda pid, timeout: True)  # no process to signal
+    monkeypatch.setenv(server.TOKEN_ENV, "from-env")
+    with pytest.raises(server.ServerError, match="exited"):
+        server.start(str(tmp_path), port=_free_port(), spark_conf={server.TOKEN_CONF: "s3cret"}, timeout=5)
+    assert seen["env"][server.TOKEN_ENV] == "s3cret" and not any("s3cret" in c for c in seen["cmd"])
+    monkeypatch.delenv(server.TOKEN_ENV)
+    with pytest.raises(server.ServerError, match="exited"):
+        server.start(str(tmp_path), port=_free_port(), timeout=5)
+    assert server.TOKEN_ENV not in seen["env"]
+
+
 @pytest.mark.parametrize("host,loopback", [("127.0.0.1", True), ("127.1.2.3", True), ("localhost", True),
                                            ("LocalHost", True), ("::1", True), ("10.0.0.5", False),
                                            ("spark.example.com", False), ("0.0.0.0", False)])
@@ -80,3 +135,15 @@ def test_a_callers_java_options_are_appended_to_hudilites(tmp_path):
     local = session_conf({"spark.executor.extraJavaOptions": "-Xss4m", "spark.ui.enabled": "true"})
     assert local["spark.executor.extraJavaOptions"] == "-Duser.timezone=UTC -Xss4m"
     assert local[DRIVER_JAVA_OPTIONS] == "-Duser.timezone=UTC" and local["spark.ui.enabled"] == "true"
+
+
+@pytest.mark.parametrize("host,token,warned", [("0.0.0.0", False, True), ("0.0.0.0", True, False),
+                                               ("127.0.0.1", False, False)])
+def test_start_warns_of_a_server_others_reach_without_a_token(tmp_path, monkeypatch, capsys, host, token, warned):
+    info = server.ServerInfo(pid=1, host=host, port=15002, warehouse=str(tmp_path), log="x.log", python="python",
+                             token_required=token)
+    monkeypatch.setattr(server, "start", lambda *a, **k: info)
+    assert cli.main(["server", "start", "--warehouse", str(tmp_path), "--host", host]) == 0
+    out = capsys.readouterr()
+    assert ("runs code as this user" in out.err) is warned, out.err
+    assert ("clients must send its token" in out.out) is token, out.out

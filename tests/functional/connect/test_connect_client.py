@@ -1,7 +1,8 @@
 """Spark Connect clients: a dbt process whose server has gone away by the time it exits (stopped, restarted,
 the network lost) exits at once - PySpark's client otherwise sends a clean-up RPC at interpreter exit and
 retries it against the absent server for ten minutes; a session of a loopback server runs its queries
-without reattachable executions; a model's query is sent once, for its analysis."""
+without reattachable executions; a model's query is sent once, for its analysis; a server started with a
+token serves only the clients that send it."""
 
 import socket
 import subprocess
@@ -12,7 +13,8 @@ import time
 
 import pytest
 
-from tests.functional.connect.conftest import ROOT, _env
+from hudilite import server
+from tests.functional.connect.conftest import ROOT, _env, _free_port, run_client
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -160,3 +162,70 @@ def test_a_query_frame_is_sent_once_for_its_analysis(connect_server):
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == (
         "0 ['_analyze'] ['id', 'v'] [(1, 'v1'), (2, 'v2')] UNRESOLVED_COLUMN.WITH_SUGGESTION")
+
+
+TOKEN_CLIENT = """
+import sys
+from pyspark.sql import SparkSession
+from hudilite import server
+for token in sys.argv[2:]:
+    try:
+        spark = server.connect(sys.argv[1], token=token or None)
+        print(spark.sql("select sum(id) as s from range(10)").collect()[0].s)
+    except server.ServerError as e:
+        print("refused:", e)
+if len(sys.argv) == 2:  # a plain PySpark client at the server's URL: the token is the variable's
+    print(SparkSession.builder.remote(sys.argv[1]).getOrCreate().sql(
+        "select sum(id) as s from range(10)").collect()[0].s)
+"""
+DBT = "import sys; from dbt.cli.main import dbtRunner; sys.exit(0 if dbtRunner().invoke(sys.argv[1:]).success else 1)"
+
+
+@pytest.mark.slow
+def test_a_server_started_with_a_token_serves_only_clients_that_send_it(tmp_path, monkeypatch):
+    """Spark Connect's pre-shared token: `hudilite server start` waits for the server with it, the JVM gets it
+    in its environment (not on its command line), and a client sends it over loopback without TLS - PySpark
+    sends a token over TLS to any host but `localhost`. A client without it, or with another, is refused by
+    name; dbt connects with the profile's `token`."""
+    monkeypatch.delenv(server.TOKEN_ENV, raising=False)
+    wh = str(tmp_path / "wh")
+    info = server.start(wh, port=_free_port(), master="local[1]", spark_conf={server.TOKEN_CONF: "s3cret-token"})
+    try:
+        assert info.token_required and info.url == f"sc://localhost:{info.port}"
+        with open(f"/proc/{info.pid}/cmdline", "rb") as f:
+            assert b"s3cret-token" not in f.read()
+        loop = f"sc://127.0.0.1:{info.port}"
+        out = run_client(["-c", TOKEN_CLIENT, loop, "s3cret-token", "", "other"], timeout=300)
+        assert out.stdout.splitlines() == [
+            "45", f"refused: the Spark Connect server at {loop} requires a token: pass the server's token (the dbt "
+            f"profile's `token`) or set {server.TOKEN_ENV}",
+            f"refused: the Spark Connect server at {loop} refused the token sent (it is not the server's): pass "
+            f"the server's token (the dbt profile's `token`) or set {server.TOKEN_ENV}"], out.stderr[-3000:]
+        out = run_client(["-c", TOKEN_CLIENT, loop, ""], env={server.TOKEN_ENV: "s3cret-token"}, timeout=300)
+        assert out.stdout.splitlines() == ["45"], out.stderr[-3000:]
+        out = run_client(["-c", TOKEN_CLIENT, info.url], env={server.TOKEN_ENV: "s3cret-token"}, timeout=300)
+        assert out.stdout.splitlines() == ["45"], out.stderr[-3000:]
+
+        for token, ok in (("s3cret-token", True), ("other", False)):
+            proj = tmp_path / f"p_{ok}"
+            proj.mkdir()
+            (proj / "dbt_project.yml").write_text("name: tok\nversion: '1.0'\nprofile: tok\n")
+            (proj / "profiles.yml").write_text(textwrap.dedent(f"""
+                tok:
+                  target: dev
+                  outputs:
+                    dev:
+                      type: hudilite
+                      method: connect
+                      host: {loop}
+                      token: {token}
+                      schema: tok
+                      warehouse: {wh}
+            """))
+            out = run_client(["-c", DBT, "debug", "--project-dir", str(proj), "--profiles-dir", str(proj)],
+                             timeout=300)
+            assert (out.returncode == 0) is ok, out.stdout[-3000:]
+            if not ok:
+                assert "refused the token sent" in out.stdout, out.stdout[-3000:]
+    finally:
+        server.stop(wh)
