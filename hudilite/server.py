@@ -23,6 +23,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -329,6 +330,14 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
         raise ServerError(f"no Spark Connect server answers at sc://{hostport}. Start a local one with: "
                           "hudilite server start --warehouse DIR" + (f" --port {port}" if port != str(DEFAULT_PORT)
                                                                       else ""))
+    rest = full[len("sc://"):].partition("/")[2]
+    tls = "use_ssl=true" in rest.lower() or ((";token=" in f";{rest}" or bool(os.environ.get(TOKEN_ENV)))
+                                             and host != "localhost")
+    if tls and port.isdigit() and _speaks_tls(host.strip("[]"), int(port)) is False:
+        # PySpark's client would retry the failing handshake for ten minutes
+        raise ServerError(f"the Spark Connect server at sc://{hostport} does not speak TLS, which this connection "
+                          "asks for (use_ssl, or a token: PySpark sends a token over TLS to every host but "
+                          "localhost): drop use_ssl, or put TLS in front of the server")
     builder = SparkSession.builder.remote(full)
     if conf:
         builder = builder.config(map={k: str(v) for k, v in conf.items()})
@@ -350,6 +359,23 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
         # (bench/README.md); reattaching only pays off over networks that cut long streams
         spark.client.disable_reattachable_execute()
     return spark
+
+
+def _speaks_tls(host: str, port: int, timeout: float = 5.0) -> bool | None:
+    """Whether the server at host:port answers a TLS handshake (certificates unchecked: only the protocol is
+    asked about); None when it does not answer in time."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["h2"])
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock, \
+                ctx.wrap_socket(sock, server_hostname=host):
+            return True
+    except (ssl.SSLError, ConnectionResetError, ConnectionAbortedError, BrokenPipeError):
+        return False  # a plain gRPC server answers the greeting with an HTTP/2 error and closes
+    except OSError:  # a timeout, or nothing there (connect() said so already)
+        return None
 
 
 def is_loopback(host: str) -> bool:

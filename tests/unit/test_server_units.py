@@ -2,8 +2,12 @@
 
 import json
 import os
+import shutil
 import socket
+import ssl
 import subprocess
+import threading
+import time
 
 import pytest
 
@@ -147,3 +151,65 @@ def test_start_warns_of_a_server_others_reach_without_a_token(tmp_path, monkeypa
     out = capsys.readouterr()
     assert ("runs code as this user" in out.err) is warned, out.err
     assert ("clients must send its token" in out.out) is token, out.out
+
+
+def _serve(handle):
+    """A loopback listener whose every connection `handle(sock)` serves, on a thread; its port."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def loop():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    handle(conn)
+                except OSError:
+                    pass
+
+    threading.Thread(target=loop, daemon=True).start()
+    return listener
+
+
+def _plain_grpc(conn):
+    conn.recv(4096)  # the TLS greeting; a plain HTTP/2 server replies with a GOAWAY frame and closes
+    conn.sendall(bytes.fromhex("000008070000000000000000000000000001"))
+
+
+@pytest.mark.parametrize("how", [{"use_ssl": True}, {"token": "t"}])
+def test_tls_to_a_server_without_it_fails_at_once_naming_it(monkeypatch, how):
+    """PySpark's client would retry the failed handshake for ten minutes."""
+    monkeypatch.delenv(server.TOKEN_ENV, raising=False)
+    listener = _serve(_plain_grpc)
+    with listener:
+        port = listener.getsockname()[1]
+        host = "spark.example.com" if "token" in how else "127.0.0.1"  # a token goes over TLS to other hosts
+        monkeypatch.setattr(server.socket, "create_connection", _to_loopback(socket.create_connection))
+        t0 = time.monotonic()
+        with pytest.raises(server.ServerError, match=f"at sc://{host}:{port} does not speak TLS"):
+            server.connect(f"sc://{host}:{port}", **how)
+        assert time.monotonic() - t0 < 10
+
+
+def _to_loopback(create_connection):
+    return lambda address, *a, **k: create_connection(("127.0.0.1", address[1]), *a, **k)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="makes a certificate with openssl")
+def test_a_tls_server_is_recognised_whatever_its_certificate(tmp_path):
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=self-signed"], check=True, capture_output=True)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+
+    def tls(conn):
+        with ctx.wrap_socket(conn, server_side=True) as s:
+            s.recv(1)
+
+    with _serve(tls) as listener:
+        assert server._speaks_tls("127.0.0.1", listener.getsockname()[1]) is True
+    with _serve(_plain_grpc) as listener:
+        assert server._speaks_tls("127.0.0.1", listener.getsockname()[1]) is False
