@@ -73,6 +73,10 @@ class StreamingSink:
         self.checkpoint_location = checkpoint_location
         self.async_instants = async_instants
         self.conflict_retries = STREAMING_CONFLICT_RETRIES.get(self.options)
+        self._start()
+
+    def _start(self) -> None:
+        """The state of one run of the query in this process."""
         self._recovered = False
         self._last_batch: int | None = None
         self._outstanding: list[tuple[object, dict]] = []  # prepared, not completed, in instant order
@@ -83,6 +87,19 @@ class StreamingSink:
         self.skipped: list[int] = []  # batch ids recognised as replays (for tests and logs)
         self.committed: list[tuple[int, str]] = []  # (batch id, instant) completed by this object
         _LIVE.add(self)
+
+    # Spark Connect pickles the foreachBatch function and calls it in the server's Python worker, which the
+    # server stops with the query: a commit left prepared there would stay invisible until the query's next
+    # run recovered it, so a shipped sink completes each batch's commit before returning
+    _SETTINGS = ("path", "options", "_writer", "query_id", "checkpoint_location", "async_instants",
+                 "conflict_retries")
+
+    def __getstate__(self) -> dict:
+        return {k: self.__dict__[k] for k in self._SETTINGS}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, async_instants=False)
+        self._start()
 
     # ---- the foreachBatch function -------------------------------------------------------------
     def __call__(self, df, batch_id) -> None:
@@ -237,7 +254,9 @@ def write_stream(df, path, *, checkpointLocation: str, trigger: dict | None = No
                  **kwargs):
     """Start a streaming query writing `df` to the table at `path` (one commit per micro-batch). `trigger`:
     keyword arguments of `DataStreamWriter.trigger` (e.g. {"processingTime": "10 seconds"},
-    {"availableNow": True}). Returns the StreamingQuery; `query.hudilite_sink` is the sink."""
+    {"availableNow": True}). Returns the StreamingQuery; `query.hudilite_sink` is the sink. Over Spark
+    Connect the server's Python worker runs a copy of it, completing each batch's commit before the batch ends:
+    this one's `flush`/`close` then have nothing to wait for, and its `committed`/`skipped` stay empty."""
     s = StreamingSink(path, checkpoint_location=checkpointLocation, **kwargs)
     w = df.writeStream.foreachBatch(s).option("checkpointLocation", checkpointLocation)
     if query_name:
@@ -245,8 +264,5 @@ def write_stream(df, path, *, checkpointLocation: str, trigger: dict | None = No
     if trigger:
         w = w.trigger(**trigger)
     q = w.start()
-    try:
-        q.hudilite_sink = s
-    except AttributeError:  # pragma: no cover - a query object that takes no attributes
-        pass
+    q.hudilite_sink = s
     return q

@@ -20,6 +20,9 @@ class _Unset:
     def __repr__(self):
         return "<the table's>"
 
+    def __reduce__(self):
+        return "UNSET"  # unpickled as the module's one instance, which `is UNSET` tests look for
+
 
 UNSET = _Unset()
 

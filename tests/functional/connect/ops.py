@@ -3,9 +3,11 @@ process and over Spark Connect in a subprocess (`python -m tests.functional.conn
 prints them as JSON), then compared. Instant times and file names differ between runs and are left out."""
 
 import json
+import os
 import sys
 
 import hudilite
+import hudilite.streaming as hs
 
 SCHEMA = "id long, ts long, name string, region string"
 KW = dict(record_key="id", precombine_field="ts", partition_by=("region",))
@@ -37,7 +39,48 @@ def run_ops(spark, base: str) -> dict:
             r["after_compaction"] = _rows(hudilite.read(spark, p))
             r["read_optimized"] = _rows(hudilite.read(spark, p, read_optimized=True))
         out[tt] = r
+    out["stream"] = run_stream(spark, f"{base}/stream")
     return out
+
+
+def run_stream(spark, base: str) -> dict:
+    """The streaming sink: `write_stream` over two runs of a file stream, a replayed batch (its checkpoint
+    commit removed) skipped, and a `foreachBatch(sink(...))` with a query id. Over Connect the server's Python
+    worker runs the (pickled) sink."""
+    src, chk, table = f"{base}/src", f"{base}/chk", f"{base}/table"
+    os.makedirs(src)
+
+    def run(sink_table=table, **kw):
+        df = spark.readStream.schema("id long, v long, ts long").json(src)
+        if kw:
+            q = (df.writeStream.foreachBatch(hs.sink(sink_table, record_key="id", precombine_field="ts", **kw))
+                 .option("checkpointLocation", f"{base}/chk_direct").trigger(availableNow=True).start())
+        else:
+            q = hs.write_stream(df, sink_table, checkpointLocation=chk, trigger={"availableNow": True},
+                                record_key="id", precombine_field="ts")
+            q.awaitTermination()
+            q.hudilite_sink.close()  # classic: the last prepared commit completed
+            return
+        q.awaitTermination()
+
+    def add(name, rows):
+        with open(f"{src}/{name}.json", "w") as f:
+            f.writelines(json.dumps(dict(zip(("id", "v", "ts"), r))) + "\n" for r in rows)
+
+    add("a", [(1, 10, 1), (2, 20, 1)])
+    run()
+    add("b", [(1, 11, 2), (3, 30, 1), (2, 19, 0)])  # 2: a late record, it loses
+    run()
+    for name in ("1", ".1.crc"):  # Spark replays batch 1; the sink finds it committed
+        os.remove(f"{chk}/commits/{name}")
+    run()
+    run(f"{base}/direct", query_id="direct-query")
+    t = hudilite.Table.open(table, spark=spark)
+    with open(f"{chk}/metadata") as f:
+        qid = json.load(f)["id"]
+    return {"rows": _rows(hudilite.read(spark, table)), "direct": _rows(hudilite.read(spark, f"{base}/direct")),
+            "commits": len(t.timeline.completed()), "last_batch": t.checkpoint(qid),
+            "direct_batch": hudilite.Table.open(f"{base}/direct").checkpoint("direct-query")}
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The core over Spark Connect: writes (insert, upsert, delete; copy-on-write and merge-on-read), snapshot,
-time travel, incremental reads, change feeds and compaction through a Connect session to `hudilite server`
-give what the classic session gives on the same operations."""
+time travel, incremental reads, change feeds, compaction and the streaming sink through a Connect session to
+`hudilite server` give what the classic session gives on the same operations."""
 
 import json
 
@@ -27,3 +27,7 @@ def test_core_operations_over_connect_equal_classic(spark, connect_server, tmp_p
     mor = over_connect["MERGE_ON_READ"]
     assert mor["compacted"] == 1 and mor["read_optimized"] == mor["after_compaction"] == mor["snapshot"]
     assert sorted(r[0] for r in mor["snapshot"]) == [1, 2, 3, 4, 5, 6, 8, 9, 10, 11]
+    # the streaming sink runs pickled in the server's Python worker: a replayed batch adds no commit
+    stream = over_connect["stream"]
+    assert stream["rows"] == stream["direct"] == [[1, 11, 2], [2, 20, 1], [3, 30, 1]]
+    assert (stream["commits"], stream["last_batch"], stream["direct_batch"]) == (2, 1, 0)
