@@ -303,13 +303,23 @@ def connect_url(url: str, *, token: str | None = None, use_ssl: bool = False, pa
         extra["use_ssl"] = "true"
     if extra:
         full = full.rstrip("/") + ("/" if "/;" not in full else "") + "".join(f";{k}={v}" for k, v in extra.items())
-    hostport, _, rest = full[len("sc://"):].partition("/")
-    host, _, port = hostport.rpartition(":")
-    secure = "use_ssl=true" in rest.lower()
-    sends_token = ";token=" in f";{rest}" or (os.environ.get(TOKEN_ENV) and "token=" not in rest)
-    if sends_token and not secure and host and is_loopback(host.strip("[]")):
+    host, port, rest = _parts(full)
+    if _sends_token(rest) and "use_ssl=true" not in rest.lower() and host and is_loopback(host.strip("[]")):
         full = f"sc://localhost:{port}" + (f"/{rest}" if rest else "")
     return full
+
+
+def _parts(url: str) -> tuple[str, str, str]:
+    """(host, port, parameters) of a Connect URL."""
+    hostport, _, rest = url[len("sc://"):].partition("/")
+    host, _, port = hostport.rpartition(":")
+    return host, port, rest
+
+
+def _sends_token(params: str) -> bool:
+    """Whether PySpark's client sends a token with these URL parameters: theirs, else the variable's (set at
+    all: PySpark takes an empty one too)."""
+    return ";token=" in f";{params}" or os.environ.get(TOKEN_ENV) is not None
 
 
 def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params: dict | None = None,
@@ -324,15 +334,14 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
     from pyspark.sql import SparkSession
 
     full = connect_url(url, token=token, use_ssl=use_ssl, params=params)
-    hostport = full[len("sc://"):].split("/", 1)[0]
-    host, _, port = hostport.rpartition(":")
+    host, port, rest = _parts(full)
+    hostport = f"{host}:{port}"
     if host and port.isdigit() and not answers(host, int(port), 2.0):
         raise ServerError(f"no Spark Connect server answers at sc://{hostport}. Start a local one with: "
                           "hudilite server start --warehouse DIR" + (f" --port {port}" if port != str(DEFAULT_PORT)
                                                                       else ""))
-    rest = full[len("sc://"):].partition("/")[2]
-    tls = "use_ssl=true" in rest.lower() or ((";token=" in f";{rest}" or bool(os.environ.get(TOKEN_ENV)))
-                                             and host != "localhost")
+    # PySpark's rule: TLS when asked for, or for a token to any host but `localhost`
+    tls = "use_ssl=true" in rest.lower() or (_sends_token(rest) and host != "localhost")
     if tls and port.isdigit() and _speaks_tls(host.strip("[]"), int(port)) is False:
         # PySpark's client would retry the failing handshake for ten minutes
         raise ServerError(f"the Spark Connect server at sc://{hostport} does not speak TLS, which this connection "
@@ -348,7 +357,7 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
     except Exception as e:
         if "UNAUTHENTICATED" not in str(e):
             raise
-        given = ";token=" in full or (os.environ.get(TOKEN_ENV) and ";token=" not in full)
+        given = _sends_token(rest)
         shown = (url if url.startswith("sc://") else f"sc://{url}").split("/;")[0].rstrip("/")
         raise ServerError(f"the Spark Connect server at {shown} "
                           + ("refused the token sent (it is not the server's)" if given else "requires a token")
