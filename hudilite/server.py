@@ -33,7 +33,7 @@ from hudilite.errors import HudiliteError
 from hudilite.spark.class_cache import DUMP_WAIT_S, class_cache_options, install_class_archive, process_alive
 from hudilite.spark.jvm import java_property
 from hudilite.spark.session import DRIVER_JAVA_OPTIONS, merge_conf, session_conf
-from hudilite.warehouse import WAREHOUSE_LOCK, WarehouseLockedError, locked_message, spark_log_config
+from hudilite.warehouse import SPARK_LOG, WAREHOUSE_LOCK, WarehouseLockedError, locked_message, spark_log_config
 
 DEFAULT_PORT = 15002  # Spark Connect's own default
 STATE_FILE = "connect-server.json"  # in <warehouse>/.metastore
@@ -151,6 +151,8 @@ def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", 
     boots the metastore, so the first client finds it warm). A running one is returned as it is.
     `token`: clients must send it (Connect's pre-shared token); left out, `spark_conf`'s
     spark.connect.authenticate.token or $SPARK_CONNECT_AUTHENTICATE_TOKEN, else none."""
+    if not 1024 <= port <= 65535:  # Spark's own range (0, a random port, would leave clients guessing)
+        raise ServerError(f"port {port}: a Spark Connect server listens on a port from 1024 to 65535")
     warehouse = os.path.abspath(warehouse)
     spark_conf = dict(spark_conf or {})
     # the token goes to the server in its environment, not on a command line every local user can list
@@ -179,6 +181,7 @@ def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", 
         # the lock is held: no server of this warehouse runs, so what is there is a killed one's
         shutil.rmtree(server_tmp(warehouse), ignore_errors=True)
         os.makedirs(server_tmp(warehouse), exist_ok=True)
+        spawned = time.time()
         proc = _spawn(warehouse, host, port, master, spark_conf, lock_fd, cds, token)
     finally:
         os.close(lock_fd)
@@ -188,7 +191,7 @@ def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", 
     with open(_state_path(warehouse), "w") as f:
         json.dump(asdict(info), f)
     try:
-        _wait_ready(proc, info, timeout, token)
+        _wait_ready(proc, info, timeout, token, spawned)
     except BaseException:
         _terminate(proc.pid, 10)
         if dump and archive:
@@ -223,12 +226,12 @@ def _spawn(warehouse: str, host: str, port: int, master: str, spark_conf: dict |
         log.close()
 
 
-def _wait_ready(proc, info: ServerInfo, timeout: float, token: str | None) -> None:
+def _wait_ready(proc, info: ServerInfo, timeout: float, token: str | None, spawned: float) -> None:
     deadline = time.monotonic() + timeout
     while not answers(info.host, info.port, 0.5):
         if proc.poll() is not None:
             raise ServerError(f"the Spark Connect server exited (code {proc.returncode}) while starting: "
-                              f"{_tail(info.log)} (log: {info.log})")
+                              f"{_startup_error(info, spawned) or _tail(info.log)} (log: {info.log})")
         if time.monotonic() > deadline:
             raise ServerError(f"the Spark Connect server did not answer at {info.url} within {timeout:.0f} s "
                               f"(log: {info.log})")
@@ -242,6 +245,21 @@ def _wait_ready(proc, info: ServerInfo, timeout: float, token: str | None) -> No
         spark.sql("show databases").collect()  # boots the metastore: a broken catalog fails here, not in dbt
     finally:
         spark.stop()  # this client's session only: the server keeps running
+
+
+def _startup_error(info: ServerInfo, spawned: float) -> str:
+    """The server's own error from Spark's log (where its driver logs, not its output), if this server wrote
+    it: the last ERROR line and the exception under it."""
+    path = os.path.join(metastore_dir(info.warehouse), SPARK_LOG)
+    try:
+        if os.path.getmtime(path) < spawned:  # an earlier session's log: this JVM died before logging
+            return ""
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ""
+    at = max((i for i, ln in enumerate(lines) if " ERROR " in ln), default=None)
+    return "" if at is None else " | ".join(ln.strip() for ln in lines[at:at + 2])
 
 
 def _tail(path: str, lines: int = 5) -> str:

@@ -213,3 +213,26 @@ def test_a_tls_server_is_recognised_whatever_its_certificate(tmp_path):
         assert server._speaks_tls("127.0.0.1", listener.getsockname()[1]) is True
     with _serve(_plain_grpc) as listener:
         assert server._speaks_tls("127.0.0.1", listener.getsockname()[1]) is False
+
+
+@pytest.mark.parametrize("port", [0, 80, 1023, 65536, 70000])
+def test_a_port_spark_cannot_listen_on_is_refused_before_starting(tmp_path, port):
+    with pytest.raises(server.ServerError, match=f"port {port}: a Spark Connect server listens on a port from 1024"):
+        server.start(str(tmp_path), port=port)
+    assert not (tmp_path / ".metastore").exists()
+
+
+def test_a_failed_start_reports_the_servers_error_from_sparks_log(tmp_path):
+    """The server's driver logs to <warehouse>/.metastore/spark.log, not to its output: its error is there."""
+    info = server.ServerInfo(pid=1, host="127.0.0.1", port=15002, warehouse=str(tmp_path), log="x.log",
+                             python="python")
+    ms = tmp_path / ".metastore"
+    ms.mkdir()
+    (ms / "spark.log").write_text("26/12/07 04:51:50 WARN Utils: a warning\n"
+                                  "26/12/07 04:51:52 ERROR SparkConnectServer: Error starting Spark Connect server\n"
+                                  "java.lang.IllegalArgumentException: requirement failed: bad setting\n"
+                                  "\tat org.apache.spark.Something\n")
+    assert server._startup_error(info, time.time() - 60) == (
+        "26/12/07 04:51:52 ERROR SparkConnectServer: Error starting Spark Connect server | "
+        "java.lang.IllegalArgumentException: requirement failed: bad setting")
+    assert server._startup_error(info, time.time() + 60) == ""  # an earlier session's log
