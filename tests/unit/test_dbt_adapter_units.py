@@ -99,6 +99,14 @@ def test_storage_options_are_redacted_in_connection_info():
     assert "SECRET" not in text and "AKID" not in text and "TOKEN" not in text
 
 
+def test_a_token_in_the_connect_url_is_redacted_in_connection_info():
+    creds = HudiliteCredentials.from_dict({"schema": "s", "method": "connect", "token": "SECRET1",
+                                           "host": "sc://h:15002/;user_id=me;Token=SECRET2;use_ssl=true"})
+    info = dict(creds.connection_info())
+    assert info["host"] == "sc://h:15002/;user_id=me;Token=***;use_ssl=true"
+    assert "SECRET" not in repr(list(creds.connection_info(with_aliases=True)))
+
+
 def test_snapshot_directories_hold_links_to_exactly_the_committed_files(tmp_path):
     base = tmp_path / "t"
     (base / "dt=1").mkdir(parents=True)

@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Optional, Tuple
 
@@ -101,6 +102,8 @@ class HudiliteCredentials(Credentials):
                 v = self.resolve_warehouse(None)
             elif k == "storage_options":
                 v = redacted(v)
+            elif k == "host" and isinstance(v, str):  # a token may ride in the URL's parameters
+                v = re.sub(r"(?i)(;token=)[^;]*", r"\1***", v)
             yield k, v
         try:
             import pyspark
