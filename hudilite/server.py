@@ -20,6 +20,7 @@ import fcntl
 import ipaddress
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -325,6 +326,11 @@ def connect_url(url: str, *, token: str | None = None, use_ssl: bool = False, pa
     if _sends_token(rest) and "use_ssl=true" not in rest.lower() and host and is_loopback(host.strip("[]")):
         full = f"sc://localhost:{port}" + (f"/{rest}" if rest else "")
     return full
+
+
+def redact_url(text: str) -> str:
+    """`text` with the token of any Connect URL in it masked (for logs and errors)."""
+    return re.sub(r"(?i)(;token=)[^;\s]*", r"\1***", text)
 
 
 def _parts(url: str) -> tuple[str, str, str]:

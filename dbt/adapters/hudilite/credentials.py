@@ -27,7 +27,6 @@
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Optional, Tuple
 
@@ -35,6 +34,7 @@ from dbt.adapters.contracts.connection import Credentials
 from dbt.flags import get_flags
 from dbt_common.exceptions import DbtRuntimeError
 
+from hudilite.server import redact_url
 from hudilite.storage import is_local, normalize_path, registered_storage, scheme_of
 
 
@@ -103,7 +103,7 @@ class HudiliteCredentials(Credentials):
             elif k == "storage_options":
                 v = redacted(v)
             elif k == "host" and isinstance(v, str):  # a token may ride in the URL's parameters
-                v = re.sub(r"(?i)(;token=)[^;]*", r"\1***", v)
+                v = redact_url(v)
             yield k, v
         try:
             import pyspark

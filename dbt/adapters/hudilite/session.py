@@ -107,8 +107,8 @@ class SessionMixin:
         except hudilite.HudiliteError as e:  # no server answers there
             raise FailedToConnectError(f"hudilite: {e}") from None
         except Exception as e:  # noqa: BLE001 - a bad URL, TLS or token: Spark Connect's own message
-            raise FailedToConnectError(f"hudilite: could not connect to the Spark Connect server {c.host}: {e}") \
-                from None
+            raise FailedToConnectError(server.redact_url(
+                f"hudilite: could not connect to the Spark Connect server {c.host}: {e}")) from None
         static = [k for k in c.spark_conf if _is_static_conf(k)]
         if static:
             logger.warning(f"hudilite: method connect: spark_conf {static} are the server's settings and are "
