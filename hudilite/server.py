@@ -45,6 +45,7 @@ SERVER_TMP = "tmp"  # in <warehouse>/.metastore: the server JVM's java.io.tmpdir
 # client sends the variable's value when the URL names no token
 TOKEN_CONF = "spark.connect.authenticate.token"
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+WILDCARDS = ("0.0.0.0", "::", "[::]")  # --host values that listen on every address, loopback included
 
 
 class ServerError(HudiliteError):
@@ -67,7 +68,7 @@ class ServerInfo:
     def url(self) -> str:
         """The URL clients use: a token server on loopback as `localhost`, where PySpark's client sends a
         token without TLS (`connect_url`)."""
-        local = self.token_required and is_loopback(self.host.strip("[]"))
+        local = self.token_required and (self.host in WILDCARDS or is_loopback(self.host.strip("[]")))
         return f"sc://{'localhost' if local else self.host}:{self.port}"
 
 
@@ -241,7 +242,12 @@ def _wait_ready(proc, info: ServerInfo, timeout: float, token: str | None, spawn
     # (SPARK_CONNECT_MODE_ENABLED), which a process that starts the server (a test session) may not want
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 
-    spark = RemoteSession.builder.remote(connect_url(info.url, token=token)).create()
+    host = "127.0.0.1" if info.host in WILDCARDS else info.host
+    if token and not is_loopback(host.strip("[]")):
+        # PySpark would send the token over TLS to this address, which the server does not speak: it answers,
+        # and its first client boots the catalog
+        return
+    spark = RemoteSession.builder.remote(connect_url(f"sc://{host}:{info.port}", token=token)).create()
     try:
         spark.sql("show databases").collect()  # boots the metastore: a broken catalog fails here, not in dbt
     finally:

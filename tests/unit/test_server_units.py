@@ -71,6 +71,7 @@ def test_a_token_server_is_reached_as_localhost_and_says_so(tmp_path, capsys):
                              python="python", token_required=True)
     assert info.url == "sc://localhost:15002"
     assert server.ServerInfo(**{**info.__dict__, "host": "10.0.0.5"}).url == "sc://10.0.0.5:15002"
+    assert server.ServerInfo(**{**info.__dict__, "host": "0.0.0.0"}).url == "sc://localhost:15002"
     assert server.ServerInfo(**{**info.__dict__, "token_required": False}).url == "sc://127.0.0.1:15002"
     assert "clients must send its token" in cli._token_note(info) and cli._token_note(
         server.ServerInfo(**{**info.__dict__, "token_required": False})) == ""
