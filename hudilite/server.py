@@ -45,6 +45,7 @@ SERVER_TMP = "tmp"  # in <warehouse>/.metastore: the server JVM's java.io.tmpdir
 # client sends the variable's value when the URL names no token
 TOKEN_CONF = "spark.connect.authenticate.token"
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+TLS_CONNECT_RETRIES = 4  # a TLS session's first request: ~4 s of retries (PySpark's default: ten minutes)
 WILDCARDS = ("0.0.0.0", "::", "[::]")  # --host values that listen on every address, loopback included
 
 
@@ -378,17 +379,24 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
                           "asks for (use_ssl, or a token: PySpark sends a token over TLS to every host but "
                           "localhost): drop use_ssl, or put TLS in front of the server")
     builder = SparkSession.builder.remote(full)
-    if conf:
+    if conf and not tls:
         builder = builder.config(map={k: str(v) for k, v in conf.items()})
+    shown = (url if url.startswith("sc://") else f"sc://{url}").split("/;")[0].rstrip("/")
+    spark = None
     try:
         spark = builder.create()  # sends `conf`, the first request, where the server checks the token
-        if not conf:
+        if tls:
+            _first_tls_request(spark, conf, shown)
+        elif not conf:
             spark.conf.get("spark.sql.session.timeZone")  # else the first query's would fail on it
     except Exception as e:
+        # PySpark's own exit handler would retry its clean-up against this server for ten minutes
+        client = getattr(spark, "client", None) or getattr(SparkSession.getActiveSession(), "client", None)
+        if client is not None:
+            _close_at_exit(client)
         if "UNAUTHENTICATED" not in str(e):
             raise
         given = _sends_token(rest)
-        shown = (url if url.startswith("sc://") else f"sc://{url}").split("/;")[0].rstrip("/")
         raise ServerError(f"the Spark Connect server at {shown} "
                           + ("refused the token sent (it is not the server's)" if given else "requires a token")
                           + f": pass the server's token (the dbt profile's `token`) or set {TOKEN_ENV}") from None
@@ -398,6 +406,32 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
         # (bench/README.md); reattaching only pays off over networks that cut long streams
         spark.client.disable_reattachable_execute()
     return spark
+
+
+def _first_tls_request(spark, conf: dict | None, shown: str) -> None:
+    """The session's first request over TLS, with few retries: a handshake that fails on the certificate
+    (untrusted, another name) looks like an unavailable server, which PySpark retries for ten minutes."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    client = spark.client
+    policies = client.get_retry_policies()
+    client.set_retry_policies([DefaultPolicy(max_retries=TLS_CONNECT_RETRIES)])
+    try:
+        if conf:  # one request, as the builder sends it
+            spark.conf._set_all(configs={k: str(v) for k, v in conf.items()}, silent=True)
+        else:
+            spark.conf.get("spark.sql.session.timeZone")
+    except Exception as e:
+        if "UNAVAILABLE" not in str(e):
+            raise
+        detail = next((ln.strip() for ln in str(e).splitlines() if "details" in ln or "handshake" in ln.lower()),
+                      str(e).splitlines()[0] if str(e) else type(e).__name__)
+        raise ServerError(f"the Spark Connect server at {shown} did not complete a TLS connection ({detail}): "
+                          "check its certificate - a certificate gRPC does not trust (self-signed, a private CA) "
+                          "needs GRPC_DEFAULT_SSL_ROOTS_FILE_PATH naming its CA file, and it must name the host "
+                          "connected to") from None
+    finally:
+        client.set_retry_policies(policies)
 
 
 def _speaks_tls(host: str, port: int, timeout: float = 5.0) -> bool | None:

@@ -4,7 +4,9 @@ retries it against the absent server for ten minutes; a session of a loopback se
 without reattachable executions; a model's query is sent once, for its analysis; a server started with a
 token serves only the clients that send it."""
 
+import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -31,8 +33,9 @@ class Proxy:
     """A TCP relay from a loopback port to the server; `cut()` closes every connection and the port, so the
     server looks gone to the client."""
 
-    def __init__(self, port: int):
+    def __init__(self, port: int, tls: ssl.SSLContext | None = None):
         self.target = port
+        self.tls = tls  # terminate TLS with this context, as a TLS proxy in front of a server does
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.sockets: list[socket.socket] = []
@@ -45,6 +48,14 @@ class Proxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            if self.tls is not None:
+                try:
+                    client.settimeout(10)
+                    client = self.tls.wrap_socket(client, server_side=True)
+                    client.settimeout(None)
+                except (OSError, ssl.SSLError):  # a client that refused the certificate
+                    client.close()
+                    continue
             upstream = socket.create_connection(("127.0.0.1", self.target))
             with self.lock:
                 self.sockets += [client, upstream]
@@ -229,3 +240,44 @@ def test_a_server_started_with_a_token_serves_only_clients_that_send_it(tmp_path
                 assert "refused the token sent" in out.stdout, out.stdout[-3000:]
     finally:
         server.stop(wh)
+
+
+TLS_CLIENT = """
+import sys, time
+from hudilite import server
+t0 = time.monotonic()
+try:
+    spark = server.connect(sys.argv[1], use_ssl=True, conf={"spark.sql.ansi.enabled": "false"})
+    print(spark.sql("select sum(id) as s from range(10)").collect()[0].s)
+except server.ServerError as e:
+    print("refused:", e)
+print(f"took {time.monotonic() - t0:.1f}")
+"""
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="makes a certificate with openssl")
+def test_tls_in_front_of_the_server_with_a_trusted_or_an_untrusted_certificate(connect_server, tmp_path):
+    """`use_ssl: true` through a TLS proxy: a certificate gRPC does not trust fails within seconds, naming what to
+    do, and the process exits at once (PySpark's client retries the handshake for ten minutes, its exit handler
+    too); with the certificate's CA given to gRPC the same connection serves queries."""
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=DNS:localhost,IP:127.0.0.1"], check=True, capture_output=True)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    ctx.set_alpn_protocols(["h2"])
+    proxy = Proxy(int(connect_server.url.rsplit(":", 1)[1]), tls=ctx)
+    url = f"sc://127.0.0.1:{proxy.port}"
+    try:
+        t0 = time.monotonic()
+        out = run_client(["-c", TLS_CLIENT, url], timeout=300)
+        took = time.monotonic() - t0
+        lines = out.stdout.splitlines()
+        assert lines[0].startswith(f"refused: the Spark Connect server at {url} did not complete a TLS connection")
+        assert "CERTIFICATE_VERIFY_FAILED" in lines[0] and "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH" in lines[0], lines
+        assert float(lines[1].split()[1]) < 30 and took < 60, (lines, took)
+        out = run_client(["-c", TLS_CLIENT, url], env={"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(cert)}, timeout=300)
+        assert out.stdout.splitlines()[0] == "45", out.stdout + out.stderr[-3000:]
+    finally:
+        proxy.cut()
