@@ -417,8 +417,12 @@ def _first_tls_request(spark, conf: dict | None, shown: str) -> None:
     policies = client.get_retry_policies()
     client.set_retry_policies([DefaultPolicy(max_retries=TLS_CONNECT_RETRIES)])
     try:
-        if conf:  # one request, as the builder sends it
-            spark.conf._set_all(configs={k: str(v) for k, v in conf.items()}, silent=True)
+        set_all = getattr(spark.conf, "_set_all", None)  # PySpark's builder's one request (a private method)
+        if conf and set_all is not None:
+            set_all(configs={k: str(v) for k, v in conf.items()}, silent=True)
+        elif conf:
+            for k, v in conf.items():
+                spark.conf.set(k, str(v))
         else:
             spark.conf.get("spark.sql.session.timeZone")
     except Exception as e:
