@@ -4,12 +4,12 @@ retries it against the absent server for ten minutes; a session of a loopback se
 without reattachable executions; a model's query is sent once, for its analysis; a server started with a
 token serves only the clients that send it."""
 
+import json
 import shutil
 import socket
 import ssl
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 
@@ -87,20 +87,18 @@ class Proxy:
                     pass
 
 
+def _project(path, host: str, warehouse: str, token: str | None = None) -> None:
+    """An empty dbt project in `path` whose profile connects to `host` (with `token`)."""
+    (path / "dbt_project.yml").write_text("name: p\nversion: '1.0'\nprofile: p\n")
+    outputs = {"type": "hudilite", "method": "connect", "host": host, "schema": "p", "warehouse": warehouse}
+    if token:
+        outputs["token"] = token
+    (path / "profiles.yml").write_text(json.dumps({"p": {"target": "dev", "outputs": {"dev": outputs}}}))
+
+
 def test_dbt_exits_at_once_when_the_server_is_gone(connect_server, tmp_path):
     proxy = Proxy(int(connect_server.url.rsplit(":", 1)[1]))
-    (tmp_path / "dbt_project.yml").write_text("name: gone\nversion: '1.0'\nprofile: gone\n")
-    (tmp_path / "profiles.yml").write_text(textwrap.dedent(f"""
-        gone:
-          target: dev
-          outputs:
-            dev:
-              type: hudilite
-              method: connect
-              host: sc://127.0.0.1:{proxy.port}
-              schema: gone
-              warehouse: {connect_server.warehouse}
-    """))
+    _project(tmp_path, f"sc://127.0.0.1:{proxy.port}", connect_server.warehouse)
     log = tmp_path / "stderr.log"
     with open(log, "w") as err:
         proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp_path)], stdin=subprocess.PIPE,
@@ -220,19 +218,7 @@ def test_a_server_started_with_a_token_serves_only_clients_that_send_it(tmp_path
         for token, ok in (("s3cret-token", True), ("other", False)):
             proj = tmp_path / f"p_{ok}"
             proj.mkdir()
-            (proj / "dbt_project.yml").write_text("name: tok\nversion: '1.0'\nprofile: tok\n")
-            (proj / "profiles.yml").write_text(textwrap.dedent(f"""
-                tok:
-                  target: dev
-                  outputs:
-                    dev:
-                      type: hudilite
-                      method: connect
-                      host: {loop}
-                      token: {token}
-                      schema: tok
-                      warehouse: {wh}
-            """))
+            _project(proj, loop, wh, token=token)
             out = run_client(["-c", DBT, "debug", "--project-dir", str(proj), "--profiles-dir", str(proj)],
                              timeout=300)
             assert (out.returncode == 0) is ok, out.stdout[-3000:]
