@@ -382,7 +382,7 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
     if conf and not tls:
         builder = builder.config(map={k: str(v) for k, v in conf.items()})
     shown = (url if url.startswith("sc://") else f"sc://{url}").split("/;")[0].rstrip("/")
-    spark = None
+    spark, before = None, SparkSession.getActiveSession()
     try:
         spark = builder.create()  # sends `conf`, the first request, where the server checks the token
         if tls:
@@ -391,7 +391,9 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
             spark.conf.get("spark.sql.session.timeZone")  # else the first query's would fail on it
     except Exception as e:
         # PySpark's own exit handler would retry its clean-up against this server for ten minutes
-        client = getattr(spark, "client", None) or getattr(SparkSession.getActiveSession(), "client", None)
+        active = SparkSession.getActiveSession()  # the new session, when `create` failed after making it
+        client = getattr(spark, "client", None) or (getattr(active, "client", None) if active is not before
+                                                    else None)
         if client is not None:
             _close_at_exit(client)
         if "UNAUTHENTICATED" not in str(e):
