@@ -243,12 +243,11 @@ def _wait_ready(proc, info: ServerInfo, timeout: float, token: str | None, spawn
     # (SPARK_CONNECT_MODE_ENABLED), which a process that starts the server (a test session) may not want
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 
-    host = "127.0.0.1" if info.host in WILDCARDS else info.host
-    if token and not is_loopback(host.strip("[]")):
+    if token and _parts(info.url)[0] != "localhost":
         # PySpark would send the token over TLS to this address, which the server does not speak: it answers,
         # and its first client boots the catalog
         return
-    spark = RemoteSession.builder.remote(connect_url(f"sc://{host}:{info.port}", token=token)).create()
+    spark = RemoteSession.builder.remote(connect_url(info.url, token=token)).create()
     try:
         spark.sql("show databases").collect()  # boots the metastore: a broken catalog fails here, not in dbt
     finally:
@@ -330,7 +329,7 @@ def connect_url(url: str, *, token: str | None = None, use_ssl: bool = False, pa
     if extra:
         full = full.rstrip("/") + ("/" if "/;" not in full else "") + "".join(f";{k}={v}" for k, v in extra.items())
     host, port, rest = _parts(full)
-    if _sends_token(rest) and "use_ssl=true" not in rest.lower() and host and is_loopback(host.strip("[]")):
+    if _sends_token(rest) and not _asks_ssl(rest) and host and is_loopback(host.strip("[]")):
         full = f"sc://localhost:{port}" + (f"/{rest}" if rest else "")
     return full
 
@@ -345,6 +344,10 @@ def _parts(url: str) -> tuple[str, str, str]:
     hostport, _, rest = url[len("sc://"):].partition("/")
     host, _, port = hostport.rpartition(":")
     return host, port, rest
+
+
+def _asks_ssl(params: str) -> bool:
+    return "use_ssl=true" in params.lower()
 
 
 def _sends_token(params: str) -> bool:
@@ -372,7 +375,7 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
                           "hudilite server start --warehouse DIR" + (f" --port {port}" if port != str(DEFAULT_PORT)
                                                                       else ""))
     # PySpark's rule: TLS when asked for, or for a token to any host but `localhost`
-    tls = "use_ssl=true" in rest.lower() or (_sends_token(rest) and host != "localhost")
+    tls = _asks_ssl(rest) or (_sends_token(rest) and host != "localhost")
     if tls and port.isdigit() and _speaks_tls(host.strip("[]"), int(port)) is False:
         # PySpark's client would retry the failing handshake for ten minutes
         raise ServerError(f"the Spark Connect server at sc://{hostport} does not speak TLS, which this connection "
