@@ -5,14 +5,15 @@ clean nothing of the killed run is left.
 
 By default a deterministic sample of crash points spread over every scenario (CI): 2 of each Spark scenario (an
 application start per point; one of them in a task's worker), the rest over the driver-local ones; every crash
-point with `HUDILITE_CRASHPOINTS=all` (or `python -m bench.crashpoints`, the same run with a per-scenario
-table)."""
+point with `HUDILITE_CRASHPOINTS=all` or the full run's HUDILITE_FULL=1 (or `python -m bench.crashpoints`, the
+same run with a per-scenario table)."""
 
 import os
 
 import pytest
 
 from bench import crashpoints
+from tests import sampling
 
 SAMPLE = int(os.environ.get("HUDILITE_CRASHPOINTS_SAMPLE", 104))
 SEED = int(os.environ.get("HUDILITE_CRASHPOINTS_SEED", 24))
@@ -23,7 +24,7 @@ SPARK_SAMPLE = int(os.environ.get("HUDILITE_CRASHPOINTS_SPARK_SAMPLE", 1))
 @pytest.mark.crashpoints
 @pytest.mark.slow
 def test_crash_points(tmp_path):
-    everything = os.environ.get("HUDILITE_CRASHPOINTS", "").lower() == "all"
+    everything = os.environ.get("HUDILITE_CRASHPOINTS", "").lower() == "all" or sampling.FULL
     names = list(crashpoints.SCENARIOS)
     res = crashpoints.run(names, sample=None if everything else SAMPLE, seed=SEED, root=str(tmp_path),
                           log=lambda *a: None, spark_sample=SPARK_SAMPLE)

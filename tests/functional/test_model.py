@@ -46,6 +46,7 @@ from hudilite.errors import CommitConflictError, RangeUnavailableError
 from hudilite.reader.merge import SliceDesc, merge_slice
 from hudilite.reader.planner import plan_read
 from hudilite.table import HoodieTable
+from tests.sampling import FULL
 
 EXAMPLES = int(os.environ.get("HUDILITE_MODEL_EXAMPLES", "6"))
 STEPS = int(os.environ.get("HUDILITE_MODEL_STEPS", "12"))
@@ -618,7 +619,8 @@ def test_model(spark, table_type):
 
 @pytest.mark.model_long
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("HUDILITE_MODEL_LONG"), reason="the long run: HUDILITE_MODEL_LONG=1")
+@pytest.mark.skipif(not (os.environ.get("HUDILITE_MODEL_LONG") or FULL),
+                    reason="the long run: HUDILITE_MODEL_LONG=1 (or the full run's HUDILITE_FULL=1)")
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 def test_model_long(spark, table_type):
     """New random examples each run (HUDILITE_MODEL_EXAMPLES, default 500 here); a failure prints the shrunk

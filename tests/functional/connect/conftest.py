@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from hudilite import server
+from hudilite.spark import class_cache
 from hudilite.spark.session import DRIVER_JAVA_OPTIONS
 from tests.conftest import C1_ONLY
 
@@ -24,12 +25,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_server(warehouse: str, **kwargs) -> server.ServerInfo:
+    """`server.start` for the tests: it maps the install's server class archive when there is one, but does not
+    write one when there is none. A first server's JVM dumps its classes as it stops (~200 MB, ~30 s of CPU),
+    for the servers of later commands; the suite's servers stop at its end, so that dump served nobody
+    (tests/functional/connect/test_connect_class_archive.py tests it, with a cache of its own)."""
+    _cache, archive = class_cache._archive_path(None, server.SERVER_CLASS)
+    if archive is not None and os.path.isfile(archive):
+        return server.start(warehouse, **kwargs)
+    saved = os.environ.get(class_cache.CLASS_CACHE_ENV)
+    os.environ[class_cache.CLASS_CACHE_ENV] = "off"
+    try:
+        return server.start(warehouse, **kwargs)
+    finally:
+        if saved is None:
+            del os.environ[class_cache.CLASS_CACHE_ENV]
+        else:
+            os.environ[class_cache.CLASS_CACHE_ENV] = saved
+
+
 @pytest.fixture(scope="session")
 def connect_server(tmp_path_factory):
     warehouse = str(tmp_path_factory.mktemp("connect-warehouse"))
     # two cores shared with the suite's own session: the server's tasks on two threads
-    info = server.start(warehouse, port=_free_port(), master="local[2]",
-                        spark_conf={DRIVER_JAVA_OPTIONS: C1_ONLY})
+    info = start_server(warehouse, port=_free_port(), master="local[2]", spark_conf={DRIVER_JAVA_OPTIONS: C1_ONLY})
     try:
         yield info
     finally:

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from hudilite import server
-from tests.functional.connect.conftest import ROOT, _env, _free_port, run_client
+from tests.functional.connect.conftest import ROOT, _env, _free_port, run_client, start_server
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -198,7 +198,7 @@ def test_a_server_started_with_a_token_serves_only_clients_that_send_it(tmp_path
     name; dbt connects with the profile's `token`."""
     monkeypatch.delenv(server.TOKEN_ENV, raising=False)
     wh = str(tmp_path / "wh")
-    info = server.start(wh, port=_free_port(), master="local[1]", spark_conf={server.TOKEN_CONF: "s3cret-token"})
+    info = start_server(wh, port=_free_port(), master="local[1]", spark_conf={server.TOKEN_CONF: "s3cret-token"})
     try:
         assert info.token_required and info.url == f"sc://localhost:{info.port}"
         with open(f"/proc/{info.pid}/cmdline", "rb") as f:
