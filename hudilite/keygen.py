@@ -5,6 +5,7 @@ Computed as Spark column expressions so they run inside the executors' JVM with 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from hudilite.columns import KEY_COL, PART_COL
@@ -15,15 +16,33 @@ NULL_KEY = "__null__"
 EMPTY_KEY = "__empty__"
 
 
-def partition_path_problem(path: str | None, depth: int) -> str | None:
+# what Apache Hudi escapes in a partition value as %XX when hoodie.datasource.write.partitionpath.urlencode is
+# on (PartitionPathEncodeUtils, Hive's set): control characters, '/', the separators of paths and URLs, '%'
+URL_ENCODED = frozenset([chr(c) for c in range(1, 32)] + list('"#%\'*/:=?\\\x7f{[]^'))
+_ESCAPE = re.compile("%([0-9A-Fa-f]{2})")
+
+
+def partition_path_problem(path: str | None, depth: int, url_encoded: bool = False,
+                           hive_style: bool = False) -> str | None:
     """Why a partition path made from partition values is refused, or None: it must have one directory level per
     partition field (no value may contain '/'), no level may be '.' or '..' (a value '..' without hive-style
-    partitioning would write outside the table), and none may be longer than a directory name can be."""
+    partitioning would write outside the table), and none may be longer than a directory name can be. In a
+    table whose paths are URL-encoded (`url_encoded`: written by Apache Hudi with
+    hoodie.datasource.write.partitionpath.urlencode), a value with a character Hudi escapes is refused too:
+    hudilite writes values as they are, so such a value would get a directory of its own beside Hudi's."""
     if not depth or path is None:
         return None
     segments = path.split("/")
     if len(segments) != depth:
         return f"partition value produces the path {path!r}: partition values may not contain '/'"
+    if url_encoded:
+        for seg in segments:
+            value = seg.split("=", 1)[1] if hive_style and "=" in seg else seg
+            escaped = sorted(set(value) & URL_ENCODED)
+            if escaped:
+                return (f"partition value {value!r} holds {escaped[0]!r}, which this table's paths URL-encode "
+                        "(hoodie.datasource.write.partitionpath.urlencode=true, as Apache Hudi wrote it): hudilite "
+                        "writes partition values of such tables only without the characters Hudi escapes")
     if any(seg in (".", "..") for seg in segments):
         return (f"partition value produces the path {path!r}: a partition value may not be '.' or '..' "
                 "(the files would land outside their partition directory)")
@@ -48,16 +67,25 @@ class KeySpec:
         return len(self.record_key_fields) > 1
 
 
-def partition_values(spec: KeySpec, partition: str) -> dict[str, str]:
-    """Partition column values (as strings) parsed back from a partition path."""
+def unescape_partition_value(value: str) -> str:
+    """A partition directory's value as written with urlencode on: each %XX is the character XX."""
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), value) if "%" in value else value
+
+
+def partition_values(spec: KeySpec, partition: str, url_encoded: bool = False) -> dict[str, str]:
+    """Partition column values (as strings) parsed back from a partition path (`url_encoded`: the table's
+    hoodie.datasource.write.partitionpath.urlencode). None when the path does not have one directory per field:
+    Apache Hudi writes a value holding '/' as it is when urlencode is off, so no directory is any field's."""
     if not spec.partition_fields or not partition:
         return {}
     segs = partition.split("/")
+    if len(segs) != len(spec.partition_fields):
+        return {}
     out = {}
     for f, seg in zip(spec.partition_fields, segs):
         if spec.hive_style and "=" in seg:
             seg = seg.split("=", 1)[1]
-        out[f] = seg
+        out[f] = unescape_partition_value(seg) if url_encoded else seg
     return out
 
 

@@ -340,7 +340,9 @@ T_KEYGEN_TYPE = _o("hoodie.table.keygenerator.type", "string", "", "key generato
 T_HIVE_STYLE = _o("hoodie.datasource.write.hive_style_partitioning", "bool", False,
                   "partition directories are `col=value`", scope="table")
 T_URL_ENCODE = _o("hoodie.datasource.write.partitionpath.urlencode", "bool", False,
-                  "partition values are URL-encoded in paths", scope="table")
+                  "partition values are URL-encoded in paths (tables Apache Hudi wrote: read decoded; a value "
+                  "such a table would escape is refused on write; hudilite creates tables with false)",
+                  scope="table")
 T_KEYGEN_UTC = _o("hudilite.keygen.timestamp.utc", "bool", False,
                   "record keys and partition values of timestamp columns are their UTC wall clock, whatever the "
                   "writing session's time zone (written true when hudilite creates a table; a table without it "

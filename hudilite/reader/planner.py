@@ -223,7 +223,7 @@ def prune_partitions(table: HoodieTable, schema: pa.Schema, partitions: list[str
         return partitions
     out = []
     for p in partitions:
-        vals = partition_values(spec, p)
+        vals = partition_values(spec, p, cfg.url_encode)
         keep = True
         for c, op, v in pfilters:
             if c not in vals:

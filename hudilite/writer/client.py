@@ -219,6 +219,7 @@ class WriteClient:
             change_images=action == COMMIT and wo.operation != "bulk_insert"
             and wo.get(o.CHANGE_IMAGES),
             fsync=wo.get(o.FSYNC), partition_depth=len(wo.partition_by), record_key=tuple(wo.record_key),
+            url_encoded=table.config.url_encode, hive_style=wo.hive_style,
         )
         schema_json = avro_to_json(arrow_to_avro(data_schema, table.config.name))
         if action == DELTA_COMMIT:

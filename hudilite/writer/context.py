@@ -41,6 +41,10 @@ class WriteContext:
     state_spec: object | None = None
     # the number of partition fields: a partition path of another depth or with a '.'/'..' level is refused
     partition_depth: int = 0
+    # the table's partition paths are URL-encoded (an Apache Hudi table's urlencode) and hive-style: a value with
+    # a character Hudi escapes is refused (keygen.partition_path_problem)
+    url_encoded: bool = False
+    hive_style: bool = False
     record_key: tuple[str, ...] = ()  # the record key fields, named when a row has none
 
     def null_key_message(self, nulls: int) -> str:

@@ -396,7 +396,8 @@ class StreamingBaseFileWriter:
         self.counter = 0
 
     def _open(self, partition: str) -> dict:
-        problem = partition_path_problem(partition, self.ctx.partition_depth)  # bulk inserts are not profiled
+        problem = partition_path_problem(partition, self.ctx.partition_depth, self.ctx.url_encoded,
+                                         self.ctx.hive_style)  # bulk inserts are not profiled
         if problem:
             raise ValueError(f"HUDILITE_INVALID_INPUT: {problem}")
         fid = self._new_fid()

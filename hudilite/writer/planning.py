@@ -33,8 +33,8 @@ from hudilite.writer.options import WriteOptions
 Target = tuple[str, "str | None", "str | None", "tuple[str, ...] | None"]
 
 
-def check_partition_path(p: str | None, depth: int) -> None:
-    problem = partition_path_problem(p, depth)
+def check_partition_path(p: str | None, depth: int, url_encoded: bool = False, hive_style: bool = False) -> None:
+    problem = partition_path_problem(p, depth, url_encoded, hive_style)
     if problem:
         raise InvalidWriteError(problem)
 
@@ -117,8 +117,9 @@ class PlannerBase:
         if null_pcs:
             raise InvalidWriteError(f"{null_pcs} row(s) have a null precombine field {wo.precombine_field!r}")
         depth = len(wo.partition_by)
+        encoded = self.table is not None and self.table.config.url_encode
         for p in self.counts:
-            check_partition_path(p, depth)
+            check_partition_path(p, depth, encoded, wo.hive_style)
 
     def insert_buckets(self):
         """Per partition: [(file id, rows)] for inserts: small existing groups first, then new groups sized to
