@@ -74,7 +74,7 @@ def unescape_partition_value(value: str) -> str:
 
 def partition_values(spec: KeySpec, partition: str, url_encoded: bool = False) -> dict[str, str]:
     """Partition column values (as strings) parsed back from a partition path (`url_encoded`: the table's
-    hoodie.datasource.write.partitionpath.urlencode). None when the path does not have one directory per field:
+    hoodie.datasource.write.partitionpath.urlencode). Empty when the path does not have one directory per field:
     Apache Hudi writes a value holding '/' as it is when urlencode is off, so no directory is any field's."""
     if not spec.partition_fields or not partition:
         return {}
