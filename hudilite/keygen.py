@@ -22,6 +22,11 @@ URL_ENCODED = frozenset([chr(c) for c in range(1, 32)] + list('"#%\'*/:=?\\\x7f{
 _ESCAPE = re.compile("%([0-9A-Fa-f]{2})")
 
 
+def _segment_value(seg: str, hive_style: bool) -> str:
+    """A partition directory's value as written: a hive-style `field=value` without its field name."""
+    return seg.split("=", 1)[1] if hive_style and "=" in seg else seg
+
+
 def partition_path_problem(path: str | None, depth: int, url_encoded: bool = False,
                            hive_style: bool = False) -> str | None:
     """Why a partition path made from partition values is refused, or None: it must have one directory level per
@@ -37,7 +42,7 @@ def partition_path_problem(path: str | None, depth: int, url_encoded: bool = Fal
         return f"partition value produces the path {path!r}: partition values may not contain '/'"
     if url_encoded:
         for seg in segments:
-            value = seg.split("=", 1)[1] if hive_style and "=" in seg else seg
+            value = _segment_value(seg, hive_style)
             escaped = sorted(set(value) & URL_ENCODED)
             if escaped:
                 return (f"partition value {value!r} holds {escaped[0]!r}, which this table's paths URL-encode "
@@ -83,9 +88,8 @@ def partition_values(spec: KeySpec, partition: str, url_encoded: bool = False) -
         return {}
     out = {}
     for f, seg in zip(spec.partition_fields, segs):
-        if spec.hive_style and "=" in seg:
-            seg = seg.split("=", 1)[1]
-        out[f] = unescape_partition_value(seg) if url_encoded else seg
+        value = _segment_value(seg, spec.hive_style)
+        out[f] = unescape_partition_value(value) if url_encoded else value
     return out
 
 

@@ -33,15 +33,9 @@ def start_server(warehouse: str, **kwargs) -> server.ServerInfo:
     _cache, archive = class_cache._archive_path(None, server.SERVER_CLASS)
     if archive is not None and os.path.isfile(archive):
         return server.start(warehouse, **kwargs)
-    saved = os.environ.get(class_cache.CLASS_CACHE_ENV)
-    os.environ[class_cache.CLASS_CACHE_ENV] = "off"
-    try:
+    with pytest.MonkeyPatch.context() as mp:  # read by start() only: the server it returns keeps no dump
+        mp.setenv(class_cache.CLASS_CACHE_ENV, "off")
         return server.start(warehouse, **kwargs)
-    finally:
-        if saved is None:
-            del os.environ[class_cache.CLASS_CACHE_ENV]
-        else:
-            os.environ[class_cache.CLASS_CACHE_ENV] = saved
 
 
 @pytest.fixture(scope="session")
