@@ -161,6 +161,9 @@ def _check_field_names(fields, path_prefix: str) -> None:
         seen.add(f.name)
 
 
+MAX_DECIMAL_PRECISION = 38
+
+
 class _ArrowToAvro:
     def __init__(self) -> None:
         self._full_names: set = set()
@@ -212,6 +215,10 @@ class _ArrowToAvro:
         if kind == "fixed":
             return self._fixed(name, namespace, t.byte_width)
         if kind == "decimal":
+            if t.precision > MAX_DECIMAL_PRECISION:
+                # valid Avro, but no Hudi reader has such a type (Spark, Flink and Arrow's decimal128: 38 digits)
+                raise SchemaError(f"{_col(path)}: decimal precision {t.precision} > {MAX_DECIMAL_PRECISION}: Apache "
+                                  "Hudi's readers cannot read it; cast to decimal(38, s), float64 or string")
             fixed = self._fixed(name, namespace, _min_bytes_for_precision(t.precision))
             fixed.update({"logicalType": "decimal", "precision": t.precision, "scale": t.scale})
             return fixed
@@ -533,26 +540,36 @@ def spark_leaf(t: pa.DataType, path: str) -> pa.DataType:
     if T.is_time(t):
         return pa.time64("us")
     if T.is_decimal(t):
-        if t.precision > 38:
-            raise SchemaError(f"{_col(path)}: decimal precision {t.precision} > 38 is not supported by Spark")
+        if t.precision > MAX_DECIMAL_PRECISION:
+            raise SchemaError(f"{_col(path)}: decimal precision {t.precision} > {MAX_DECIMAL_PRECISION} is not "
+                              "supported by Spark")
         return pa.decimal128(t.precision, t.scale)
     return t
 
 
-def _utc_leaf(t: pa.DataType, path: str) -> pa.DataType:
-    return pa.timestamp(t.unit, tz="UTC") if pa.types.is_timestamp(t) and t.tz is None else t
+def _storage_leaf(t: pa.DataType, path: str) -> pa.DataType:
+    if pa.types.is_timestamp(t) and t.tz is None:
+        return pa.timestamp(t.unit, tz="UTC")
+    kind = _kind(t)
+    if kind in ("int", "long"):
+        # Avro has one int and one long: Apache Hudi's Spark reader fails (an NPE in Spark's vectorized reader)
+        # on an INT32 annotated INT(8) or INT(16), as pyarrow writes int8 and int16, where the schema says int
+        return pa.int32() if kind == "int" else pa.int64()
+    return t
 
 
-def utc_storage_schema(schema: pa.Schema) -> pa.Schema:
-    """`schema` as parquet data files store it: wall-clock (tz-naive) timestamps as UTC ones of the same
-    wall-clock value, the parquet type every reader accepts for Avro timestamp-micros (hudi-rs refuses a
-    merge-on-read base file of another type; Spark reads it back as TIMESTAMP_NTZ unchanged)."""
-    return pa.schema([f.with_type(map_leaves(f.type, _utc_leaf, f.name)) for f in schema], metadata=schema.metadata)
+def storage_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` as parquet data files store it, in the types every reader accepts for the table's Avro types:
+    wall-clock (tz-naive) timestamps as UTC ones of the same wall-clock value (hudi-rs refuses a merge-on-read
+    base file of another type; Spark reads it back as TIMESTAMP_NTZ unchanged), and Arrow's other integers as
+    Avro's int and long (int32, int64)."""
+    return pa.schema([f.with_type(map_leaves(f.type, _storage_leaf, f.name)) for f in schema], metadata=schema.metadata)
 
 
-def to_utc_storage(table: pa.Table) -> pa.Table:
-    """`table` cast to `utc_storage_schema` (the same values; only tz-naive timestamps change type)."""
-    target = utc_storage_schema(table.schema)
+def to_storage(table: pa.Table) -> pa.Table:
+    """`table` cast to `storage_schema` (the same values; only tz-naive timestamps and narrow integers change
+    type)."""
+    target = storage_schema(table.schema)
     return table if target.equals(table.schema) else table.cast(target)
 
 

@@ -38,7 +38,7 @@ from hudilite.log.format import (
     LogFormatError,
     header_key,
 )
-from hudilite.schema import has_promotion, promote, to_utc_storage
+from hudilite.schema import has_promotion, promote, to_storage
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -191,7 +191,7 @@ class ParquetDataBlock(LogBlock):
     ) -> ParquetDataBlock:
         """`compression` defaults to gzip, the codec Java uses for parquet log blocks."""
         sink = io.BytesIO()
-        pq.write_table(to_utc_storage(table), sink, compression=compression, use_dictionary=use_dictionary)
+        pq.write_table(to_storage(table), sink, compression=compression, use_dictionary=use_dictionary)
         schema_json = None if schema is None else _schema_json(schema)
         block = cls(data_header(instant_time, schema_json, header), sink.getvalue())
         block._table = table  # its records, without decoding them again (a writer that goes on to read them)

@@ -24,7 +24,7 @@ from hudilite.errors import damaged_file
 from hudilite.file_group import base_file_name, new_file_id
 from hudilite.keygen import partition_path_problem
 from hudilite.markers import CREATE, MERGE
-from hudilite.schema import cast_table_to_schema, nan_rank, ordering_at_least, to_utc_storage, utc_storage_schema
+from hudilite.schema import cast_table_to_schema, nan_rank, ordering_at_least, storage_schema, to_storage
 from hudilite.storage.local import storage_for
 from hudilite.writer.context import WriteContext
 
@@ -218,7 +218,7 @@ def write_parquet(path: str, table: pa.Table, ctx: WriteContext, *, new_rows_fro
     """Write one base file. `new_rows_from`: the rows from this index on are this commit's (a merge puts the
     carried-over rows first); they start a row group of their own, so the row-group statistics on
     `_hoodie_commit_time` let incremental reads skip every row group of unchanged rows."""
-    table = to_utc_storage(table).replace_schema_metadata({**(table.schema.metadata or {}), **_footer_metadata(
+    table = to_storage(table).replace_schema_metadata({**(table.schema.metadata or {}), **_footer_metadata(
         table.column("_hoodie_record_key"))})
     opts = dict(compression=ctx.compression, write_statistics=True, use_dictionary=dictionary_columns(table))
     if not new_rows_from or new_rows_from >= table.num_rows:
@@ -429,7 +429,7 @@ class StreamingBaseFileWriter:
             return
         rows = pa.concat_tables(st["pending"])
         st["pending"], st["pending_rows"] = [], 0
-        out = to_utc_storage(with_meta(rows, self.ctx, st["name"], self.pid, self.counter))
+        out = to_storage(with_meta(rows, self.ctx, st["name"], self.pid, self.counter))
         self.counter += out.num_rows
         keys = out.column("_hoodie_record_key")
         if len(keys):
@@ -438,7 +438,7 @@ class StreamingBaseFileWriter:
             st["min"] = lo if st["min"] is None else min(st["min"], lo)
             st["max"] = hi if st["max"] is None else max(st["max"], hi)
         if st["writer"] is None:
-            st["writer"] = pq.ParquetWriter(st["sink"], utc_storage_schema(self.ctx.file_schema),
+            st["writer"] = pq.ParquetWriter(st["sink"], storage_schema(self.ctx.file_schema),
                                             compression=self.ctx.compression, use_dictionary=dictionary_columns(out))
         st["writer"].write_table(out, row_group_size=self.ctx.row_group_rows)
         st["rows"] += out.num_rows
@@ -448,7 +448,7 @@ class StreamingBaseFileWriter:
     def _close(self, partition: str) -> None:
         st = self.open.pop(partition)
         if st["writer"] is None:  # no rows reached the file (cannot happen through write(); stay valid anyway)
-            st["writer"] = pq.ParquetWriter(st["sink"], utc_storage_schema(self.ctx.file_schema),
+            st["writer"] = pq.ParquetWriter(st["sink"], storage_schema(self.ctx.file_schema),
                                             compression=self.ctx.compression)
         if st["min"] is not None:
             st["writer"].add_key_value_metadata(

@@ -273,6 +273,12 @@ def null_type(p):
     write(p, rows([1, 2], n=pa.nulls(2)))
 
 
+@case("types", "a decimal of 40 digits (Spark's, Flink's and Arrow's decimals hold 38)", InvalidWriteError,
+      "column 'amount': decimal precision 40 > 38", "Apache Hudi's readers cannot read it")
+def decimal_beyond_38_digits(p):
+    write(p, rows([3], amount=pa.array([12], pa.int64()).cast(pa.decimal256(40, 2))))
+
+
 # schemas -------------------------------------------------------------------------------------------------
 @case("schemas", "duplicate column names", InvalidWriteError, "duplicate", "s", table="none")
 def duplicate_columns(p):

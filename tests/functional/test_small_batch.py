@@ -2,9 +2,14 @@
 the same batches through the driver-local writer and through Spark jobs give the same tables (snapshot, commit
 metadata statistics, change reads), and inputs above a limit still take the Spark write."""
 
+import datetime as dt
+import decimal
+import glob
+import os
 import random
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import hudilite
@@ -206,3 +211,44 @@ def test_newest_per_key_writes_the_same_on_both_paths(spark, tmp_path, table_typ
     for path, opts in ((fast, {**ON, **newest}), (slow, newest)):
         hudilite.write(gone, path, options=opts, **kw)
         assert 900 not in {r[0] for r in _rows(spark, path)}
+
+
+TYPED = ("id long, version int, dt string, tiny tinyint, small smallint, d1 decimal(10,2), d2 decimal(38,10), "
+         "day date, ts timestamp, wall timestamp_ntz, bin binary, flag boolean, f float, db double, "
+         "arr array<int>, m map<string,smallint>, st struct<a:tinyint,b:string>, aos array<struct<x:long,y:string>>")
+
+
+def _typed_rows(n, base):
+    out = []
+    for i in range(n):
+        if i % 5 == 4:  # a row of nulls
+            out.append((i, base + i, f"p{i % 2}") + (None,) * 15)
+            continue
+        out.append((i, base + i, f"p{i % 2}", i - 64, i * 300 - 30000, decimal.Decimal(f"{i}.{i % 100:02d}"),
+                    decimal.Decimal("12345678901234567890.0123456789"), dt.date(2024, 1, 1 + i % 28),
+                    dt.datetime(2024, 1, 1, 12, i % 60, tzinfo=dt.timezone.utc), dt.datetime(2024, 2, 1, 13, i % 60),
+                    bytes([i % 256, 0, 255]), i % 2 == 0, i / 3, i / 7, [i, None, i + 1], {"k": i, "z": None},
+                    (i - 1, f"s{i}"), [(i, "a"), (i + 1, None)]))
+    return out
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_both_paths_store_the_same_file_types(spark, tmp_path, table_type):
+    """Every Spark type a model can produce (TINYINT and SMALLINT are Avro ints, stored as INT32 as Spark's
+    path stores them): the driver path's base files have the Spark path's parquet schema, and read the same."""
+    paths = {"driver": str(tmp_path / "fast"), "spark": str(tmp_path / "slow")}
+    kw = dict(record_key="id", precombine_field="version", partition_by="dt", table_type=table_type)
+    for n, base in ((12, 0), (8, 100)):
+        df = spark.createDataFrame(_typed_rows(n, base), TYPED)
+        for engine, path in paths.items():
+            assert hudilite.write(df, path, options=ON if engine == "driver" else {}, **kw).stats["engine"] == engine
+    schemas, rows = {}, {}
+    for engine, path in paths.items():
+        base_files = sorted(glob.glob(os.path.join(path, "*", "*.parquet")))
+        schemas[engine] = {pq.read_schema(f).remove_metadata() for f in base_files}
+        df = hudilite.read(spark, path)
+        rows[engine] = sorted(df.drop(*[c for c in df.columns if c.startswith("_hoodie")]).collect(),
+                              key=lambda r: r.id)
+    assert len(schemas["spark"]) == 1 and schemas["driver"] == schemas["spark"]
+    assert next(iter(schemas["driver"])).field("tiny").type == pa.int32()
+    assert rows["driver"] == rows["spark"] and len(rows["spark"]) == 12

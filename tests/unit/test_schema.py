@@ -1173,15 +1173,21 @@ def test_ordering_at_least_ranks_nan_above_numbers_as_java_does():
     assert ordering_at_least(pa.array([1, 2]), pa.array([2, 1])).to_pylist() == [False, True]
 
 
-def test_utc_storage_schema_tags_only_wall_clock_timestamps():
-    from hudilite.schema import to_utc_storage, utc_storage_schema
+def test_storage_schema_stores_wall_clocks_as_utc_and_narrow_ints_as_int32():
+    from hudilite.schema import storage_schema, to_storage
 
     s = pa.schema([("a", pa.timestamp("us")), ("b", pa.timestamp("ms", tz="Asia/Tokyo")),
-                   ("c", pa.list_(pa.timestamp("us"))), ("d", pa.int64())])
-    assert [f.type for f in utc_storage_schema(s)] == [
+                   ("c", pa.list_(pa.timestamp("us"))), ("d", pa.int64()), ("e", pa.int8()), ("f", pa.int16()),
+                   ("g", pa.uint8()), ("h", pa.uint16()), ("i", pa.struct([("x", pa.int8())])),
+                   ("j", pa.map_(pa.string(), pa.int16())), ("k", pa.int32()), ("l", pa.uint32())])
+    assert [f.type for f in storage_schema(s)] == [
         pa.timestamp("us", tz="UTC"), pa.timestamp("ms", tz="Asia/Tokyo"), pa.list_(pa.timestamp("us", tz="UTC")),
-        pa.int64()]
-    t = pa.table({"a": pa.array([dt.datetime(2024, 1, 1, 11)], pa.timestamp("us"))})
-    stored = to_utc_storage(t)
+        pa.int64(), pa.int32(), pa.int32(), pa.int32(), pa.int32(), pa.struct([("x", pa.int32())]),
+        pa.map_(pa.string(), pa.int32()), pa.int32(), pa.int64()]
+    t = pa.table({"a": pa.array([dt.datetime(2024, 1, 1, 11)], pa.timestamp("us")),
+                  "e": pa.array([-128], pa.int8()), "g": pa.array([255], pa.uint8())})
+    stored = to_storage(t)
     assert stored.column("a").to_pylist() == [dt.datetime(2024, 1, 1, 11, tzinfo=UTC)]
     assert stored.column("a").cast(pa.timestamp("us")).to_pylist() == [dt.datetime(2024, 1, 1, 11)]
+    assert (stored.schema.field("e").type, stored.column("e").to_pylist()) == (pa.int32(), [-128])
+    assert (stored.schema.field("g").type, stored.column("g").to_pylist()) == (pa.int32(), [255])
