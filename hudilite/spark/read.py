@@ -16,7 +16,7 @@ from hudilite.reader.merge import SliceDesc, merge_slices, to_spark_arrow
 from hudilite.reader.overlay_cache import ROW_BITS
 from hudilite.reader.planner import ReadPlan, plan_read
 from hudilite.ready import ready_partitions
-from hudilite.schema import SchemaError, avro_to_arrow
+from hudilite.schema import SchemaError, avro_to_arrow, map_leaves
 from hudilite.spark.files import read_parquet_files
 from hudilite.spark.merge import FILE, ROW, SIZE, file_ids, merged_dataframe
 from hudilite.spark.schema import arrow_to_spark
@@ -48,6 +48,7 @@ def plan_to_dataframe(spark, plan: ReadPlan, columns=None):
         keep = [f.name for f in schema.fields if f.name in need]
     files = plan.plain_files
     merged = plan.merged_slices
+    _check_time_columns(spark, plan.schema, keep, bool(merged))
     if not files and not merged:
         empty = spark.createDataFrame([], schema)
         return empty.select(*[F.col(f"`{c}`") for c in columns]) if columns is not None else empty
@@ -96,6 +97,43 @@ def plan_to_dataframe(spark, plan: ReadPlan, columns=None):
 # cost more than reading the whole slice (issue 27 item 11: 450 slices of a few rows each).
 SMALL_SLICE_CONF = SMALL_SLICE_BYTES_OPTION.key
 SMALL_SLICE_BYTES = SMALL_SLICE_BYTES_OPTION.default
+
+
+TIME_TYPE_CONF = "spark.sql.timeType.enabled"
+
+
+def _check_time_columns(spark, schema: pa.Schema, names, merged: bool) -> None:
+    """Refuse, naming the column, a Spark read of a time-of-day column Spark cannot read (Spark's own error,
+    UNSUPPORTED_TIME_TYPE or a failed task, names neither the column nor a way out). Spark reads Avro
+    time-micros only with TIME_TYPE_CONF on, and time-millis (a parquet INT32) not at all. `names`: the columns
+    read, None for all; `merged`: slices with log files are read too, and they are merged with every column."""
+    found: list[tuple[str, pa.DataType]] = []
+
+    def leaf(t, path):
+        if pa.types.is_time(t):
+            found.append((path, t))
+        return t
+
+    for f in schema:
+        if merged or names is None or f.name in names:
+            map_leaves(f.type, leaf, f.name)
+    if not found:
+        return
+    path, t = next(((p, t) for p, t in found if pa.types.is_time32(t)), found[0])
+    if merged:
+        way_out = ("this read merges log files, which takes every column: compact the table first "
+                   "(Table.services.compact), then leave the column out, or read the table with hudi-rs")
+    else:
+        timed = {p.split(".")[0] for p, _ in found}
+        rest = ", ".join(n for n in schema.names if (names is None or n in names) and n not in timed
+                         and not n.startswith("_hoodie_"))
+        way_out = f"leave it out (columns=[{rest}]) or read the table with hudilite.Table(path).to_arrow()"
+    if pa.types.is_time32(t):
+        raise InvalidReadError(f"column '{path}' holds times of day in milliseconds (Avro time-millis), which "
+                               f"Spark cannot read: {way_out}")
+    if str(spark.conf.get(TIME_TYPE_CONF, "false")).lower() != "true":
+        raise InvalidReadError(f"column '{path}' holds times of day (Avro time-micros), which Spark reads only with "
+                               f"{TIME_TYPE_CONF}=true: set it on the session, or {way_out}")
 
 
 def small_slice_bytes(spark) -> int:

@@ -2,9 +2,10 @@
 (change ranges never lose an archived commit), incremental reads return latest images, time travel to
 archived instants, one rule for deletes followed by lower-ordered re-inserts."""
 
+import datetime as dt
 import glob
-import re
 import os
+import re
 
 import pyarrow as pa
 import pytest
@@ -220,3 +221,39 @@ def test_bad_read_arguments_are_refused_naming_them(spark, table_path, call, mes
     with pytest.raises(hudilite.InvalidReadError, match=re.escape(message)):
         call(spark, table_path).collect()
     assert sorted(r["id"] for r in hudilite.read(spark, table_path, filters=[("dt", "in", ["p0"])]).collect()) == [2]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_time_of_day_columns_spark_cannot_read_are_named(spark, table_path, table_type):
+    """Time-of-day columns (Arrow time32 / time64, Avro time-millis / time-micros, as Flink writes them): a Spark
+    read names the column and the way out instead of Spark's UNSUPPORTED_TIME_TYPE or a failed task; without
+    them the rest reads, and with spark.sql.timeType.enabled time-micros reads as Spark's TIME."""
+    t = pa.table({"id": pa.array([1, 2], pa.int64()), "v": pa.array([1, 1], pa.int64()),
+                  "at": pa.array([dt.time(9, 30), None], pa.time64("us")),
+                  "ms": pa.array([dt.time(10, 0, 1), dt.time(0, 0)], pa.time32("ms"))})
+    layout = dict(record_key="id", precombine_field="v")
+    hudilite.write(t, table_path, table_type=table_type, **layout)
+    mor = table_type == "MERGE_ON_READ"
+    if mor:  # a log block: its slice is merged, with every column
+        hudilite.write(t.slice(0, 1), table_path, **layout)
+    way_out = ("this read merges log files, which takes every column: compact the table first" if mor else
+               "leave it out (columns=[id, v]) or read the table with hudilite.Table(path).to_arrow()")
+    for columns in (None, ["id", "at"]):
+        with pytest.raises(hudilite.InvalidReadError, match=re.escape(
+                "column 'ms' holds times of day in milliseconds (Avro time-millis), which Spark cannot read: "
+                + way_out) if mor or columns is None else "column 'at' holds times of day .Avro time-micros., "
+                "which Spark reads only with spark.sql.timeType.enabled=true: set it on the session, or leave it"):
+            hudilite.read(spark, table_path, columns=columns)
+    if mor:
+        assert hudilite.Table(table_path).services.compact(force=True)
+    assert sorted(tuple(r) for r in hudilite.read(spark, table_path, columns=["id", "v"]).collect()) == [
+        (1, 1), (2, 1)]
+    assert spark.conf.get("spark.sql.timeType.enabled") == "false"
+    spark.conf.set("spark.sql.timeType.enabled", "true")
+    try:
+        got = sorted(tuple(r) for r in hudilite.read(spark, table_path, columns=["id", "at"]).collect())
+    finally:
+        spark.conf.set("spark.sql.timeType.enabled", "false")
+    assert got == [(1, dt.time(9, 30)), (2, None)]
+    arrow = hudilite.Table(table_path).to_arrow(["id", "ms"]).sort_by("id")
+    assert arrow.column("ms").to_pylist() == [dt.time(10, 0, 1), dt.time(0, 0)]
