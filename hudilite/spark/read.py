@@ -7,6 +7,7 @@ import os
 
 import pyarrow as pa
 
+from hudilite.columns import META_FIELDS
 from hudilite.errors import InvalidReadError
 from hudilite.file_group import parse_base_file_name
 from hudilite.options import SMALL_SLICE_BYTES as SMALL_SLICE_BYTES_OPTION
@@ -126,7 +127,7 @@ def _check_time_columns(spark, schema: pa.Schema, names, merged: bool) -> None:
     else:
         timed = {p.split(".")[0] for p, _ in found}
         rest = ", ".join(n for n in schema.names if (names is None or n in names) and n not in timed
-                         and not n.startswith("_hoodie_"))
+                         and n not in META_FIELDS)
         way_out = f"leave it out (columns=[{rest}]) or read the table with hudilite.Table(path).to_arrow()"
     if pa.types.is_time32(t):
         raise InvalidReadError(f"column '{path}' holds times of day in milliseconds (Avro time-millis), which "
