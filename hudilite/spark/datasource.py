@@ -179,6 +179,7 @@ class _Reader(DataSourceReader):
         self.bindings = source.bindings  # the reader is unpickled for each later step, in other workers
         self.path = source.path(schema)
         self.want = spark_to_arrow(schema)  # what Spark asked for: the table's columns or a catalog entry's
+        self.out = spark_to_arrow(schema, pyspark_units=True)  # the batches' types PySpark checks
         self.filters: list[tuple] = []
 
     def pushFilters(self, filters):
@@ -222,7 +223,8 @@ class _Reader(DataSourceReader):
             else:
                 c = t.column(src)
                 cols.append(c if c.type.equals(f.type) else c.cast(f.type))
-        return pa.Table.from_arrays(cols, schema=self.want)
+        out = pa.Table.from_arrays(cols, schema=self.want)
+        return out if self.out.equals(self.want) else out.cast(self.out)
 
     def read(self, partition):
         install_bindings(self.bindings)

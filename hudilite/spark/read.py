@@ -21,7 +21,7 @@ from hudilite.schema import SchemaError, avro_to_arrow, map_leaves
 from hudilite.spark.files import read_parquet_files
 from hudilite.spark.merge import FILE, ROW, SIZE, file_ids, merged_dataframe
 from hudilite.spark.schema import arrow_to_spark
-from hudilite.spark.session import default_parallelism
+from hudilite.spark.session import default_parallelism, is_connect
 from hudilite.storage import capture_bindings, install_bindings, storage_for
 
 
@@ -101,6 +101,9 @@ SMALL_SLICE_BYTES = SMALL_SLICE_BYTES_OPTION.default
 
 
 TIME_TYPE_CONF = "spark.sql.timeType.enabled"
+# The data source makes its rows in Python: it reads time columns of either unit, with or without the conf. A
+# Spark Connect client's collect refuses TIME values without it, though.
+SOURCE_READ = "spark.read.format('hudilite').load(path) (after hudilite.register(spark){})"
 
 
 def _check_time_columns(spark, schema: pa.Schema, names, merged: bool) -> None:
@@ -121,14 +124,16 @@ def _check_time_columns(spark, schema: pa.Schema, names, merged: bool) -> None:
     if not found:
         return
     path, t = next(((p, t) for p, t in found if pa.types.is_time32(t)), found[0])
+    source = SOURCE_READ.format(f"; over Spark Connect with {TIME_TYPE_CONF}=true" if is_connect(spark) else "")
     if merged:
-        way_out = ("this read merges log files, which takes every column: compact the table first "
-                   "(Table.services.compact), then leave the column out, or read the table with hudi-rs")
+        way_out = ("this read merges log files, which takes every column: read the table with "
+                   f"{source}, or compact it first (Table.services.compact) and leave the column out")
     else:
         timed = {p.split(".")[0] for p, _ in found}
         rest = ", ".join(n for n in schema.names if (names is None or n in names) and n not in timed
                          and n not in META_FIELDS)
-        way_out = f"leave it out (columns=[{rest}]) or read the table with hudilite.Table(path).to_arrow()"
+        way_out = (f"leave it out (columns=[{rest}]), or read the table with {source} or "
+                   "hudilite.Table(path).to_arrow()")
     if pa.types.is_time32(t):
         raise InvalidReadError(f"column '{path}' holds times of day in milliseconds (Avro time-millis), which "
                                f"Spark cannot read: {way_out}")

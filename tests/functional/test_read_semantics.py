@@ -14,6 +14,7 @@ import hudilite
 from hudilite.errors import RangeUnavailableError
 from hudilite.reader.changes import latest_position
 from hudilite.services import archival
+from hudilite.spark.session import is_connect
 
 OCC = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
 
@@ -227,7 +228,8 @@ def test_bad_read_arguments_are_refused_naming_them(spark, table_path, call, mes
 def test_time_of_day_columns_spark_cannot_read_are_named(spark, table_path, table_type):
     """Time-of-day columns (Arrow time32 / time64, Avro time-millis / time-micros, as Flink writes them): a Spark
     read names the column and the way out instead of Spark's UNSUPPORTED_TIME_TYPE or a failed task; without
-    them the rest reads, and with spark.sql.timeType.enabled time-micros reads as Spark's TIME."""
+    them the rest reads, with spark.sql.timeType.enabled time-micros reads as Spark's TIME, and the data source
+    reads both."""
     t = pa.table({"id": pa.array([1, 2], pa.int64()), "v": pa.array([1, 1], pa.int64()),
                   "at": pa.array([dt.time(9, 30), None], pa.time64("us")),
                   "ms": pa.array([dt.time(10, 0, 1), dt.time(0, 0)], pa.time32("ms"))})
@@ -236,14 +238,27 @@ def test_time_of_day_columns_spark_cannot_read_are_named(spark, table_path, tabl
     mor = table_type == "MERGE_ON_READ"
     if mor:  # a log block: its slice is merged, with every column
         hudilite.write(t.slice(0, 1), table_path, **layout)
-    way_out = ("this read merges log files, which takes every column: compact the table first" if mor else
-               "leave it out (columns=[id, v]) or read the table with hudilite.Table(path).to_arrow()")
+    connect = is_connect(spark)
+    source = "spark.read.format('hudilite').load(path) (after hudilite.register(spark)" + (
+        "; over Spark Connect with spark.sql.timeType.enabled=true)" if connect else ")")
+    way_out = (f"this read merges log files, which takes every column: read the table with {source}, or compact "
+               "it first" if mor else f"leave it out (columns=[id, v]), or read the table with {source}")
     for columns in (None, ["id", "at"]):
         with pytest.raises(hudilite.InvalidReadError, match=re.escape(
                 "column 'ms' holds times of day in milliseconds (Avro time-millis), which Spark cannot read: "
                 + way_out) if mor or columns is None else "column 'at' holds times of day .Avro time-micros., "
                 "which Spark reads only with spark.sql.timeType.enabled=true: set it on the session, or leave it"):
             hudilite.read(spark, table_path, columns=columns)
+    # the way out the message names: the data source reads both units, merged slices too, without the setting (a
+    # Connect client's collect needs it)
+    hudilite.register(spark)
+    if connect:
+        spark.conf.set("spark.sql.timeType.enabled", "true")
+    try:
+        rows = spark.read.format("hudilite").load(table_path).select("id", "at", "ms").collect()
+    finally:
+        spark.conf.set("spark.sql.timeType.enabled", "false")
+    assert sorted(tuple(r) for r in rows) == [(1, dt.time(9, 30), dt.time(10, 0, 1)), (2, None, dt.time(0, 0))]
     if mor:
         assert hudilite.Table(table_path).services.compact(force=True)
     assert sorted(tuple(r) for r in hudilite.read(spark, table_path, columns=["id", "v"]).collect()) == [
