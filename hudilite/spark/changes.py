@@ -36,8 +36,8 @@ from hudilite.reader.ranges import (
     touched,
 )
 from hudilite.spark.files import read_parquet_files
-from hudilite.spark.read import apply_filters, plan_to_dataframe
-from hudilite.spark.schema import arrow_frame, arrow_to_spark
+from hudilite.spark.read import apply_filters, check_time_columns, plan_to_dataframe
+from hudilite.spark.schema import arrow_frame, arrow_to_spark, to_jvm_arrow
 from hudilite.spark.session import check_workers, task_frame
 from hudilite.storage import capture_bindings, install_bindings
 from hudilite.table import HoodieTable
@@ -63,6 +63,8 @@ def changes(spark, path, begin=None, end=None, *, include_deletes: bool = True, 
     filters = check_filters(filters, table_schema(table).names)
     if columns is not None:
         columns = select_columns(table_schema(table), columns, filters)
+    # every way below may scan files natively or hand Arrow batches to Spark: one check, one message
+    check_time_columns(spark, table_schema(table), columns, merged=False, table_read=False)
     rng = resolve_range(table, begin, end, completion_bounds=completion_bounds)
     if rng.begin is None:
         check_workers(spark)
@@ -130,7 +132,7 @@ def _group_changes(spark, table, rng: ChangeRange, t: Touched, after: dict, befo
     keep = set(prune_partitions(table, schema, sorted({p for p, _ in after} | {p for p, _ in before}), filters))
     check_readable(table, [s for g, s in list(after.items()) + list(before.items()) if g[0] in keep])
     out = schema if columns is None else pa.schema([schema.field(c) for c in columns])
-    out_arrow = to_spark_arrow(out).append(pa.field(CHANGE_OP, pa.string(), True))
+    out_arrow = to_jvm_arrow(to_spark_arrow(out)).append(pa.field(CHANGE_OP, pa.string(), True))
     out_spark = arrow_to_spark(out).add(CHANGE_OP, "string", True)
     times = tuple(rng.instant_times)
     vis_b, vis_e = rng.visible(rng.begin), rng.visible(rng.end)

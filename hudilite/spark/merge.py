@@ -37,6 +37,7 @@ from hudilite.reader import overlay_cache
 from hudilite.reader.merge import SliceDesc, slice_overlay, to_spark_arrow
 from hudilite.reader.overlay_cache import BLOCK, BLOCK_BITS, BLOCKS_ARROW, KEY_BITS, MASK, ROW_BITS
 from hudilite.spark.files import read_parquet_files
+from hudilite.spark.schema import to_jvm_arrow
 from hudilite.spark.session import default_parallelism
 from hudilite.storage import capture_bindings, install_bindings
 
@@ -108,7 +109,8 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
             gone_parts.append(read_parquet_files(spark, blocks_spark, block_files))
     merged_here = [descs[i] for i in sorted(set(range(len(descs))) - set(cached))]
     if merged_here:
-        ov_arrow = out_schema.append(pa.field(GONE, pa.list_(pa.field("element", pa.struct(BLOCKS_ARROW), False)),
+        batch_schema = to_jvm_arrow(out_schema)
+        ov_arrow = batch_schema.append(pa.field(GONE, pa.list_(pa.field("element", pa.struct(BLOCKS_ARROW), False)),
                                               True))
         ov_spark = StructType(schema.fields + [StructField(GONE, ArrayType(blocks_spark, False), True)])
         # A few tasks, each merging every n-th slice: a Python task costs tens of ms however little it does, and
@@ -122,7 +124,7 @@ def merged_dataframe(spark, plan, schema, slices, ids, scan, riders=()):
             for b in batches:
                 for t in b.column(0).to_pylist():
                     for desc, fid in merged_here[t::n]:
-                        yield from _overlay_batches(slice_overlay(desc, spec), desc, fid, out_schema, ov_arrow)
+                        yield from _overlay_batches(slice_overlay(desc, spec), desc, fid, batch_schema, ov_arrow)
 
         # serialized blocks: a third of the memory of row objects (~90 vs ~250 MB for 0.65M log rows of 18
         # columns) for as long as the DataFrame lives, and fewer objects for the JVM's collector to trace

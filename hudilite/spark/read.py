@@ -20,18 +20,19 @@ from hudilite.ready import ready_partitions
 from hudilite.schema import SchemaError, avro_to_arrow, map_leaves
 from hudilite.spark.files import read_parquet_files
 from hudilite.spark.merge import FILE, ROW, SIZE, file_ids, merged_dataframe
-from hudilite.spark.schema import arrow_to_spark
+from hudilite.spark.schema import arrow_to_spark, to_jvm_arrow
 from hudilite.spark.session import default_parallelism, is_connect
 from hudilite.storage import capture_bindings, install_bindings, storage_for
 
 
-def plan_to_dataframe(spark, plan: ReadPlan, columns=None):
+def plan_to_dataframe(spark, plan: ReadPlan, columns=None, *, table_read: bool = False):
     """Slices without log files: Spark's native parquet scan. Slices with log files (merge-on-read): their base
     files natively scanned minus the rows log records supersede, plus the winning log rows (`spark_merge`;
     the whole slice merged in Python workers if base file names are ambiguous). The union, with the plan's
     filters. `columns`: only these columns, in this order; files without log records to merge are scanned for
     them (and the filters' columns) alone - Spark cannot push a later select() into the Arrow scan of object
-    stores, so this is where such reads prune columns."""
+    stores, so this is where such reads prune columns. `table_read`: a read of the table's rows (`read`), whose
+    errors may name the other ways to read them."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
@@ -49,7 +50,7 @@ def plan_to_dataframe(spark, plan: ReadPlan, columns=None):
         keep = [f.name for f in schema.fields if f.name in need]
     files = plan.plain_files
     merged = plan.merged_slices
-    _check_time_columns(spark, plan.schema, keep, bool(merged))
+    check_time_columns(spark, plan.schema, keep, merged=bool(merged), table_read=table_read)
     if not files and not merged:
         empty = spark.createDataFrame([], schema)
         return empty.select(*[F.col(f"`{c}`") for c in columns]) if columns is not None else empty
@@ -106,11 +107,12 @@ TIME_TYPE_CONF = "spark.sql.timeType.enabled"
 SOURCE_READ = "spark.read.format('hudilite').load(path) (after hudilite.register(spark){})"
 
 
-def _check_time_columns(spark, schema: pa.Schema, names, merged: bool) -> None:
+def check_time_columns(spark, schema: pa.Schema, names, *, merged: bool, table_read: bool) -> None:
     """Refuse, naming the column, a Spark read of a time-of-day column Spark cannot read (Spark's own error,
     UNSUPPORTED_TIME_TYPE or a failed task, names neither the column nor a way out). Spark reads Avro
     time-micros only with TIME_TYPE_CONF on, and time-millis (a parquet INT32) not at all. `names`: the columns
-    read, None for all; `merged`: slices with log files are read too, and they are merged with every column."""
+    read, None for all; `merged`: slices with log files are read too, and they are merged with every column;
+    `table_read`: the way out may name other reads of the rows (change reads and the like have none)."""
     found: list[tuple[str, pa.DataType]] = []
 
     def leaf(t, path):
@@ -125,7 +127,9 @@ def _check_time_columns(spark, schema: pa.Schema, names, merged: bool) -> None:
         return
     path, t = next(((p, t) for p, t in found if pa.types.is_time32(t)), found[0])
     source = SOURCE_READ.format(f"; over Spark Connect with {TIME_TYPE_CONF}=true" if is_connect(spark) else "")
-    if merged:
+    if not table_read:
+        way_out = "hudilite.Table(path).to_arrow() and changes_arrow() read it without Spark"
+    elif merged:
         way_out = ("this read merges log files, which takes every column: read the table with "
                    f"{source}, or compact it first (Table.services.compact) and leave the column out")
     else:
@@ -231,7 +235,7 @@ def _merged(spark, plan: ReadPlan, schema, slices):
     MERGE_GROUP_BYTES of files each), each group one vectorized merge (`merge.merge_slices`) in one task.
     A Python task costs tens of ms however little it merges, so tiny slices must not get one each."""
     spec = plan.merge_spec()
-    out_schema = to_spark_arrow(plan.schema)
+    out_schema = to_jvm_arrow(to_spark_arrow(plan.schema))
     groups = _groups([(SliceDesc.of(s), sum(lf.size for lf in s.log_files)
                        + (s.base_file.size if s.base_file is not None else 0)) for s in slices],
                      2 * default_parallelism(spark))
@@ -486,4 +490,4 @@ def read(spark, path, *, as_of=None, begin=None, end=None, filters=None, read_op
     if ready_only:
         ready = ready_partitions(plan.table, as_of=plan.as_of if plan.query == "snapshot" and as_of else None)
         plan.slices = [s for s in plan.slices if s.partition in ready]
-    return plan_to_dataframe(spark, plan, columns)
+    return plan_to_dataframe(spark, plan, columns, table_read=True)

@@ -39,7 +39,17 @@ def arrow_frame(spark, table: pa.Table):
     """A Spark DataFrame of the rows of an Arrow `table` (a local relation: the rows travel with the plan, no
     files are scanned), typed as a Spark scan of the same columns would be: `arrow_to_spark`, all nullable."""
     arrow = pa.schema([pa.field(f.name, map_leaves(f.type, spark_leaf, f.name), True) for f in table.schema])
-    return spark.createDataFrame(table.cast(arrow), as_nullable(arrow_to_spark(arrow)))
+    return spark.createDataFrame(table.cast(to_jvm_arrow(arrow)), as_nullable(arrow_to_spark(arrow)))
+
+
+def _jvm_leaf(t: pa.DataType, path: str) -> pa.DataType:
+    return pa.time64("ns") if pa.types.is_time(t) else t
+
+
+def to_jvm_arrow(schema: pa.Schema) -> pa.Schema:
+    """`schema` as Arrow batches handed to Spark's JVM must have it (`mapInArrow` output): Spark takes a TIME
+    column only as time64[ns] (else UNSUPPORTED_ARROWTYPE); files keep time-micros, which its scans read."""
+    return pa.schema([f.with_type(map_leaves(f.type, _jvm_leaf, f.name)) for f in schema])
 
 
 def _from_spark_leaf(t: pa.DataType, path: str) -> pa.DataType:

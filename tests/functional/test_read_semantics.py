@@ -12,8 +12,11 @@ import pytest
 
 import hudilite
 from hudilite.errors import RangeUnavailableError
+from hudilite.reader import overlay_cache
 from hudilite.reader.changes import latest_position
 from hudilite.services import archival
+from hudilite.spark import changes as spark_changes
+from hudilite.spark import read as spark_read
 from hudilite.spark.session import is_connect
 
 OCC = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
@@ -222,6 +225,57 @@ def test_bad_read_arguments_are_refused_naming_them(spark, table_path, call, mes
     with pytest.raises(hudilite.InvalidReadError, match=re.escape(message)):
         call(spark, table_path).collect()
     assert sorted(r["id"] for r in hudilite.read(spark, table_path, filters=[("dt", "in", ["p0"])]).collect()) == [2]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_time_micros_reads_with_the_setting_through_every_merge_and_change_read(spark, table_path, table_type):
+    """With spark.sql.timeType.enabled a time-micros column reads through each way a merge-on-read slice with log
+    files is merged (whole in Python, the native merged scan, overlay files) and each way a change read is made
+    (change images read here or scanned, per file group, the snapshot): Spark takes TIME batches from Python
+    only as nanoseconds. Without it a change read names the way out (it has no column list to leave it out of)."""
+    mor = table_type == "MERGE_ON_READ"
+    layout = dict(record_key="id", precombine_field="v", table_type=table_type,
+                  options={"hoodie.write.table.version": "6"})  # overlay entries need version 6
+    first = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": pa.array([1, 1, 1], pa.int64()),
+                      "at": pa.array([dt.time(9, 30), dt.time(1, 2, 3, 4000), None], pa.time64("us"))})
+    c1 = hudilite.write(first, table_path, **layout)
+    hudilite.write(pa.table({"id": pa.array([2], pa.int64()), "v": pa.array([2], pa.int64()),
+                             "at": pa.array([dt.time(23, 59, 59, 999999)], pa.time64("us"))}), table_path, **layout)
+    want = [(1, dt.time(9, 30)), (2, dt.time(23, 59, 59, 999999)), (3, None)]
+    changed = [(2, "B", dt.time(1, 2, 3, 4000)), (2, "U", dt.time(23, 59, 59, 999999))]
+    with pytest.raises(hudilite.InvalidReadError, match=re.escape(
+            "column 'at' holds times of day (Avro time-micros), which Spark reads only with spark.sql.timeType."
+            "enabled=true: set it on the session, or hudilite.Table(path).to_arrow() and changes_arrow() read it "
+            "without Spark")):
+        hudilite.changes(spark, table_path, begin=c1)
+
+    def changes(**kw):
+        rows = spark_changes.changes(spark, table_path, begin=c1, before_image=True, **kw).select(
+            "id", "_change_op", "at").collect()
+        return sorted(tuple(r) for r in rows)
+
+    spark.conf.set("spark.sql.timeType.enabled", "true")
+    try:
+        assert sorted(tuple(r) for r in hudilite.changes(spark, table_path).select("id", "at").collect()) == want
+        if not mor:  # change images read here, then scanned
+            assert changes() == changes(local_max_bytes=0) == changed
+            return
+        assert changes() == changed  # per file group
+        confs = {"whole": {}, "native": {spark_read.SMALL_SLICE_CONF: "0"},
+                 "overlay": {spark_read.SMALL_SLICE_CONF: "0", overlay_cache.MIN_LOG_BYTES_CONF: "0"}}
+        for how, conf in confs.items():
+            for k, v in conf.items():
+                spark.conf.set(k, v)
+            try:
+                got = sorted(tuple(r) for r in hudilite.read(spark, table_path).select("id", "at").collect())
+            finally:
+                for k in conf:
+                    spark.conf.unset(k)
+            assert got == want, how
+        # the overlay run left overlay entries
+        assert glob.glob(os.path.join(table_path, overlay_cache.DIR, "**", "*" + overlay_cache.ROWS), recursive=True)
+    finally:
+        spark.conf.set("spark.sql.timeType.enabled", "false")
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
