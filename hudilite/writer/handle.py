@@ -85,27 +85,38 @@ def sort_indices(tbl: pa.Table, keys: list[tuple[str, str]], nulls: str) -> pa.A
 
 
 _NAN_RANK = "_hl_nan_rank"  # a sort key only
+_PART_CODE = "_hl_part_code"  # a sort key only
 
 
-def dedup_latest(tbl: pa.Table, ctx: WriteContext) -> pa.Table:
+def dedup_latest(tbl: pa.Table, ctx: WriteContext, *, per_partition: bool = False) -> pa.Table:
     """Collapse rows with the same record key to one: the highest precombine value (event time), ties and
-    commit-time mode to the latest arrival (`_hl_seq`)."""
+    commit-time mode to the latest arrival (`_hl_seq`). `per_partition`: rows with one key in two partitions
+    stay two (a partition-scoped index keys records by (partition, key))."""
     if tbl.num_rows <= 1:
         return tbl
-    keys = [(ctx.int_key if ctx.int_key in tbl.column_names else KEY_COL, "ascending")]
     work = tbl
+    keys = []
+    if per_partition and PART_COL in tbl.column_names and pc.count_distinct(tbl.column(PART_COL)).as_py() > 1:
+        # the partition's code (order of first appearance) groups as the path does, and sorts as an int
+        codes = pc.dictionary_encode(tbl.column(PART_COL).combine_chunks()).indices
+        work = work.append_column(_PART_CODE, codes)
+        keys.append((_PART_CODE, "ascending"))
+    keys.append((ctx.int_key if ctx.int_key in tbl.column_names else KEY_COL, "ascending"))
     if ctx.event_time and ctx.precombine_field and ctx.precombine_field in tbl.column_names:
         nan = nan_rank(tbl.column(ctx.precombine_field))
         if nan is not None:  # NaN above every number
-            work = tbl.append_column(_NAN_RANK, nan)
+            work = work.append_column(_NAN_RANK, nan)
             keys.append((_NAN_RANK, "ascending"))
         keys.append((ctx.precombine_field, "ascending"))
     keys.append((SEQ_COL, "ascending"))
-    t = tbl.take(sort_indices(work, keys, "at_start"))
-    k = t.column(keys[0][0]).combine_chunks()
-    last = np.ones(t.num_rows, dtype=bool)
-    if t.num_rows > 1:
-        last[:-1] = pc.not_equal(k.slice(0, len(k) - 1), k.slice(1)).to_numpy(zero_copy_only=False)
+    order = sort_indices(work, keys, "at_start")
+    t = tbl.take(order)
+    last = np.zeros(t.num_rows, dtype=bool)
+    last[-1] = True
+    grouping = keys[:2] if keys[0][0] == _PART_CODE else keys[:1]
+    for name, _ in grouping:  # a row is its group's last where the next row has another key or partition
+        k = work.column(name).take(order).combine_chunks()
+        last[:-1] |= pc.not_equal(k.slice(0, len(k) - 1), k.slice(1)).to_numpy(zero_copy_only=False)
     if last.all():
         return t
     return t.filter(pa.array(last))

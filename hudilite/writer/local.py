@@ -161,7 +161,9 @@ class LocalPlanner(PlannerBase):
         # absent); the surviving inserts go to their partition's buckets
         inserts = None
         if untagged.any():
-            inserts = dedup_latest(rows.filter(pa.array(untagged)), ctx)
+            # per (partition, key): one key in two partitions is two records under a partition-scoped index,
+            # as the Spark write's per-partition buckets keep them (a global index left one row per key)
+            inserts = dedup_latest(rows.filter(pa.array(untagged)), ctx, per_partition=True)
             inserts = inserts.filter(pc.invert(inserts.column(DELETE_COL)))
         groups: dict[str, list[pa.Table]] = {}
         tagged = rows.filter(pa.array(~untagged))
