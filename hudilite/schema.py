@@ -922,6 +922,28 @@ def evolve(table_schema: pa.Schema, incoming: pa.Schema, *, allow_incoming_promo
     return pa.schema(fields, metadata=table_schema.metadata)
 
 
+def check_key_types(stored: pa.Schema, evolved: pa.Schema, record_key, partition_by=()) -> None:
+    """Refuse a widening of a record key or partition column that changes how its values are spelled: a key's
+    stored string ('1') and a partition's path are made from the value, so after long -> double ('1.0') an
+    upsert of a stored key would add a second record. Integer widenings keep the spelling, and so do decimal
+    ones of the same scale."""
+    for role, names in (("record key", record_key), ("partition", partition_by)):
+        for name in names:
+            if name not in stored.names or name not in evolved.names:
+                continue
+            before, after = stored.field(name).type, evolved.field(name).type
+            T = pa.types
+            if before.equals(after) or (T.is_integer(before) and T.is_integer(after)) or (
+                    T.is_decimal(before) and T.is_decimal(after) and before.scale == after.scale):
+                continue
+            why = ("its stored keys are text made from the value ('1'), which would change ('1.0'): an upsert of "
+                   "a stored record would add a second one") if role == "record key" else (
+                   "its partition paths are made from the value ('1'), which would change ('1.0'): one value "
+                   "would get a second partition")
+            raise SchemaError(f"{_col(name)}: a {role} column cannot change type from {before} to {after}: {why}; "
+                              f"cast the data to {before}")
+
+
 def float_to_double(col):
     """A float column promoted to double as Apache Hudi promotes it: through the float's shortest decimal form
     (2.6f -> 2.6, not the binary value 2.5999999046325684). Hudi's Avro record rewrite

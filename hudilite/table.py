@@ -9,7 +9,7 @@ from hudilite.config import TableConfig
 from hudilite.errors import CorruptTableError, TableNotFoundError
 from hudilite.fs_view import PARTITION_METAFILE, FileSystemView, list_partitions, partitions_in_listing
 from hudilite.replace import recover
-from hudilite.schema import SchemaError, avro_to_arrow, evolve
+from hudilite.schema import SchemaError, avro_to_arrow, check_key_types, evolve
 from hudilite.storage import storage_for
 from hudilite.storage.paths import is_local, normalize_path, relative_to
 from hudilite.timeline import Timeline
@@ -153,7 +153,8 @@ class HoodieTable:
         try:
             stored = self.timeline.schema_json() or cfg.create_schema
             if stored:
-                evolve(avro_to_arrow(stored), schema)
+                check_key_types(avro_to_arrow(stored), evolve(avro_to_arrow(stored), schema), record_key,
+                                partition_by)
         except (SchemaError, ValueError):
             return False
         return True

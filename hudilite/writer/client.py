@@ -29,7 +29,7 @@ from hudilite.index.global_index import index_choice
 from hudilite.keygen import KeySpec, arrow_keygen, integer_key_column
 from hudilite.markers import TIMELINE_SERVER_BASED, MarkerService, delete_markers, list_markers, marker_type
 from hudilite.reader import overlay_cache
-from hudilite.schema import SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, evolve
+from hudilite.schema import SchemaError, arrow_to_avro, avro_to_arrow, avro_to_json, check_key_types, evolve
 from hudilite.services.inline import check_service_options, run_inline_services
 from hudilite.services.rollback import abort_write
 from hudilite.services.upgrade import upgrade
@@ -357,6 +357,7 @@ class WriteClient:
                     data_schema = avro_to_arrow(stored) if stored else incoming
                 elif stored:
                     data_schema = evolve(avro_to_arrow(stored), incoming)
+                    check_key_types(avro_to_arrow(stored), data_schema, wo.record_key, wo.partition_by)
                 else:
                     data_schema = incoming
             else:

@@ -240,6 +240,22 @@ def type_change_key(p):
     write(p, rows([1, 2]).set_column(0, "id", pa.array(["1", "2"])))
 
 
+@case("types", "record key column widened long -> double (its stored keys '1' would become '1.0')",
+      InvalidWriteError, "column 'id': a record key column cannot change type from int64 to double",
+      "an upsert of a stored record would add a second one", regression="a Spark write took it: the same key stored twice")
+def key_widened_to_double(p):
+    write(p, rows([1, 2]).set_column(0, "id", pa.array([1.0, 2.0])))
+
+
+@case("types", "partition column widened int -> double (its paths part=1 would become part=1.0)",
+      InvalidWriteError, "column 'part': a partition column cannot change type from int32 to double",
+      "one value would get a second partition", table="none",
+      setup=lambda p: write(p, rows([1, 2], part=pa.array([1, 2], pa.int32()))),
+      regression="a Spark write took it: p=10 and p=10.0 for one value")
+def partition_widened_to_double(p):
+    write(p, rows([1, 2], part=pa.array([1.0, 2.0])))
+
+
 @case("types", "column type change string -> long", InvalidWriteError, "column 's'", "cannot change type")
 def type_change_string_long(p):
     write(p, rows([1, 2]).set_column(3, "s", pa.array([1, 2], pa.int64())))

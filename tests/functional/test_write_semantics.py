@@ -228,6 +228,25 @@ def test_integer_keys_match_on_their_values(spark, table_path, table_type):
         (-5, "A"), (0, "b"), (7, "C"), (8, "new")]
 
 
+def test_key_and_partition_columns_keep_the_spelling_of_their_values(spark, table_path):
+    """A record key or partition column widened from an integer to a floating type would spell stored values
+    anew ('1' -> '1.0'): a second record of one key, a second directory of one partition value. Refused, table
+    unchanged; widening to a larger integer keeps the spelling and is taken."""
+    kw = dict(record_key="id", precombine_field="v", partition_by="p")
+    hudilite.write(spark.createDataFrame([(1, 1, 10)], "id int, v long, p int"), table_path, **kw)
+    files = base_files(table_path)
+    for row, ddl, message in (
+            ((1.0, 2, 10), "id double, v long, p int",
+             "column 'id': a record key column cannot change type from int32 to double: its stored keys are text"),
+            ((1, 2, 10.0), "id int, v long, p double",
+             "column 'p': a partition column cannot change type from int32 to double: its partition paths")):
+        with pytest.raises(hudilite.InvalidWriteError, match=message):
+            hudilite.write(spark.createDataFrame([row], ddl), table_path, **kw)
+        assert base_files(table_path) == files and len(HoodieTable.open(table_path).timeline.completed()) == 1
+    hudilite.write(spark.createDataFrame([(1, 3, 10)], "id long, v long, p long"), table_path, **kw)
+    assert [(r.id, r.v, r.p) for r in hudilite.read(spark, table_path).collect()] == [(1, 3, 10)]
+
+
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 def test_string_keys_that_look_like_numbers_stay_distinct(spark, table_path, table_type):
     kw = dict(record_key="k", precombine_field="v", table_type=table_type)
