@@ -21,6 +21,7 @@ import ipaddress
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -356,15 +357,42 @@ def _sends_token(params: str) -> bool:
     return ";token=" in f";{params}" or os.environ.get(TOKEN_ENV) is not None
 
 
+def _start_command(warehouse: str | None, port: str) -> str:
+    return (f"hudilite server start --warehouse {shlex.quote(warehouse) if warehouse else 'DIR'}"
+            + (f" --port {port}" if port != str(DEFAULT_PORT) else ""))
+
+
+def _gone_policy(host: str, port: int, shown: str, warehouse: str | None):
+    """PySpark's retry policy, except for a loopback server whose port no longer takes connections: it was
+    stopped or it died, and PySpark would retry each call for ten minutes (a dbt run hung that long, then
+    failed with gRPC's text). The call fails at once with a ServerError naming the command to start it again.
+    PySpark asks a policy whether to retry (`can_retry`); what that raises is what the caller gets."""
+    import grpc
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    class ServerGonePolicy(DefaultPolicy):
+        def can_retry(self, e: BaseException) -> bool:
+            if not super().can_retry(e):
+                return False
+            if isinstance(e, grpc.RpcError) and e.code() == grpc.StatusCode.UNAVAILABLE and \
+                    not answers(host, port, 2.0):
+                raise ServerError(f"the Spark Connect server at {shown} stopped answering (it was stopped or it "
+                                  f"exited): start it again with: {_start_command(warehouse, str(port))}") from e
+            return True
+
+    return ServerGonePolicy()
+
+
 def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params: dict | None = None,
-            conf: dict | None = None):
+            conf: dict | None = None, warehouse: str | None = None):
     """A Spark Connect session to `url` (sc://host:port[/;param=...]); `token` and `use_ssl` are added as the
     Connect URL parameters (`connect_url`); `conf`: runtime SQL settings of the new session, sent in one
     request (a `spark.conf.set` each would be a round trip each) that PySpark sends ignoring failures: pass
     settings known to be valid. A server that does not answer, or refuses the token, raises ServerError naming
     what to do. A server on the loopback interface is queried without reattachable executions. PySpark then
     runs this process in Connect mode (its functions build Connect columns): a process has classic sessions
-    or Connect ones, not both."""
+    or Connect ones, not both. `warehouse`: the local warehouse directory the start command in errors names.
+    A loopback server that goes away later fails the call at once (`_gone_policy`)."""
     from pyspark.sql import SparkSession
 
     full = connect_url(url, token=token, use_ssl=use_ssl, params=params)
@@ -372,8 +400,7 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
     hostport = f"{host}:{port}"
     if host and port.isdigit() and not answers(host, int(port), 2.0):
         raise ServerError(f"no Spark Connect server answers at sc://{hostport}. Start a local one with: "
-                          "hudilite server start --warehouse DIR" + (f" --port {port}" if port != str(DEFAULT_PORT)
-                                                                      else ""))
+                          + _start_command(warehouse, port))
     # PySpark's rule: TLS when asked for, or for a token to any host but `localhost`
     tls = _asks_ssl(rest) or (_sends_token(rest) and host != "localhost")
     if tls and port.isdigit() and _speaks_tls(host.strip("[]"), int(port)) is False:
@@ -410,6 +437,8 @@ def connect(url: str, *, token: str | None = None, use_ssl: bool = False, params
         # a reattachable execution sends a ReleaseExecute after each reply: ~10 ms per query on 2 cores
         # (bench/README.md); reattaching only pays off over networks that cut long streams
         spark.client.disable_reattachable_execute()
+        if port.isdigit():
+            spark.client.set_retry_policies([_gone_policy(host.strip("[]"), int(port), shown, warehouse)])
     return spark
 
 

@@ -103,7 +103,8 @@ class SessionMixin:
             # those ignoring failures, so the profile's own settings are set one by one below, where a bad one
             # fails with Spark's error
             conf = BASE_CONF if c.show_spark_logs else {**BASE_CONF, **CONNECT_QUIET_CONF}
-            spark = server.connect(c.host, token=c.token, use_ssl=c.use_ssl, conf=conf)
+            local = None if "://" in self.warehouse else self.warehouse  # for the start command in errors
+            spark = server.connect(c.host, token=c.token, use_ssl=c.use_ssl, conf=conf, warehouse=local)
         except hudilite.HudiliteError as e:  # no server answers there
             raise FailedToConnectError(f"hudilite: {e}") from None
         except Exception as e:  # noqa: BLE001 - a bad URL, TLS or token: Spark Connect's own message

@@ -121,6 +121,43 @@ def test_dbt_exits_at_once_when_the_server_is_gone(connect_server, tmp_path):
     assert took < 30, f"the process took {took:.0f} s to exit"
 
 
+GONE = """
+import sys, time
+from hudilite import server
+spark = server.connect(sys.argv[1], warehouse=sys.argv[2])
+assert spark.sql("select 1 as x").collect()[0].x == 1
+print("ready", flush=True)
+sys.stdin.readline()  # the test cuts the connection
+t0 = time.monotonic()
+try:
+    spark.sql("select 2 as x").collect()
+except server.ServerError as e:
+    print("gone after", round(time.monotonic() - t0), "s:", e, flush=True)
+"""
+
+
+def test_a_server_gone_mid_session_fails_the_next_call_at_once(connect_server, tmp_path):
+    """A loopback server stopped while a client uses it: the next call fails within seconds naming the command
+    that starts it again (PySpark's client would retry it for ten minutes; a dbt run hung that long)."""
+    proxy = Proxy(int(connect_server.url.rsplit(":", 1)[1]))
+    wh = str(tmp_path / "my warehouse")
+    proc = subprocess.Popen([sys.executable, "-c", GONE, f"sc://127.0.0.1:{proxy.port}", wh], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "ready", line + proc.stderr.read()[-3000:]
+        proxy.cut()
+        out, err = proc.communicate("\n", timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert out.startswith("gone after"), err[-3000:]
+    took = int(out.split()[2])
+    assert took < 30, out
+    assert (f"the Spark Connect server at sc://127.0.0.1:{proxy.port} stopped answering (it was stopped or it "
+            f"exited): start it again with: hudilite server start --warehouse '{wh}' --port {proxy.port}") in out
+
+
 QUERY = """
 import sys
 from hudilite import server
