@@ -98,6 +98,7 @@ def _full(env, q, schema, identifier, path, detail, end, spec, entry, empty: boo
     df, visible = _spark_errors(lambda: aggregate.full_frame(env.spark, q, detail, end))
     options = _write_options(env, spec, identifier, detail)
     exists = hudilite.Table.exists(path)
+    removed = env._snapshot_rows(path) if exists else None  # the rows this build replaces (as a table model's)
     if empty:
         df = df.limit(0)
     else:
@@ -113,7 +114,7 @@ def _full(env, q, schema, identifier, path, detail, end, spec, entry, empty: boo
         op = "insert"
         result = env._write(df, path, [GROUP_KEY], spec, op, options, schema, identifier)
     env.publish(schema, identifier, path, visible, env._props(spec, [GROUP_KEY], True), entry)
-    return response(op, result, path, strategy="aggregate")
+    return response(op, result, path, strategy="aggregate", removed=removed)
 
 
 def _incremental(env, q, schema, identifier, path, detail, start, end, spec, entry):

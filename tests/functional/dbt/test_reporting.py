@@ -21,10 +21,17 @@ select id, {{ var('v', 1) }} as v from range({{ var('n', 4) }}) as t(id)
 """
 
 
+# an aggregate of the incremental model: a --full-refresh rebuilds it from the detail's snapshot
+TOTALS = """
+{{ config(materialized='aggregate') }}
+select id % 2 as parity, count(*) as n, sum(v) as total from {{ ref('numbers') }} group by id % 2
+"""
+
+
 class TestReporting:
     @pytest.fixture(scope="class")
     def models(self):
-        return {"numbers.sql": NUMBERS, "numbers_mor.sql": NUMBERS_MOR}
+        return {"numbers.sql": NUMBERS, "numbers_mor.sql": NUMBERS_MOR, "totals.sql": TOTALS}
 
     def test_full_refresh_counts_and_catalog_rows(self, project):
         run_dbt(["run"])
@@ -35,6 +42,10 @@ class TestReporting:
         assert (resp["rows_inserted"], resp["rows_removed"]) == (3, 5)
         assert resp["_message"] == "INSERT_OVERWRITE_TABLE 3 inserted, 0 updated, 0 deleted, 5 removed"
         assert resp["rows_affected"] == 8
+        # the aggregate's full build over its 2 stored groups reports them as removed, as a table model does
+        res = run_dbt(["run", "-s", "totals", "--full-refresh"])
+        resp = res.results[0].adapter_response
+        assert (resp["rows_inserted"], resp["rows_removed"]) == (2, 2), resp["_message"]
 
         # an update of the merge-on-read table lands in a log file: counted by the merged read
         run_dbt(["run", "-s", "numbers_mor", "--vars", "{n: 2, v: 2}"])
