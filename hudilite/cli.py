@@ -240,7 +240,7 @@ def main(argv=None) -> int:
     s.add_argument("action", choices=("start", "stop", "status"))
     s.add_argument("--warehouse", default=os.environ.get("HUDILITE_WAREHOUSE", "."),
                    help="the warehouse directory (its catalog in DIR/.metastore); default: $HUDILITE_WAREHOUSE or .")
-    s.add_argument("--port", type=int, default=server.DEFAULT_PORT)
+    s.add_argument("--port", type=int, default=None, help=f"default {server.DEFAULT_PORT}")
     s.add_argument("--host", default="127.0.0.1",
                    help="the address to listen on (default: loopback only; elsewhere start it with a token: "
                         f"${server.TOKEN_ENV} or --conf {server.TOKEN_CONF}=...)")

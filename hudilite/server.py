@@ -149,12 +149,14 @@ def _server_conf(warehouse: str, host: str, port: int, spark_conf: dict | None, 
     return merge_conf(session_conf(own, hive_dir=ms), spark_conf)
 
 
-def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", master: str = "local[*]",
+def start(warehouse: str, *, port: int | None = None, host: str = "127.0.0.1", master: str = "local[*]",
           spark_conf: dict | None = None, timeout: float = 180.0, token: str | None = None) -> ServerInfo:
-    """Start the warehouse's Spark Connect server and wait until it answers a query on the catalog (which
-    boots the metastore, so the first client finds it warm). A running one is returned as it is.
+    """Start the warehouse's Spark Connect server on `port` (None: DEFAULT_PORT) and wait until it answers a
+    query on the catalog (which boots the metastore, so the first client finds it warm). A running one is
+    returned as it is; asked for another port than the one it listens on, ServerError says so.
     `token`: clients must send it (Connect's pre-shared token); left out, `spark_conf`'s
     spark.connect.authenticate.token or $SPARK_CONNECT_AUTHENTICATE_TOKEN, else none."""
+    asked, port = port, DEFAULT_PORT if port is None else port
     if not 1024 <= port <= 65535:  # Spark's own range (0, a random port, would leave clients guessing)
         raise ServerError(f"port {port}: a Spark Connect server listens on a port from 1024 to 65535")
     warehouse = os.path.abspath(warehouse)
@@ -163,7 +165,12 @@ def start(warehouse: str, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", 
     token = token or spark_conf.pop(TOKEN_CONF, None) or os.environ.get(TOKEN_ENV) or None
     recorded = read_state(warehouse)
     if recorded is not None and process_alive(recorded.pid):
-        return status(warehouse)  # running (or hung: said so)
+        running = status(warehouse)  # running (or hung: said so)
+        if asked is not None and running is not None and running.port != asked:
+            raise ServerError(f"the Spark Connect server of warehouse {warehouse} already runs at {running.url} "
+                              f"(pid {running.pid}), not on port {asked}: connect to it there, or stop it first "
+                              f"(hudilite server stop --warehouse {shlex.quote(warehouse)})")
+        return running
     _remove_state(warehouse)  # a stale record: its server is gone, start a new one
     if answers(host, port):
         raise ServerError(f"port {port} on {host} is in use by another process: pass --port")

@@ -41,6 +41,23 @@ def test_a_stale_record_is_reported_with_the_command_and_removed(tmp_path, capsy
     assert cli.main(["server", "status", "--warehouse", str(tmp_path)]) == 1
 
 
+def test_start_beside_a_running_server_on_another_port_says_so(tmp_path, capsys):
+    """A running server is returned as it is; asked for another port, `start` names the one it listens on."""
+    with socket.create_server(("127.0.0.1", 0)) as listening:  # a live process answering on its port
+        port = listening.getsockname()[1]
+        os.makedirs(tmp_path / ".metastore")
+        (tmp_path / ".metastore" / server.STATE_FILE).write_text(json.dumps(
+            {"pid": os.getpid(), "host": "127.0.0.1", "port": port, "warehouse": str(tmp_path), "log": "x.log",
+             "python": "python"}))
+        assert server.start(str(tmp_path)).port == port == server.start(str(tmp_path), port=port).port
+        other = _free_port()
+        with pytest.raises(server.ServerError, match=f"already runs at sc://127.0.0.1:{port} .pid {os.getpid()}., "
+                                                     f"not on port {other}: connect to it there, or stop it first"):
+            server.start(str(tmp_path), port=other)
+        assert cli.main(["server", "start", "--warehouse", str(tmp_path), "--port", str(other)]) != 0
+        assert f"not on port {other}" in capsys.readouterr().err
+
+
 def test_connect_to_an_absent_server_names_the_command():
     port = _free_port()
     with pytest.raises(server.ServerError, match=f"no Spark Connect server answers at sc://127.0.0.1:{port}.*"
