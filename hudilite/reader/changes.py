@@ -15,6 +15,12 @@ completion time (dbt checkpoints) pass `completion_bounds=True`.
 copy-on-write table stores no deletes: they are derived per touched file group as the keys present in the
 snapshot as of `begin` and absent at `end`. Before images are the rows as of `begin`.
 
+Deletes first: the change rows list every 'D' before the other rows. They are net changes of the range, so a
+record with an 'I' or 'U' exists at `end` and one with a 'D' does not, whatever the order they happened in. A
+consumer that keys the rows anew (a seed's rows, keyed by their row ids, upserted by a business key) and lets
+the later row of a key win then ends with what the table holds at `end`: a business key whose old row went
+and whose new row came in the range (a re-seeded row) is kept, not deleted.
+
 A range whose file slices were cleaned away raises `RangeUnavailableError` (never partial data); so does, on
 version 6, one that starts before the oldest instant still on the active timeline after archival (v8/v9 ranges
 read archived writes from the LSM history, docs/services.md).
@@ -145,9 +151,13 @@ def image_rows(table: HoodieTable, imaged: tuple[list[str], list[str]], names, *
     out_schema = pa.schema([schema.field(c) for c in names] + [pa.field(CHANGE_OP, pa.string(), True)])
     images, inserted = imaged
     ops = [INSERT, UPDATE] + ([DELETE] if include_deletes else []) + ([BEFORE] if before_image else [])
-    parts = []
+    gone, parts = [], []
     for t in _read_conformed(images, out_schema):
-        parts.append(t.filter(pc.is_in(t.column(CHANGE_OP), value_set=pa.array(ops, pa.string()))))
+        t = t.filter(pc.is_in(t.column(CHANGE_OP), value_set=pa.array(ops, pa.string())))
+        d = pc.equal(t.column(CHANGE_OP), DELETE)
+        gone.append(t.filter(d))  # deletes first (module docstring)
+        parts.append(t.filter(pc.invert(d)))
+    parts = gone + parts
     for t in _read_conformed(inserted, pa.schema([out_schema.field(c) for c in names])):
         parts.append(t.append_column(out_schema.field(CHANGE_OP), pa.repeat(pa.scalar(INSERT, pa.string()),
                                                                             t.num_rows)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from hudilite.change_images import BEFORE, CHANGE_OP, DELETE, INSERT, UPDATE
 from hudilite.errors import UnsupportedTableError
@@ -111,14 +112,19 @@ def _image_changes(spark, table: HoodieTable, imaged, filters, include_deletes: 
     with_op = arrow_to_spark(schema.append(pa.field(CHANGE_OP, pa.string(), True)))
     ops = [INSERT, UPDATE] + ([DELETE] if include_deletes else []) + ([BEFORE] if before_image else [])
     parts = []
-    if images:
+    if images:  # deletes first (hudilite.reader.changes): the image files scanned twice, they are small
         d = read_parquet_files(spark, with_op, images)
-        parts.append(d.filter(F.col(CHANGE_OP).isin(ops)).select(*cols, F.col(CHANGE_OP)))
+        if include_deletes:
+            parts.append(d.filter(F.col(CHANGE_OP) == DELETE).select(*cols, F.col(CHANGE_OP)))
+        kept = [op for op in ops if op != DELETE]
+        parts.append(d.filter(F.col(CHANGE_OP).isin(kept)).select(*cols, F.col(CHANGE_OP)))
     if inserted:
         parts.append(read_parquet_files(spark, spark_schema, inserted).select(*cols, F.lit(INSERT).alias(CHANGE_OP)))
     if not parts:
         return spark.createDataFrame([], with_op).select(*cols, F.col(CHANGE_OP))
-    df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    df = parts[0]
+    for part in parts[1:]:
+        df = df.unionByName(part)
     return apply_filters(df, filters or [])
 
 
@@ -167,10 +173,13 @@ def _group_changes(spark, table, rng: ChangeRange, t: Touched, after: dict, befo
     picks = resolve(cands.cast(CANDIDATES), [x.partition for x in tasks], include_deletes=include_deletes,
                     before_image=before_image, by_key=global_writes(table, rng))
     picks = picks.sort_by("grp")
-    grp = picks.column("grp").to_numpy()
-    bounds = np.searchsorted(grp, np.arange(len(tasks) + 1))  # picks of task i: rows bounds[i]:bounds[i + 1]
-    work = [(x.to_json(), _ipc(picks.slice(bounds[i], bounds[i + 1] - bounds[i]).select(["kind", "pos"])))
-            for i, x in enumerate(tasks) if bounds[i + 1] > bounds[i]]
+    gone = pc.equal(picks.column("kind"), DELETE)
+    work = []
+    for sub in (picks.filter(gone), picks.filter(pc.invert(gone))):  # deletes first (reader.changes)
+        grp = sub.column("grp").to_numpy()
+        bounds = np.searchsorted(grp, np.arange(len(tasks) + 1))  # picks of task i: rows bounds[i]:bounds[i + 1]
+        work += [(x.to_json(), _ipc(sub.slice(bounds[i], bounds[i + 1] - bounds[i]).select(["kind", "pos"])))
+                 for i, x in enumerate(tasks) if bounds[i + 1] > bounds[i]]
     if not work:
         return spark.createDataFrame([], out_spark)
 

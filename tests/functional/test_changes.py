@@ -65,6 +65,43 @@ def test_changes_insert_update_delete_and_before_images(spark, table_path):
         (1, "U"): (2, "u1"), (3, "D"): (1, "n3")}
 
 
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_deletes_come_first_so_a_rekeying_consumer_ends_with_the_table(spark, tmp_path, table_type):
+    """Change rows list every 'D' before the others (hudilite.reader.changes, "Deletes first"). A consumer that
+    keys them anew (here rows keyed by a row id, consumed by name, as a dbt model reads a seed) and lets a key's
+    later row win ends with the names the table holds - a rewritten row (old id gone, new id in) is kept."""
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    kw = dict(record_key="rid", partition_by="dt", table_type=table_type, options=OCC)
+    row = "rid long, name string, dt string, v long"
+    c1 = hudilite.write(spark.createDataFrame([(i, f"n{i}", "ab"[i % 2], 1) for i in range(1, 7)], row), src, **kw)
+    # every row rewritten under a new id (one value changed), n6 gone: a seed's rebuild
+    c2 = hudilite.write(spark.createDataFrame([(10 + i, f"n{i}", "ab"[i % 2], 2 if i == 3 else 1)
+                                               for i in range(1, 6)], row), src, operation="insert_overwrite_table",
+                        **kw)
+    # then an upsert beside a delete in one commit: 'U' and 'D' rows of the images or of the diff
+    c3 = hudilite.write(spark.createDataFrame([(11, "n1", "b", 5, False), (12, "n2", "a", 1, True)],
+                                              row + ", _hoodie_is_deleted boolean"), src, **kw)
+    consumer = dict(record_key="name", precombine_field=None, options=OCC)
+    for begin, end in ((c1, c2), (c2, c3), (c1, c3)):
+        for local in (None, 0):  # change images read here, or scanned (local_max_bytes=0)
+            got = [(r["name"], r["_change_op"]) for r in spark_changes(spark, src, begin, end, local).collect()]
+            kinds = [op for _, op in got]
+            assert "D" in kinds and kinds == sorted(kinds, key=lambda op: op != "D"), (begin, end, got)
+    for begin, end in ((None, c1), (c1, c2), (c2, c3)):
+        feed = hudilite.changes(spark, src, begin=begin, end=end).selectExpr(
+            "name", "v", "_change_op = 'D' as _hoodie_is_deleted")
+        hudilite.write(feed, dst, **consumer)
+        want = sorted((r["name"], r["v"]) for r in hudilite.read(spark, src, as_of=end).collect())
+        assert sorted((r["name"], r["v"]) for r in hudilite.read(spark, dst).collect()) == want, end
+
+
+def spark_changes(spark, path, begin, end, local_max_bytes):
+    from hudilite.spark.changes import changes
+
+    kw = {} if local_max_bytes is None else {"local_max_bytes": local_max_bytes}
+    return changes(spark, path, begin=begin, end=end, **kw)
+
+
 def test_delete_then_reinsert_is_an_update_across_the_range(spark, table_path):
     c1 = w(spark, table_path, [(1, 1, "a", "one"), (2, 1, "a", "two")])
     c2 = w(spark, table_path, [(1, 2, "a", "gone", True)], SCHEMA_DEL)
