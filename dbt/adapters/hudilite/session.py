@@ -134,7 +134,16 @@ class SessionMixin:
                                           self.credentials.spark_conf, app_name="dbt-hudilite",
                                           show_spark_logs=self.credentials.show_spark_logs)
         except hudilite.HudiliteError as e:  # the warehouse is locked, or Spark or its catalog did not start
-            raise FailedToConnectError(str(e)) from None
+            raise FailedToConnectError(str(e) + self._served_hint(e)) from None
+
+    def _served_hint(self, e: Exception) -> str:
+        """For a warehouse locked by its own `hudilite server`: the profile that uses it instead."""
+        running = server.read_state(self.warehouse) if isinstance(e, warehouse.WarehouseLockedError) else None
+        if running is None or not server.answers(running.host, running.port):
+            return ""
+        return (f" It is held by this warehouse's Spark Connect server (pid {running.pid}, {running.url}): set "
+                f"`method: connect` and `host: {running.url}` in the profile to run there, or stop the server "
+                f"(hudilite server stop --warehouse {self.warehouse}).")
 
     def describe_session(self) -> str:
         spark = self.spark

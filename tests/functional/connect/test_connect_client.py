@@ -158,6 +158,23 @@ def test_a_server_gone_mid_session_fails_the_next_call_at_once(connect_server, t
             f"exited): start it again with: hudilite server start --warehouse '{wh}' --port {proxy.port}") in out
 
 
+def test_a_session_profile_on_a_served_warehouse_names_the_connect_profile(connect_server, tmp_path):
+    """Session mode on a warehouse whose `hudilite server` holds its catalog: the lock error says whose it is
+    and the profile that runs there (`method: connect`, the server's URL)."""
+    _project(tmp_path, "unused", connect_server.warehouse)
+    profile = json.loads((tmp_path / "profiles.yml").read_text())
+    dev = profile["p"]["outputs"]["dev"]
+    dev.pop("host"), dev.update(method="session")
+    (tmp_path / "profiles.yml").write_text(json.dumps(profile))
+    out = run_client(["-m", "dbt.cli.main", "debug", "--project-dir", str(tmp_path), "--profiles-dir",
+                      str(tmp_path)], timeout=300)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0 and "is locked by another process" in text, text[-3000:]
+    assert (f"held by this warehouse's Spark Connect server (pid {connect_server.pid}, {connect_server.url}): set "
+            f"`method: connect` and `host: {connect_server.url}` in the profile") in " ".join(text.split()), \
+        text[-3000:]
+
+
 QUERY = """
 import sys
 from hudilite import server
