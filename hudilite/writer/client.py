@@ -313,6 +313,10 @@ class WriteClient:
         wo = self.wo
         for role, names in (("record key", wo.record_key), ("partition", wo.partition_by)):
             for n in names:
+                if n not in cols and n.split(".")[0] in cols:
+                    raise InvalidWriteError(
+                        f"{role} field {n!r} is a nested field: {role} fields are top-level columns; select it "
+                        f"as one (e.g. `{n} AS {n.split('.')[-1]}`)")
                 if n not in cols:
                     raise InvalidWriteError(
                         f"{role} field {n!r} is not a column of the data (columns: {', '.join(cols)})")

@@ -192,6 +192,13 @@ def nested_key_missing(p):
     write(p, record_key="info.id")
 
 
+@case("keys", "record key of a nested field (a struct's member)", InvalidWriteError,
+      "record key field 'info.id' is a nested field: record key fields are top-level columns", table="none",
+      regression="its message said the field was not a column of the data")
+def nested_record_key(p):
+    write(p, rows([1, 2], info=pa.array([{"id": 1}, {"id": 2}])), record_key="info.id")
+
+
 @case("keys", "record key of a struct column", InvalidWriteError, "info", table="none")
 def struct_key(p):
     write(p, rows([1, 2], info=pa.array([{"a": 1}, {"a": 2}])), record_key="info")
