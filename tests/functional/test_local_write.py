@@ -151,7 +151,7 @@ def _digest(path):
     (pa.table({"id": pa.array([1, 2], pa.int64()), "v": pa.array([1, None], pa.int64()), "p": ["a", "a"]}),
      "null precombine"),
     (pa.table({"id": pa.array([1.5], pa.float64()), "v": pa.array([1], pa.int64()), "p": ["a"]}),
-     "id double"),
+     "column 'id': a record key column cannot change type from int64 to double"),
     (pa.table({"id": pa.array([1], pa.int64()), "v": pa.array([1], pa.int64()), "p": ["a/b"]}),
      "may not contain '/'"),
     (pa.table({"id": pa.array([1], pa.int64()), "v": pa.array(["x"], pa.string()), "p": ["a"]}),
@@ -166,6 +166,15 @@ def test_arrow_bad_input_leaves_table_unchanged(spark, tmp_path, bad, message):
     with pytest.raises(hudilite.InvalidWriteError, match=message):
         hudilite.write(bad, path, record_key="id", precombine_field="v", partition_by="p")
     assert _digest(path) == before
+
+
+def test_arrow_keys_other_than_integers_and_strings_ask_for_spark(tmp_path):
+    path = str(tmp_path / "new")
+    bad = pa.table({"id": pa.array([1.5], pa.float64()), "v": pa.array([1], pa.int64())})
+    with pytest.raises(hudilite.InvalidWriteError, match=r"Arrow input: record key / partition columns \(id "
+                                                         r"double\) must be integer or string columns"):
+        hudilite.write(bad, path, record_key="id", precombine_field="v")
+    assert not os.path.exists(path)
 
 
 def test_arrow_first_write_failure_leaves_no_table(tmp_path):
