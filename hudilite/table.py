@@ -153,8 +153,8 @@ class HoodieTable:
         try:
             stored = self.timeline.schema_json() or cfg.create_schema
             if stored:
-                check_key_types(avro_to_arrow(stored), evolve(avro_to_arrow(stored), schema), record_key,
-                                partition_by)
+                table_arrow = avro_to_arrow(stored)
+                check_key_types(table_arrow, evolve(table_arrow, schema), record_key, partition_by)
         except (SchemaError, ValueError):
             return False
         return True

@@ -55,7 +55,7 @@ from hudilite.options import QUERY_TYPE, READ_BEGIN, READ_END, READ_PARTITION_BY
 from hudilite.reader.merge import SliceDesc, merge_slices
 from hudilite.reader.planner import plan_read, table_schema
 from hudilite.schema import cast_table_to_schema
-from hudilite.spark.schema import arrow_to_spark, spark_to_arrow
+from hudilite.spark.schema import arrow_to_spark, spark_to_arrow, to_jvm_arrow
 from hudilite.storage import capture_all_bindings, install_bindings
 from hudilite.storage.local import normalize_path, storage_for
 from hudilite.table import HoodieTable
@@ -179,7 +179,7 @@ class _Reader(DataSourceReader):
         self.bindings = source.bindings  # the reader is unpickled for each later step, in other workers
         self.path = source.path(schema)
         self.want = spark_to_arrow(schema)  # what Spark asked for: the table's columns or a catalog entry's
-        self.out = spark_to_arrow(schema, pyspark_units=True)  # the batches' types PySpark checks
+        self.out = to_jvm_arrow(self.want)  # the batches' types PySpark checks (TIME as nanoseconds)
         self.filters: list[tuple] = []
 
     def pushFilters(self, filters):

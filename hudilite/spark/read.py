@@ -126,6 +126,8 @@ def check_time_columns(spark, schema: pa.Schema, names, *, merged: bool, table_r
     if not found:
         return
     path, t = next(((p, t) for p, t in found if pa.types.is_time32(t)), found[0])
+    if pa.types.is_time64(t) and str(spark.conf.get(TIME_TYPE_CONF, "false")).lower() == "true":
+        return  # Spark reads time-micros with the setting
     source = SOURCE_READ.format(f"; over Spark Connect with {TIME_TYPE_CONF}=true" if is_connect(spark) else "")
     if not table_read:
         way_out = "hudilite.Table(path).to_arrow() and changes_arrow() read it without Spark"
@@ -141,9 +143,8 @@ def check_time_columns(spark, schema: pa.Schema, names, *, merged: bool, table_r
     if pa.types.is_time32(t):
         raise InvalidReadError(f"column '{path}' holds times of day in milliseconds (Avro time-millis), which "
                                f"Spark cannot read: {way_out}")
-    if str(spark.conf.get(TIME_TYPE_CONF, "false")).lower() != "true":
-        raise InvalidReadError(f"column '{path}' holds times of day (Avro time-micros), which Spark reads only with "
-                               f"{TIME_TYPE_CONF}=true: set it on the session, or {way_out}")
+    raise InvalidReadError(f"column '{path}' holds times of day (Avro time-micros), which Spark reads only with "
+                           f"{TIME_TYPE_CONF}=true: set it on the session, or {way_out}")
 
 
 def small_slice_bytes(spark) -> int:

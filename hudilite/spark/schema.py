@@ -57,11 +57,11 @@ def _from_spark_leaf(t: pa.DataType, path: str) -> pa.DataType:
         return pa.time64("us")  # Spark TIME has at most microsecond precision
     return t
 
-def spark_to_arrow(struct, *, pyspark_units: bool = False) -> pa.Schema:
+def spark_to_arrow(struct) -> pa.Schema:
     """Arrow schema for a pyspark ``StructType`` (or anything with a ``.schema``, e.g. a
     DataFrame). ``TimestampType`` becomes ``timestamp("us", tz="UTC")``; ``TimestampNTZType``
-    becomes a tz-naive ``timestamp("us")``; ``TimeType`` ``time64("us")``, or with `pyspark_units`
-    PySpark's own ``time64("ns")``, which it requires of a Python data source's batches."""
+    becomes a tz-naive ``timestamp("us")``; ``TimeType`` ``time64("us")`` (`to_jvm_arrow` for batches
+    handed to Spark)."""
     if not isinstance(struct, StructType) and isinstance(getattr(struct, "schema", None), StructType):
         struct = struct.schema
     if not isinstance(struct, StructType):
@@ -75,7 +75,5 @@ def spark_to_arrow(struct, *, pyspark_units: bool = False) -> pa.Schema:
         except Exception as e:
             raise SchemaError(f"column '{f.name}': Spark type {f.dataType.simpleString()} cannot be converted to "
                               f"Arrow: {e}") from None
-        if not pyspark_units:
-            t = map_leaves(t, _from_spark_leaf, f.name)
-        fields.append(pa.field(f.name, t, nullable=f.nullable))
+        fields.append(pa.field(f.name, map_leaves(t, _from_spark_leaf, f.name), nullable=f.nullable))
     return pa.schema(fields)

@@ -360,8 +360,9 @@ class WriteClient:
                 if wo.operation == "delete":
                     data_schema = avro_to_arrow(stored) if stored else incoming
                 elif stored:
-                    data_schema = evolve(avro_to_arrow(stored), incoming)
-                    check_key_types(avro_to_arrow(stored), data_schema, wo.record_key, wo.partition_by)
+                    table_arrow = avro_to_arrow(stored)
+                    data_schema = evolve(table_arrow, incoming)
+                    check_key_types(table_arrow, data_schema, wo.record_key, wo.partition_by)
                 else:
                     data_schema = incoming
             else:

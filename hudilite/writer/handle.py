@@ -115,7 +115,7 @@ def dedup_latest(tbl: pa.Table, ctx: WriteContext, *, per_partition: bool = Fals
     last[-1] = True
     grouping = keys[:2] if keys[0][0] == _PART_CODE else keys[:1]
     for name, _ in grouping:  # a row is its group's last where the next row has another key or partition
-        k = work.column(name).take(order).combine_chunks()
+        k = (work.column(name).take(order) if name == _PART_CODE else t.column(name)).combine_chunks()
         last[:-1] |= pc.not_equal(k.slice(0, len(k) - 1), k.slice(1)).to_numpy(zero_copy_only=False)
     if last.all():
         return t
